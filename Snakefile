@@ -1,0 +1,19 @@
+# Med-DDPM GPU performance study as a workflow: every table and figure is rebuilt from the user's own measurements.
+# Embedded default: `snakemake --cores 1 paper/figures/all`; the full study: add `--configfile config/paper.yaml --`.
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/sample.smk"
+include: "workflow/rules/quality.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "paper/figures/all",

@@ -1,0 +1,1 @@
+"""Measurement helpers: hardware labels, provenance and timing."""

@@ -1,0 +1,39 @@
+"""Hardware labels: the `gpu` wildcard names the device a job must run on, and is checked against what is found."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+
+class DeviceMismatch(RuntimeError):
+    """The device found does not match the hardware label of the job."""
+
+
+def resolve_device(label: str, hardware: dict, emulate_gpus_on_cpu: bool = False) -> torch.device:
+    """Return the torch device for `label`, or raise DeviceMismatch with one line naming the problem.
+
+    `hardware[label]` holds `device` (cpu | cuda) and, for GPUs, `name_pattern`, a regex that the CUDA device name
+    must match. `emulate_gpus_on_cpu` is the test mode in which GPU-labelled jobs run on the CPU (results are marked
+    as emulated); it is never a silent fallback.
+    """
+    if label not in hardware:
+        raise DeviceMismatch(f"hardware label {label!r} is not defined under 'hardware' in the config")
+    spec = hardware[label]
+    if spec["device"] == "cpu":
+        return torch.device("cpu")
+    if emulate_gpus_on_cpu:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise DeviceMismatch(
+            f"label {label!r} needs a CUDA GPU matching {spec['name_pattern']!r}, but no CUDA device is visible"
+            " (run it on that GPU, or relabel the target)"
+        )
+    name = torch.cuda.get_device_name(0)
+    if not re.search(spec["name_pattern"], name, flags=re.IGNORECASE):
+        raise DeviceMismatch(
+            f"label {label!r} expects a GPU matching {spec['name_pattern']!r} but found {name!r}"
+            " (use the label of this GPU, e.g. add it under 'hardware' in the config)"
+        )
+    return torch.device("cuda", 0)

@@ -1,0 +1,93 @@
+"""Provenance carried by every result file: device, driver, CUDA, cuDNN, torch, config digest, workflow commit."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+
+def config_digest(config: dict) -> str:
+    """sha256 of the config as canonical JSON: equal configs give equal digests."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def workflow_commit(repo: Path) -> str:
+    """The checked-out commit, with '-dirty' when tracked files differ from it; 'unknown' outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, check=True, timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0] if out.strip() else None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_record(device: torch.device) -> dict:
+    """What the job ran on, read from the device itself."""
+    record = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host_cpu": _cpu_name(),
+        "cpu_threads": torch.get_num_threads(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        record.update(
+            device_type="cuda",
+            device_name=props.name,
+            compute_capability=f"{props.major}.{props.minor}",
+            multiprocessors=props.multi_processor_count,
+            memory_bytes=props.total_memory,
+            l2_cache_bytes=getattr(props, "L2_cache_size", None),
+            driver=_nvidia_driver(),
+            cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+        )
+    else:
+        record.update(
+            device_type="cpu", device_name=record["host_cpu"], driver=None, cuda=None, cudnn=None,
+            mkldnn=torch.backends.mkldnn.is_available(),
+        )
+    return record
+
+
+def provenance(device: torch.device, config: dict, repo: Path, label: str, emulated: bool) -> dict:
+    return {
+        "hardware_label": label,
+        "emulated_on_cpu": emulated,
+        **device_record(device),
+        "config_digest": config_digest(config),
+        "workflow_commit": workflow_commit(repo),
+        "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }

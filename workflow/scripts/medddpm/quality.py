@@ -1,0 +1,128 @@
+"""Quality of a variant: numeric error against float64, loss-curve deviation and image similarity vs baseline."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pandas as pd
+import torch
+from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
+
+from .build import build_diffusion
+from .dataset import PreparedPairs
+from .diffusion import GaussianDiffusion
+from .runs import Run
+from .variants import autocast, prepare_input, prepare_model
+
+DATA_RANGE = 2.0  # images live in [-1, 1]
+
+
+def relative_error(value: torch.Tensor, reference: torch.Tensor) -> float | None:
+    """||value - reference|| / ||reference||, or None where the reference is exactly zero (undefined)."""
+    norm = torch.linalg.vector_norm(reference.double())
+    if norm == 0:
+        return None
+    return float(torch.linalg.vector_norm(value.double() - reference.double()) / norm)
+
+
+def _forward_backward(diffusion: GaussianDiffusion, x, condition, t, noise):
+    diffusion.zero_grad(set_to_none=True)
+    out = diffusion.denoise(x, condition, t)
+    (noise - out).abs().mean().backward()
+    grads = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in diffusion.parameters()]
+    return out.detach(), grads
+
+
+def numeric_error(config: dict, run: Run, checkpoint: Path, dataset_dir: Path) -> dict:
+    """One U-Net forward and its parameter gradients, under the variant, against float64 on the same inputs.
+
+    The inputs are a real training case noised at a fixed step; the weights are the trained model's (at
+    initialisation the output convolution is zero, which would make every relative error undefined).
+    """
+    seed = config["quality"]["seed"]
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]
+    case = PreparedPairs(dataset_dir, "train")[0]
+    generator = torch.Generator().manual_seed(seed)
+    target = case["target"].unsqueeze(0)
+    condition = case["input"].unsqueeze(0)
+    noise = torch.randn(target.shape, generator=generator)
+    t = torch.tensor([config["diffusion"]["timesteps"] // 2])
+
+    results = {}
+    outputs = {}
+    for precision in ("variant", "float64"):
+        diffusion = build_diffusion(config["model"], config["diffusion"], config["train"]["seed"])
+        diffusion.load_state_dict(state)
+        diffusion.to(run.device)
+        if precision == "float64":
+            diffusion.double()
+            cast = lambda x: x.to(run.device, torch.float64)  # noqa: E731
+            context = torch.autocast(run.device.type, enabled=False)
+        else:
+            prepare_model(diffusion, run.variant)
+            cast = lambda x: prepare_input(x.to(run.device), run.variant)  # noqa: E731
+            context = autocast(run.variant, run.device)
+        x = diffusion.q_sample(cast(target), t.to(run.device), cast(noise))
+        with context:
+            outputs[precision] = _forward_backward(diffusion, x, cast(condition), t.to(run.device), cast(noise))
+        del diffusion
+    out, grads = outputs["variant"]
+    out64, grads64 = outputs["float64"]
+    per_tensor = [relative_error(g, g64) for g, g64 in zip(grads, grads64)]
+    defined = [e for e in per_tensor if e is not None]
+    results["forward_relative_error"] = relative_error(out, out64)
+    results["gradient_relative_error"] = relative_error(
+        torch.cat([g.flatten().cpu().double() for g in grads]), torch.cat([g.flatten().cpu().double() for g in grads64])
+    )
+    results["gradient_relative_error_max_tensor"] = max(defined) if defined else None
+    results["gradient_tensors_undefined"] = len(per_tensor) - len(defined)
+    results["reference_device"] = str(run.device)
+    return results
+
+
+def loss_curve_deviation(steps_csv: Path, baseline_csv: Path) -> dict:
+    """Per-step difference of the training losses from the baseline's (same seed, same data)."""
+    steps = pd.read_csv(steps_csv)
+    baseline = pd.read_csv(baseline_csv)
+    merged = steps.merge(baseline, on="step", suffixes=("", "_baseline"))
+    diff = (merged["loss"] - merged["loss_baseline"]).abs()
+    relative = diff / merged["loss_baseline"].abs()
+    return {
+        "loss_steps_compared": int(len(merged)),
+        "loss_abs_deviation_max": float(diff.max()),
+        "loss_abs_deviation_mean": float(diff.mean()),
+        "loss_rel_deviation_max": float(relative.max()),
+    }
+
+
+def _volume(path: Path) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(nib.load(str(path)).get_fdata(), dtype=np.float64))[None, None]
+
+
+def image_similarity(samples: list[Path], references: list[Path], kernel: int) -> list[dict]:
+    """3D SSIM and PSNR (torchmetrics) of each sample against its reference volume."""
+    rows = []
+    for sample, reference in zip(samples, references):
+        pred, target = _volume(sample), _volume(reference)
+        identical = bool(torch.equal(pred, target))
+        psnr = None if identical else float(peak_signal_noise_ratio(pred, target, data_range=DATA_RANGE))
+        ssim = float(
+            structural_similarity_index_measure(pred, target, data_range=DATA_RANGE, kernel_size=kernel)
+        )
+        rows.append({"sample": Path(sample).name, "reference": Path(reference).name, "ssim": ssim,
+                     "psnr_db": psnr, "identical": identical})
+    return rows
+
+
+def summarise_similarity(rows: list[dict]) -> dict:
+    ssim = [r["ssim"] for r in rows]
+    psnr = [r["psnr_db"] for r in rows if r["psnr_db"] is not None]
+    return {
+        "ssim_mean": float(np.mean(ssim)) if ssim else math.nan,
+        "psnr_db_mean": float(np.mean(psnr)) if psnr else None,
+        "identical": all(r["identical"] for r in rows),
+        "per_sample": rows,
+    }

@@ -1,0 +1,239 @@
+"""The 3D U-Net of Med-DDPM (a guided-diffusion U-Net in three dimensions), faithful to the upstream code.
+
+Every upstream quirk that changes which kernels run is kept on purpose, because this network is the subject of a
+performance study: GroupNorm computed in float32, attention recomputed in backward (upstream hard-wires
+checkpointing for attention blocks only), 1x1 Conv1d projections with einsum attention, additive time embedding,
+zero-initialised output convolutions, trilinear upsampling followed by a 3x3x3 convolution.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass(frozen=True)
+class UNetConfig:
+    """Shape of the network. The defaults are the whole-head configuration (40,226,433 parameters)."""
+
+    in_channels: int = 3
+    out_channels: int = 1
+    base_width: int = 64
+    channel_mult: tuple[int, ...] = (1, 1, 2, 3, 4)
+    num_res_blocks: int = 1
+    # Downsample rates (ds) that carry attention. Upstream passes attention_resolutions="16" and converts it to
+    # ds = image_size // 16, which is 8 at 128^3: attention at the 16^3 level.
+    attention_downsample_rates: tuple[int, ...] = (8,)
+    num_heads: int = 1
+    dropout: float = 0.0
+    groups: int = 32
+    # Upstream recomputes attention in backward; kept switchable only so that a variant can measure its cost.
+    checkpoint_attention: bool = True
+
+
+class GroupNorm32(nn.GroupNorm):
+    """GroupNorm that computes in (at least) float32 and casts back, as upstream does.
+
+    Upstream calls `x.float()`; promoting instead is the same for float32 and half inputs and keeps float64 in
+    float64 for the reference of the quality check.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.to(torch.promote_types(x.dtype, torch.float32))).type(x.dtype)
+
+
+def zero_module(module: nn.Module) -> nn.Module:
+    for parameter in module.parameters():
+        parameter.detach().zero_()
+    return module
+
+
+def timestep_embedding(timesteps: torch.Tensor, dim: int, max_period: int = 1000) -> torch.Tensor:
+    """Sinusoidal embedding in [cos, sin] order (guided-diffusion convention)."""
+    half = dim // 2
+    freqs = torch.exp(
+        -math.log(max_period) * torch.arange(half, dtype=torch.float32, device=timesteps.device) / half
+    )
+    args = timesteps[:, None].float() * freqs[None]
+    embedding = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    if dim % 2:
+        embedding = torch.cat([embedding, torch.zeros_like(embedding[:, :1])], dim=-1)
+    return embedding
+
+
+class ResBlock(nn.Module):
+    """GroupNorm-SiLU-conv, plus the time embedding ADDED (no scale-shift), GroupNorm-SiLU-dropout-zero conv."""
+
+    def __init__(self, channels: int, emb_channels: int, out_channels: int, dropout: float, groups: int):
+        super().__init__()
+        self.in_layers = nn.Sequential(
+            GroupNorm32(groups, channels), nn.SiLU(), nn.Conv3d(channels, out_channels, 3, padding=1)
+        )
+        self.emb_layers = nn.Sequential(nn.SiLU(), nn.Linear(emb_channels, out_channels))
+        self.out_layers = nn.Sequential(
+            GroupNorm32(groups, out_channels),
+            nn.SiLU(),
+            nn.Dropout(p=dropout),
+            zero_module(nn.Conv3d(out_channels, out_channels, 3, padding=1)),
+        )
+        self.skip_connection = (
+            nn.Identity() if out_channels == channels else nn.Conv3d(channels, out_channels, 1)
+        )
+
+    def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        h = self.in_layers(x)
+        emb_out = self.emb_layers(emb).type(h.dtype)
+        h = h + emb_out[:, :, None, None, None]
+        h = self.out_layers(h)
+        return self.skip_connection(x) + h
+
+
+class QKVAttentionLegacy(nn.Module):
+    """Upstream's legacy QKV order: heads split before q/k/v; q and k each scaled by ch^-1/4; einsum attention."""
+
+    def __init__(self, num_heads: int):
+        super().__init__()
+        self.num_heads = num_heads
+
+    def forward(self, qkv: torch.Tensor) -> torch.Tensor:
+        batch, width, length = qkv.shape
+        ch = width // (3 * self.num_heads)
+        q, k, v = qkv.reshape(batch * self.num_heads, ch * 3, length).split(ch, dim=1)
+        scale = 1 / math.sqrt(math.sqrt(ch))
+        weight = torch.einsum("bct,bcs->bts", q * scale, k * scale)
+        weight = torch.softmax(weight.float(), dim=-1).type(weight.dtype)
+        attended = torch.einsum("bts,bcs->bct", weight, v)
+        return attended.reshape(batch, -1, length)
+
+
+class AttentionBlock(nn.Module):
+    """Self-attention over all voxels of a level, with 1x1 Conv1d projections and a zero-initialised output."""
+
+    def __init__(self, channels: int, num_heads: int, groups: int, use_checkpoint: bool):
+        super().__init__()
+        self.norm = GroupNorm32(groups, channels)
+        self.qkv = nn.Conv1d(channels, channels * 3, 1)
+        self.attention = QKVAttentionLegacy(num_heads)
+        self.proj_out = zero_module(nn.Conv1d(channels, channels, 1))
+        self.use_checkpoint = use_checkpoint
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.use_checkpoint and torch.is_grad_enabled():
+            return checkpoint(self._forward, x, use_reentrant=False)
+        return self._forward(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, channels, *spatial = x.shape
+        x = x.reshape(batch, channels, -1)
+        h = self.proj_out(self.attention(self.qkv(self.norm(x))))
+        return (x + h).reshape(batch, channels, *spatial)
+
+
+class Downsample(nn.Module):
+    """3x3x3 convolution with stride 2 in all three dimensions."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.op = nn.Conv3d(channels, channels, 3, stride=2, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.op(x)
+
+
+class Upsample(nn.Module):
+    """Trilinear x2 interpolation followed by a 3x3x3 convolution."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv = nn.Conv3d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.interpolate(x, scale_factor=2, mode="trilinear")
+        return self.conv(x)
+
+
+class TimestepSequential(nn.Sequential):
+    """A sequence whose ResBlocks also receive the time embedding."""
+
+    def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        for layer in self:
+            x = layer(x, emb) if isinstance(layer, ResBlock) else layer(x)
+        return x
+
+
+class UNet3D(nn.Module):
+    """Med-DDPM's denoiser: input = noisy image concatenated with the one-hot mask, output = predicted noise."""
+
+    def __init__(self, config: UNetConfig = UNetConfig()):
+        super().__init__()
+        self.config = config
+        width = config.base_width
+        emb_dim = width * 4
+        groups = config.groups
+        self.time_embed = nn.Sequential(nn.Linear(width, emb_dim), nn.SiLU(), nn.Linear(emb_dim, emb_dim))
+
+        def attention(channels: int) -> AttentionBlock:
+            return AttentionBlock(channels, config.num_heads, groups, config.checkpoint_attention)
+
+        ch = config.channel_mult[0] * width
+        self.input_blocks = nn.ModuleList([TimestepSequential(nn.Conv3d(config.in_channels, ch, 3, padding=1))])
+        skip_channels = [ch]
+        ds = 1
+        for level, mult in enumerate(config.channel_mult):
+            for _ in range(config.num_res_blocks):
+                layers: list[nn.Module] = [ResBlock(ch, emb_dim, mult * width, config.dropout, groups)]
+                ch = mult * width
+                if ds in config.attention_downsample_rates:
+                    layers.append(attention(ch))
+                self.input_blocks.append(TimestepSequential(*layers))
+                skip_channels.append(ch)
+            if level != len(config.channel_mult) - 1:
+                self.input_blocks.append(TimestepSequential(Downsample(ch)))
+                skip_channels.append(ch)
+                ds *= 2
+
+        self.middle_block = TimestepSequential(
+            ResBlock(ch, emb_dim, ch, config.dropout, groups),
+            attention(ch),
+            ResBlock(ch, emb_dim, ch, config.dropout, groups),
+        )
+
+        self.output_blocks = nn.ModuleList()
+        for level, mult in list(enumerate(config.channel_mult))[::-1]:
+            for i in range(config.num_res_blocks + 1):
+                layers = [ResBlock(ch + skip_channels.pop(), emb_dim, width * mult, config.dropout, groups)]
+                ch = width * mult
+                if ds in config.attention_downsample_rates:
+                    layers.append(attention(ch))
+                if level and i == config.num_res_blocks:
+                    layers.append(Upsample(ch))
+                    ds //= 2
+                self.output_blocks.append(TimestepSequential(*layers))
+
+        self.out = nn.Sequential(
+            GroupNorm32(groups, ch), nn.SiLU(), zero_module(nn.Conv3d(ch, config.out_channels, 3, padding=1))
+        )
+
+    def forward(self, x: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
+        # Cast to the weights' dtype: a no-op in float32, needed for the float64 reference of the quality check.
+        emb = self.time_embed(
+            timestep_embedding(timesteps, self.config.base_width).to(self.time_embed[0].weight.dtype)
+        )
+        skips = []
+        h = x
+        for block in self.input_blocks:
+            h = block(h, emb)
+            skips.append(h)
+        h = self.middle_block(h, emb)
+        for block in self.output_blocks:
+            h = block(torch.cat([h, skips.pop()], dim=1), emb)
+        return self.out(h).type(x.dtype)
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
