@@ -1,0 +1,696 @@
+"""Tests of workflow/scripts/profiling: kernel classes, ncu/nsys/torch.profiler readers, the tidy table, diagnoses.
+
+Parser tests run over every sample in tests/fixtures/profiling (see its README), so real exports dropped there are
+tested too; value checks pin the hand-made samples and the H200 recordings by name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+from torch.autograd import DeviceType
+
+from profiling import kernels, ncu, nsys, tables, torchprof
+from profiling.errors import ProfilingError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "profiling"
+NCU_RAW = sorted(FIXTURES.glob("ncu_raw*.csv"))
+NCU_DETAILS = sorted(FIXTURES.glob("ncu_details*.csv"))
+NSYS_KERN_SUM = sorted(FIXTURES.glob("nsys_*kern*sum*.csv"))
+TORCH_TRACES = sorted(FIXTURES.glob("torch_trace*.json"))
+HANDMADE_RAW = FIXTURES / "ncu_raw_handmade_scaled_units.csv"
+H200_RAW = FIXTURES / "ncu_raw_h200_tiny_train_step.csv"
+H200_PUSHPOP = FIXTURES / "ncu_raw_h200_tiny_train_step_pushpop.csv"
+H200_TRACE = FIXTURES / "torch_trace_h200_tiny_train_step.json"
+
+
+def by_name(paths: list[Path]) -> dict:
+    """parametrize arguments over fixture files, each test named after its file."""
+    return {"argvalues": paths, "ids": [p.name for p in paths]}
+
+
+# --- kernel classes ---------------------------------------------------------------------------------------------
+
+H200_NAMES = {
+    "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_warpsize2x2x1_g1_"
+    "tensor16x8x8_alignc4_execute_kernel__5x_cudnn": ("conv_fprop", "tf32"),
+    "sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32_warpgroupsize1x1x1_"
+    "execute_segment_k_off_kernel__5x_cudnn": ("conv_dgrad", "tf32"),
+    "sm80_xmma_wgrad_implicit_gemm_indexed_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize32x32x8_stage3_warpsize1x2x1_g1_"
+    "ffma_aligna4_alignc4_execute_kernel__5x_cudnn": ("conv_wgrad", "fp32"),
+    "void cudnn::ops::nchwToNhwcKernel<float, float, float, true, false, (cudnnKernelDataType_t)0>"
+    "(cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)": ("layout_conversion", "unknown"),
+    "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float>(long, float, float const*, float*, "
+    "float*)": ("normalization", "unknown"),
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+    "TensorListMetadata<2>, at::native::LerpFunctor<float>, float>(at::native::(anonymous namespace)::"
+    "TensorListMetadata<2>, at::native::LerpFunctor<float>, float)": ("optimizer", "unknown"),
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+    "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)": ("elementwise", "unknown"),
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, "
+    "float>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, "
+    "float>, unsigned int, float, 4, 4>)": ("reduction", "unknown"),
+    "nvjet_tst_128x64_64x8_2x1_v_bz_coopB_TNT": ("gemm", "unknown"),
+    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::"
+    "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}>(at::TensorIteratorBase&)::{lambda(int)#1}>"
+    "(int, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(int)#1})": (
+        "layout_conversion",
+        "unknown",
+    ),
+    "void at::native::(anonymous namespace)::upsample_trilinear3d_out_frame<float, float>(int, float, float, "
+    "float, bool)": ("other", "unknown"),
+    "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8": ("gemm", "bf16"),
+    "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn": ("gemm", "unknown"),
+    "sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x32": ("conv_fprop", "f16"),
+}
+
+
+@pytest.mark.parametrize(("name", "expected"), H200_NAMES.items(), ids=[n[:40] for n in H200_NAMES])
+def test_classify_and_precision(name: str, expected: tuple[str, str]) -> None:
+    assert (kernels.classify(name), kernels.precision_tag(name)) == expected
+
+
+def test_class_table_is_the_reference_order() -> None:
+    assert kernels.CLASS_NAMES == [
+        "conv_fprop",
+        "conv_dgrad",
+        "conv_wgrad",
+        "gemm",
+        "layout_conversion",
+        "normalization",
+        "optimizer",
+        "reduction",
+        "elementwise",
+        "other",
+    ]
+    # Every CPU class is one of the GPU classes: one vocabulary for both tables.
+    assert {name for name, _ in kernels.CPU_OPERATOR_CLASSES} <= set(kernels.CLASS_NAMES)
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        (
+            "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float>(long, float, float const*, "
+            "float*, float*)",
+            "RowwiseMomentsCUDAKernel",
+        ),
+        (
+            "void at::<unnamed>::RowwiseMomentsCUDAKernel<float>(long, T1, const T1 *, T1 *, T1 *)",
+            "RowwiseMomentsCUDAKernel",
+        ),
+        ("cudnn::nchwToNhwcKernel", "nchwToNhwcKernel"),
+        (
+            "void cudnn::ops::nchwToNhwcKernel<float, float, float, true, false, (cudnnKernelDataType_t)0>"
+            "(cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)",
+            "nchwToNhwcKernel",
+        ),
+        (
+            "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4",
+            "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4",
+        ),
+        (
+            "void at::vectorized_elementwise_kernel<4, at::<unnamed>::silu_kernel(at::TensorIteratorBase &)::"
+            "[lambda() (instance 1)]::operator ()() const::[lambda(float) (instance 1)], std::array<char *, 2>>"
+            "(int, T2, T3)",
+            "vectorized_elementwise_kernel",
+        ),
+        ("aten::convolution_backward", "convolution_backward"),
+        ("Optimizer.step#Adam.step", "Optimizer.step#Adam.step"),
+        ("nvjet_tst_128x64_64x8_2x1_v_bz_coopB_TNT", "nvjet_tst_128x64_64x8_2x1_v_bz_coopB_TNT"),
+    ],
+)
+def test_short_name(name: str, short: str) -> None:
+    assert kernels.short_name(name) == short
+
+
+@pytest.mark.parametrize(
+    ("op", "expected"),
+    [
+        ("aten::slow_conv3d_forward", "conv_fprop"),
+        ("aten::mkldnn_convolution", "conv_fprop"),
+        ("aten::convolution_backward", "conv_dgrad"),
+        ("autograd::engine::evaluate_function: ConvolutionBackward0", "conv_dgrad"),
+        ("aten::native_group_norm", "normalization"),
+        ("aten::native_group_norm_backward", "normalization"),
+        ("aten::copy_", "layout_conversion"),
+        ("aten::add_", "elementwise"),
+        ("aten::silu_backward", "elementwise"),
+        ("Optimizer.step#Adam.step", "optimizer"),
+        ("aten::_foreach_add_", "optimizer"),
+        ("aten::mean", "reduction"),
+        ("aten::addmm", "gemm"),
+        ("aten::empty", "other"),
+    ],
+)
+def test_classify_cpu_op(op: str, expected: str) -> None:
+    assert kernels.classify_cpu_op(op) == expected
+
+
+# --- ncu: command lines -----------------------------------------------------------------------------------------
+
+
+def test_ncu_build_command() -> None:
+    argv = ncu.build_command(
+        ["python", "train.py", "--steps", "1"],
+        ["gpu__time_duration.sum", "sm__cycles_elapsed.max"],
+        "step",
+        "out/prof.ncu-rep",
+        ["--launch-count", "500"],
+        sections=["SpeedOfLight"],
+    )
+    assert argv == [
+        "ncu",
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        "step",
+        "--metrics",
+        "gpu__time_duration.sum,sm__cycles_elapsed.max",
+        "--section",
+        "SpeedOfLight",
+        "-o",
+        "out/prof",
+        "-f",
+        "--launch-count",
+        "500",
+        "python",
+        "train.py",
+        "--steps",
+        "1",
+    ]
+
+
+def test_ncu_build_command_refuses_push_pop_range() -> None:
+    with pytest.raises(ValueError, match="range_start/range_end"):
+        ncu.build_command(["python", "x.py"], [], "step/", "r.ncu-rep")
+
+
+def test_ncu_export_command() -> None:
+    assert ncu.export_command("r.ncu-rep", "raw")[:6] == ["ncu", "-i", "r.ncu-rep", "--csv", "--page", "raw"]
+    assert "--print-units" in ncu.export_command("r.ncu-rep", "details")
+    with pytest.raises(ValueError):
+        ncu.export_command("r.ncu-rep", "source")
+
+
+# --- ncu: raw page ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", **by_name(NCU_RAW))
+def test_ncu_raw_parses_one_row_per_kernel(path: Path) -> None:
+    text = path.read_text()
+    raw = ncu.parse_raw(text)
+    data_rows = len(ncu._csv_rows(text)) - 2
+    assert len(raw) == data_rows > 0
+    assert raw["id"].is_monotonic_increasing and raw["id"].is_unique
+    assert raw["kernel_name"].str.len().gt(0).all()
+    duration = raw["gpu__time_duration.sum"]
+    assert duration.dtype == float and duration.gt(0).all()
+    assert raw.attrs["units"]["gpu__time_duration.sum"] == "nsecond"
+    tidy = tables.from_ncu(raw)
+    assert list(tidy.columns[: len(tables.TIDY_COLUMNS)]) == tables.TIDY_COLUMNS
+    assert tidy["kernel_class"].isin(kernels.CLASS_NAMES).all()
+    assert (tidy["duration_ns"] == duration).all()
+    summary = tables.summarise(tidy)
+    everything = summary.set_index("kernel_class").loc["all"]
+    assert everything["kernels"] == len(raw)
+    assert everything["time_share"] == pytest.approx(1.0)
+    assert summary.loc[summary["kernel_class"] != "all", "time_ns"].sum() == pytest.approx(everything["time_ns"])
+
+
+def test_ncu_raw_units_and_separators() -> None:
+    raw = ncu.parse_raw(HANDMADE_RAW.read_text())
+    wgrad = raw.loc[raw["kernel_name"].str.contains("wgrad")].iloc[0]
+    assert wgrad["gpu__time_duration.sum"] == pytest.approx(1_370_560.0)  # "1,370.560" us
+    assert wgrad["dram__bytes_read.sum"] == pytest.approx(3_556.769e6)  # Mbyte
+    assert wgrad["dram__bytes_write.sum"] == pytest.approx(221.0)  # "0.221" Kbyte
+    assert wgrad["smsp__inst_executed.sum"] == 1_245_312_000
+    assert math.isnan(raw.loc[4, "sm__inst_executed_pipe_tensor_op_gmma.sum"])  # "n/a"
+    assert raw["device__attribute_display_name"].eq("NVIDIA H200").all()  # text metrics stay text
+    assert raw.attrs["units"]["dram__bytes_read.sum"] == "byte"
+    assert raw.loc[0, "nvtx_start_end_ranges"].strip().startswith('"0:<default domain>:step')
+    tidy = tables.from_ncu(raw)
+    assert list(tidy["kernel_class"]) == [
+        "layout_conversion",
+        "conv_fprop",
+        "normalization",
+        "elementwise",
+        "conv_dgrad",
+        "conv_wgrad",
+        "reduction",
+        "optimizer",
+        "gemm",
+        "other",
+    ]
+    assert {"sm_cycles", "ipc", "tensor_pipe_pct", "stall_long_scoreboard", "thread_inst_ffma", "l2_hit_pct"} <= set(
+        tidy.columns
+    )
+    assert "device__attribute_display_name" not in tidy.columns  # the tidy table holds numbers only
+
+
+def test_ncu_h200_recording_has_backward_and_joins_torch_trace() -> None:
+    raw = ncu.parse_raw(H200_RAW.read_text())
+    assert len(raw) == 41
+    ncu.validate_kernels(raw)  # range_start/range_end kept the backward pass
+    trace = torchprof.trace_rows(H200_TRACE)
+    # ncu simplifies names (at::native:: dropped, "<unnamed>"); short name plus order joins the two tools.
+    assert list(raw["kernel_name"].map(kernels.short_name)) == list(trace["name"].map(kernels.short_name))
+    assert list(raw["kernel_name"].map(kernels.classify)) == list(trace["name"].map(kernels.classify))
+    tidy = tables.from_ncu(raw)
+    assert tidy["sm_cycles"].gt(0).all() and tidy["warp_instructions"].gt(0).all()
+
+
+def test_validate_kernels_catches_the_push_pop_trap() -> None:
+    raw = ncu.parse_raw(H200_PUSHPOP.read_text())
+    with pytest.raises(ProfilingError, match="backward pass missing: no dgrad or wgrad") as caught:
+        ncu.validate_kernels(raw)
+    assert "range_start/range_end" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_validate_kernels_names_the_missing_kind() -> None:
+    frame = pd.DataFrame({"name": ["sm80_xmma_fprop_x", "sm80_xmma_dgrad_x"]})
+    with pytest.raises(ProfilingError, match="no wgrad kernel"):
+        ncu.validate_kernels(frame)
+    ncu.validate_kernels(pd.DataFrame({"kernel_name": ["a_dgrad_b", "a_wgrad_b"]}))
+
+
+def _cut(text: str, how: str) -> str:
+    lines = text.splitlines(keepends=True)
+    if how == "no units row":
+        return lines[0] + "".join(lines[2:])
+    if how == "short last row":
+        return "".join(lines[:-1]) + '","'.join(lines[-1].split('","')[:-3]) + '"\n'
+    if how == "cut inside a quoted field":
+        return "".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]
+    if how == "header only":
+        return lines[0]
+    return ""  # "empty"
+
+
+@pytest.mark.parametrize("how", ["no units row", "short last row", "cut inside a quoted field", "header only", "empty"])
+def test_ncu_truncated_csv_is_named(how: str) -> None:
+    text = _cut(HANDMADE_RAW.read_text(), how)
+    message = ncu.diagnose("", 0, csv_text=text)
+    assert message is not None and "\n" not in message and "fix:" in message
+    with pytest.raises(ProfilingError):
+        ncu.parse_raw(text)
+
+
+# --- ncu: details page (rules) ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", **by_name(NCU_DETAILS))
+def test_ncu_details_rules(path: Path) -> None:
+    rules = ncu.parse_details(path.read_text())
+    assert list(rules.columns) == ncu.RULE_COLUMNS
+    assert len(rules) > 0 and rules["rule"].str.len().gt(0).all()
+    assert rules["estimated_speedup_pct"].dtype == float
+    assert rules["estimated_speedup_pct"].dropna().between(0, 100).all()
+
+
+def test_ncu_details_values() -> None:
+    rules = ncu.parse_details((FIXTURES / "ncu_details_handmade.csv").read_text())
+    assert len(rules) == 7  # 9 metric rows are not rules
+    assert list(rules["kernel_id"]) == [0, 0, 1, 1, 2, 2, 1]
+    occupancy = rules[rules["rule"] == "AchievedOccupancy"]
+    assert list(occupancy["estimated_speedup_pct"]) == [40.38, 12.5, 8.75]
+    assert rules.loc[rules["rule"] == "SOLBottleneck", "estimated_speedup_pct"].isna().all()
+    assert set(rules["speedup_type"]) == {"", "local", "global"}
+
+
+def test_ncu_details_truncated() -> None:
+    text = (FIXTURES / "ncu_details_handmade.csv").read_text()
+    with pytest.raises(ProfilingError, match="truncated"):
+        ncu.parse_details(text[: text.rindex("This kernel launch")])
+
+
+def test_ncu_details_without_rule_columns_is_empty() -> None:
+    text = '"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"\n"0","k","S","m","ns","1"\n'
+    assert ncu.parse_details(text).empty
+
+
+# --- ncu: diagnoses ---------------------------------------------------------------------------------------------
+
+NCU_FAILURES = {
+    "not found (shell)": ("bash: ncu: command not found", 127, "ncu not found"),
+    "not found (subprocess)": ("[Errno 2] No such file or directory: 'ncu'", 1, "ncu not found"),
+    "counters restricted": (
+        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
+        "on the target device 0.",
+        1,
+        "NVreg_RestrictProfilingToAdminUsers=0",
+    ),
+    "volta": ("==ERROR== Invalid chip gv100", 1, "2024 or older"),
+    "unknown metric": ("==ERROR== Failed to find metric sm__bogus.sum", 1, "sm__bogus.sum"),
+    "unknown metric (query)": (
+        "Chip gh100\n==WARNING== The below metrics are either invalid or don't have suffixes.\nsm__no_such_metric.sum",
+        0,
+        "sm__no_such_metric.sum",
+    ),
+    "no kernels": (
+        "==PROF== Disconnected from process 1329\n==WARNING== No kernels were profiled.\n"
+        "==WARNING== Note that specified NVTX include expressions match only start/end ranges.",
+        0,
+        "without a trailing slash",
+    ),
+    "gvisor": ("==ERROR== Failed to initialize the profiler: LibraryNotLoaded", 1, "LibraryNotLoaded"),
+}
+
+
+@pytest.mark.parametrize(("stderr", "code", "named"), NCU_FAILURES.values(), ids=list(NCU_FAILURES))
+def test_ncu_diagnose(stderr: str, code: int, named: str) -> None:
+    message = ncu.diagnose(stderr, code)
+    assert message is not None and named in message
+    assert "\n" not in message and "fix:" in message
+
+
+def test_ncu_diagnose_silently_dropped_metric() -> None:
+    # ncu 2025.3.1 leaves an unknown --metrics name out of the report without an error.
+    text = H200_RAW.read_text()
+    assert ncu.diagnose("", 0, text, ["gpu__time_duration.sum"]) is None
+    message = ncu.diagnose("", 0, text, ["gpu__time_duration.sum", "sm__no_such_metric.sum"])
+    assert message is not None and "sm__no_such_metric.sum" in message
+
+
+def test_ncu_diagnose_clean_run() -> None:
+    assert ncu.diagnose("==PROF== Disconnected from process 1", 0, HANDMADE_RAW.read_text()) is None
+    # A missing report file is not a missing ncu.
+    assert ncu.diagnose("No such file or directory: 'out/missing.ncu-rep'", 1) is None
+
+
+def test_read_report_needs_ncu_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ncu, "import_ncu_report", lambda: None)
+    with pytest.raises(ProfilingError, match="ncu_report Python module not found"):
+        ncu.read_report("missing.ncu-rep")
+
+
+# --- nsys -------------------------------------------------------------------------------------------------------
+
+
+def test_nsys_commands() -> None:
+    assert nsys.build_command(["python", "t.py"], "out/run.nsys-rep") == [
+        "nsys",
+        "profile",
+        "-t",
+        "cuda,nvtx,cudnn,cublas",
+        "--capture-range=cudaProfilerApi",
+        "-o",
+        "out/run",
+        "-f",
+        "true",
+        "python",
+        "t.py",
+    ]
+    assert nsys.stats_command("run.nsys-rep", "out/run", "cuda_gpu_kern_sum") == [
+        "nsys",
+        "stats",
+        "--report",
+        "cuda_gpu_kern_sum",
+        "--format",
+        "csv",
+        "--output",
+        "out/run",
+        "run.nsys-rep",
+    ]
+    assert nsys.stats_csv_path("out/run", "gpukernsum") == Path("out/run_gpukernsum.csv")
+    assert nsys.KERN_SUM_REPORTS == ("cuda_gpu_kern_sum", "gpukernsum")
+
+
+@pytest.mark.parametrize("path", **by_name(NSYS_KERN_SUM))
+def test_nsys_kern_sum_parses(path: Path) -> None:
+    table = nsys.parse_kern_sum(path)
+    assert list(table.columns) == nsys.KERN_SUM_COLUMNS
+    assert len(table) > 0 and table["total_ns"].gt(0).all() and table["instances"].gt(0).all()
+    # nsys rounds the average; the product only agrees to that rounding.
+    assert (table["avg_ns"] * table["instances"]).to_numpy() == pytest.approx(table["total_ns"].to_numpy(), rel=1e-4)
+    tidy = tables.from_nsys(table)
+    summary = tables.summarise(tidy).set_index("kernel_class")
+    assert summary.loc["all", "kernels"] == table["instances"].sum()
+    assert summary.loc["all", "time_ns"] == pytest.approx(table["total_ns"].sum())
+    assert summary[["sm_cycles", "ipc", "dram_bytes"]].isna().all().all()  # nsys measures time only
+
+
+def test_nsys_both_column_styles_agree() -> None:
+    new = nsys.parse_kern_sum(FIXTURES / "nsys_cuda_gpu_kern_sum_handmade.csv")
+    old = nsys.parse_kern_sum(FIXTURES / "nsys_gpukernsum_handmade.csv")
+    same = ["name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns"]
+    pd.testing.assert_frame_equal(new[same], old[same])
+    assert old["med_ns"].isna().all() and new["med_ns"].notna().all()
+    assert new.loc[0, "total_ns"] == 1_427_230_720 and new.loc[0, "instances"] == 91
+    shares = tables.summarise(tables.from_nsys(new)).set_index("kernel_class")["time_share"]
+    assert shares["conv_wgrad"] == pytest.approx(new.loc[0, "time_pct"] / 100, abs=5e-4)
+
+
+def test_nsys_units_in_headers(tmp_path: Path) -> None:
+    path = tmp_path / "k.csv"
+    path.write_text("Time (%),Total Time (us),Instances,Avg (us),Name\n100.0,\"1,500\",3,500,kern\n")
+    table = nsys.parse_kern_sum(path)
+    assert table.loc[0, "total_ns"] == 1_500_000 and table.loc[0, "avg_ns"] == 500_000
+
+
+def test_nsys_diagnose(tmp_path: Path) -> None:
+    missing = nsys.diagnose("bash: nsys: command not found", 127)
+    assert missing is not None and "nsys not found" in missing
+    (tmp_path / "run.qdstrm").write_bytes(b"\0")
+    stranded = nsys.diagnose("", 0, report_path=tmp_path / "run.nsys-rep")
+    assert stranded is not None and "QdstrmImporter" in stranded
+    (tmp_path / "run.nsys-rep").write_bytes(b"\0")
+    assert nsys.diagnose("", 0, report_path=tmp_path / "run.nsys-rep") is None
+    said = nsys.diagnose("Importer error: cannot find QdstrmImporter", 1)
+    assert said is not None and ".qdstrm" in said
+    unknown = nsys.diagnose("ERROR: Report 'cuda_gpu_kern_sum' could not be found.", 1)
+    assert unknown is not None and "gpukernsum" in unknown
+    full = (FIXTURES / "nsys_cuda_gpu_kern_sum_handmade.csv").read_text()
+    short_row = full.splitlines()[0] + "\n58.2,1427230720,91\n"
+    for text in ["", "Processing [run.sqlite] with [cuda_gpu_kern_sum.py]...\n", full[: len(full) // 2], short_row]:
+        message = nsys.diagnose("", 0, csv_text=text)
+        assert message is not None and "\n" not in message and "fix:" in message
+    assert nsys.diagnose("", 0, csv_text=full) is None
+
+
+def test_nsys_truncated_csv_raises(tmp_path: Path) -> None:
+    path = tmp_path / "k.csv"
+    full = (FIXTURES / "nsys_gpukernsum_handmade.csv").read_text()
+    path.write_text(full[: len(full) - 60])
+    with pytest.raises(ProfilingError, match="truncated"):
+        nsys.parse_kern_sum(path)
+
+
+# --- torch.profiler ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cpu_profile(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
+    """A real torch.profiler run on CPU: forward, backward and Adam step of Conv3d + GroupNorm + SiLU."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv3d(2, 8, 3, padding=1),
+        torch.nn.GroupNorm(4, 8),
+        torch.nn.SiLU(),
+        torch.nn.Conv3d(8, 2, 3, padding=1),
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(1, 2, 8, 8, 8)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+        optimizer.step()
+
+    step()  # warm-up outside the profile, as in the GPU runs
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    trace = tmp_path_factory.mktemp("trace") / "cpu_trace.json"
+    prof.export_chrome_trace(str(trace))
+    return prof, trace
+
+
+def test_kernel_rows_on_cpu(cpu_profile: tuple[object, Path]) -> None:
+    prof, _ = cpu_profile
+    rows = torchprof.kernel_rows(prof)
+    assert list(rows.columns) == torchprof.ROW_COLUMNS
+    assert rows["device"].eq("cpu").all() and rows["duration_us"].ge(0).all()
+    assert rows["start_us"].is_monotonic_increasing
+    # Self times: their sum cannot exceed the time spanned by the profiled operators.
+    events = [e for e in prof.events() if e.device_type == DeviceType.CPU]
+    span = max(e.time_range.end for e in events) - min(e.time_range.start for e in events)
+    assert rows["duration_us"].sum() <= span * 1.001
+    tidy = tables.from_torch(rows)
+    classes = tidy.groupby("kernel_class")["duration_ns"].sum()
+    for expected in ["conv_fprop", "conv_dgrad", "normalization", "optimizer", "elementwise"]:
+        assert classes.get(expected, 0) > 0, expected
+    assert "conv_wgrad" not in classes  # one CPU operator computes both gradients: counted as conv_dgrad
+    assert (tidy.loc[tidy["name"] == "aten::convolution_backward", "kernel_class"] == "conv_dgrad").all()
+    summary = tables.summarise(tidy).set_index("kernel_class")
+    assert summary[["sm_cycles", "warp_instructions", "ipc", "tensor_pipe_pct", "dram_bytes"]].isna().all().all()
+
+
+def test_trace_rows_rebuild_the_cpu_rows(cpu_profile: tuple[object, Path]) -> None:
+    prof, trace = cpu_profile
+    live = torchprof.kernel_rows(prof)
+    saved = torchprof.trace_rows(trace)
+    # Row for row: same operators in the same order with the same self times (redispatches folded alike).
+    assert list(saved["name"]) == list(live["name"])
+    assert saved["duration_us"].to_numpy() == pytest.approx(live["duration_us"].to_numpy(), abs=1e-3)
+    assert saved["start_us"].to_numpy() == pytest.approx(live["start_us"].to_numpy(), abs=1e-2)
+
+
+def _fake_kernel(name: str, start: float, duration: float, field: str) -> SimpleNamespace:
+    return SimpleNamespace(
+        name=name, device_type=DeviceType.CUDA, time_range=SimpleNamespace(start=start), **{field: duration}
+    )
+
+
+@pytest.mark.parametrize("field", ["device_time_total", "cuda_time_total"])
+def test_kernel_rows_on_cuda_events(field: str) -> None:
+    events = [
+        SimpleNamespace(name="aten::conv3d", device_type=DeviceType.CPU, time_range=SimpleNamespace(start=0.0)),
+        _fake_kernel("sm80_xmma_wgrad_k", 30.0, 12.5, field),
+        _fake_kernel("sm80_xmma_fprop_k", 10.0, 4.0, field),
+        _fake_kernel("Memcpy HtoD (Pageable -> Device)", 5.0, 1.0, field),
+    ]
+    rows = torchprof.kernel_rows(SimpleNamespace(events=lambda: events))
+    assert list(rows["name"]) == ["sm80_xmma_fprop_k", "sm80_xmma_wgrad_k"]
+    assert list(rows["duration_us"]) == [4.0, 12.5] and list(rows["start_us"]) == [0.0, 20.0]
+    assert rows["device"].eq("gpu").all()
+
+
+def test_trace_rows_self_time_and_folding(tmp_path: Path) -> None:
+    def op(name: str, ts: float, dur: float, tid: int = 1, cat: str = "cpu_op") -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 7, "tid": tid, "ts": ts, "dur": dur}
+
+    events = [
+        op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        op("aten::add_", 10, 30),
+        op("aten::add_", 12, 26),  # only child of the same name: folded into its parent, as events() does
+        op("aten::empty", 50, 5),
+        op("aten::mm", 20, 70, tid=2),
+        {"ph": "i", "cat": "cpu_instant_event", "name": "marker", "pid": 7, "tid": 1, "ts": 60},
+    ]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rows = torchprof.trace_rows(path)
+    assert list(zip(rows["name"], rows["duration_us"], rows["start_us"])) == [
+        ("aten::add_", 30.0, 0.0),
+        ("aten::mm", 70.0, 10.0),
+        ("aten::empty", 5.0, 40.0),
+    ]
+    kernels_only = events + [
+        op("sm80_xmma_wgrad_k", 300, 12, tid=9, cat="kernel"),
+        op("Memcpy HtoD (Pageable -> Device)", 200, 3, tid=9, cat="gpu_memcpy"),
+    ]
+    path.write_text(json.dumps({"traceEvents": kernels_only}))
+    rows = torchprof.trace_rows(path)
+    assert list(rows["name"]) == ["sm80_xmma_wgrad_k"] and list(rows["device"]) == ["gpu"]
+
+
+@pytest.mark.parametrize("path", **by_name(TORCH_TRACES))
+def test_trace_rows_from_saved_traces(path: Path) -> None:
+    rows = torchprof.trace_rows(path)
+    assert len(rows) > 0 and rows["duration_us"].ge(0).all()
+    tidy = tables.from_torch(rows)
+    assert tidy["kernel_class"].isin(kernels.CLASS_NAMES).all()
+
+
+def test_trace_rows_h200_kernels() -> None:
+    rows = torchprof.trace_rows(H200_TRACE)
+    assert len(rows) == 41 and rows["device"].eq("gpu").all()
+    classes = set(tables.from_torch(rows)["kernel_class"])
+    assert {"conv_fprop", "conv_dgrad", "conv_wgrad", "layout_conversion", "optimizer"} <= classes
+
+
+# --- tidy table and summary -------------------------------------------------------------------------------------
+
+
+def test_metric_column_names() -> None:
+    assert tables.metric_column("sm__cycles_elapsed.max") == "sm_cycles"
+    assert tables.metric_column("gpu__time_duration.sum") == "duration_ns"
+    assert (
+        tables.metric_column("smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio")
+        == "stall_math_pipe_throttle"
+    )
+    assert tables.metric_column("smsp__sass_inst_executed_op_global_ld.sum") == "inst_global_ld"
+    assert tables.metric_column("smsp__sass_thread_inst_executed_op_hfma_pred_on.sum") == "thread_inst_hfma"
+    assert tables.metric_column("sm__throughput.avg.pct_of_peak_sustained_elapsed") == (
+        "sm_throughput_avg_pct_of_peak_sustained_elapsed"
+    )
+
+
+def small_run() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "source": "ncu",
+            "kernel_class": ["conv_fprop", "conv_fprop", "layout_conversion", "elementwise"],
+            "instances": 1,
+            "duration_ns": [100.0, 300.0, 50.0, 50.0],
+            "sm_cycles": [10.0, 20.0, 5.0, 5.0],
+            "warp_instructions": [1.0, 2.0, 3.0, 4.0],
+            "thread_instructions": [32.0, 64.0, 96.0, 128.0],
+            "ipc": [1.0, 2.0, 0.5, math.nan],
+            "tensor_pipe_pct": [10.0, 50.0, 0.0, 0.0],
+            "dram_read_bytes": [1e3, 2e3, 4e3, 8e3],
+            "dram_write_bytes": [1.0, 2.0, 3.0, 4.0],
+        }
+    )
+
+
+def test_summarise_math() -> None:
+    summary = tables.summarise(small_run())
+    assert list(summary.columns) == tables.SUMMARY_COLUMNS
+    assert list(summary["kernel_class"]) == ["conv_fprop", "layout_conversion", "elementwise", "all"]
+    conv = summary.set_index("kernel_class").loc["conv_fprop"]
+    assert conv["kernels"] == 2 and conv["time_ns"] == 400.0 and conv["time_share"] == 0.8
+    assert conv["ipc"] == pytest.approx((1.0 * 100 + 2.0 * 300) / 400)  # weighted by duration
+    assert conv["tensor_pipe_pct"] == pytest.approx((10 * 100 + 50 * 300) / 400)
+    assert conv["sm_cycles"] == 30.0 and conv["dram_bytes"] == 3003.0
+    assert math.isnan(conv["layout_conversion_share"])
+    everything = summary.set_index("kernel_class").loc["all"]
+    assert everything["time_ns"] == 500.0 and everything["kernels"] == 4
+    assert everything["layout_conversion_share"] == pytest.approx(0.1)
+    assert everything["tensor_pipe_pct"] == pytest.approx((1000 + 15000) / 500)
+    assert everything["warp_instructions"] == 10.0 and everything["thread_instructions"] == 320.0
+    # One kernel without an IPC makes the class's and the run's IPC unknown rather than biased.
+    assert math.isnan(everything["ipc"])
+    assert math.isnan(summary.set_index("kernel_class").loc["elementwise", "ipc"])
+
+
+def test_summarise_durations_only() -> None:
+    rows = pd.DataFrame(
+        {"name": ["aten::add_", "aten::mean"], "device": "cpu", "start_us": [0.0, 1.0], "duration_us": [3.0, 1.0]}
+    )
+    summary = tables.summarise(tables.from_torch(rows)).set_index("kernel_class")
+    assert summary.loc["all", "time_ns"] == 4000.0 and summary.loc["elementwise", "time_share"] == 0.75
+    assert summary.loc["all", "layout_conversion_share"] == 0.0
+    assert summary[["sm_cycles", "ipc", "tensor_pipe_pct", "dram_bytes"]].isna().all().all()
+
+
+def test_summarise_one_source_only() -> None:
+    run = small_run()
+    run.loc[0, "source"] = "torch"
+    with pytest.raises(ValueError, match="one source"):
+        tables.summarise(run)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_write_and_read_table(tmp_path: Path, suffix: str) -> None:
+    tidy = tables.from_ncu(ncu.parse_raw(HANDMADE_RAW.read_text()))
+    path = tmp_path / f"kernels{suffix}"
+    tables.write_table(tidy, path)
+    back = tables.read_table(path)
+    assert list(back.columns) == list(tidy.columns)
+    assert back["duration_ns"].to_numpy() == pytest.approx(tidy["duration_ns"].to_numpy())
+    assert list(back["name"]) == list(tidy["name"])
+
+
+def test_write_table_refuses_other_suffixes(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=".parquet or .csv"):
+        tables.write_table(small_run(), tmp_path / "x.json")

@@ -1,0 +1,21 @@
+"""Snakemake job: Nsight Compute's rule results with their estimated speedups (the priority scores) as a table."""
+
+from pathlib import Path
+
+from profiling import ncu, tables
+from profiling.errors import ProfilingError
+from ruleio import JobError, run_job
+
+snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
+
+
+def main() -> None:
+    try:
+        rules = ncu.parse_details(Path(snakemake.input.details).read_text())
+    except ProfilingError as error:
+        raise JobError(str(error)) from None
+    tables.write_table(rules, snakemake.output.rules)
+    print(f"{len(rules)} rule results for {rules['kernel_id'].nunique() if len(rules) else 0} kernels")
+
+
+run_job(snakemake.log[0], main)

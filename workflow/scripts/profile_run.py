@@ -1,0 +1,33 @@
+"""Snakemake job: profile one training or sampling step of one (hardware label, variant) with one tool."""
+
+from pathlib import Path
+
+from profiling.errors import ProfilingError
+from profiling.runner import profile_ncu, profile_nsys, profile_torch
+from profiling.target import RANGE
+from ruleio import JobError, repo_root, run_job
+
+snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
+
+
+def main() -> None:
+    config, wildcards, out = snakemake.config, snakemake.wildcards, snakemake.output
+    scripts = Path(snakemake.scriptdir)
+    spec = {"config": config, "gpu": wildcards.gpu, "variant": wildcards.variant, "phase": wildcards.phase,
+            "dataset": snakemake.input.dataset, "repo": str(repo_root(snakemake.scriptdir)), "nvtx_range": RANGE}
+    log = Path(snakemake.log[0]).with_suffix(".tool.log")
+    log.unlink(missing_ok=True)
+    settings = snakemake.params.settings
+    try:
+        if snakemake.params.tool == "torch":
+            profile_torch(spec, scripts, Path(out.trace), log, settings["timeout_minutes"] * 60)
+        elif snakemake.params.tool == "ncu":
+            profile_ncu(spec, scripts, settings, Path(out.report), Path(out.raw), Path(out.details), log)
+        else:
+            profile_nsys(spec, scripts, settings, Path(out.report), Path(out.kern_sum), log)
+    except ProfilingError as error:
+        raise JobError(f"{error} (tool output: {log})") from None
+    print(log.read_text())
+
+
+run_job(snakemake.log[0], main)

@@ -1,0 +1,457 @@
+"""Nsight Compute (ncu): command lines, CSV and report readers, and one-line diagnoses of failed runs."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import math
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+
+from .errors import ProfilingError
+from .kernels import classify
+from .units import scale_to_base
+
+REPORT_SUFFIX = ".ncu-rep"
+NCU_INSTALL_ROOT = Path("/opt/nvidia/nsight-compute")
+
+# Launch-describing columns that ncu writes before the metrics (up to and including "CC"), renamed to snake
+# case; everything after them in a raw page is a metric. The two NVTX columns appear when profiling with --nvtx,
+# "Kernel Time" in some releases only.
+IDENTITY_COLUMNS = {
+    "ID": "id",
+    "Process ID": "process_id",
+    "Process Name": "process_name",
+    "Host Name": "host_name",
+    "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg": "nvtx_push_pop_ranges",
+    "Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg": "nvtx_start_end_ranges",
+    "Kernel Name": "kernel_name",
+    "Kernel Time": "kernel_time",
+    "Context": "context",
+    "Stream": "stream",
+    "Block Size": "block_size",
+    "Grid Size": "grid_size",
+    "Device": "device",
+    "CC": "cc",
+}
+RULE_COLUMNS = [
+    "kernel_id",
+    "kernel_name",
+    "section",
+    "rule",
+    "rule_type",
+    "description",
+    "speedup_type",
+    "estimated_speedup_pct",
+]
+_MISSING_VALUES = {"", "n/a", "N/A", "nan"}
+
+
+# --- command lines ---------------------------------------------------------------------------------------------
+
+
+def _report_base(report_path: str | Path) -> str:
+    """ncu's -o takes the name without the suffix it appends itself."""
+    text = str(report_path)
+    return text[: -len(REPORT_SUFFIX)] if text.endswith(REPORT_SUFFIX) else text
+
+
+def build_command(
+    python_argv: Sequence[str],
+    metrics: Sequence[str],
+    nvtx_range: str | None,
+    report_path: str | Path,
+    extra: Sequence[str] = (),
+    *,
+    sections: Sequence[str] = (),
+    ncu: str = "ncu",
+) -> list[str]:
+    """argv that profiles `python_argv` into `report_path` (.ncu-rep), limited to one process-wide NVTX range.
+
+    `nvtx_range` names a torch.cuda.nvtx.range_start/range_end range and must not end in "/": that form matches
+    push/pop ranges, which are thread-local, so autograd's backward kernels (own thread) would never be profiled.
+    """
+    if nvtx_range is not None and nvtx_range.endswith("/"):
+        raise ValueError(
+            f"NVTX range {nvtx_range!r} ends with '/', which matches thread-local push/pop ranges and loses the "
+            "backward pass; use a range_start/range_end range and pass its name without the slash"
+        )
+    if not python_argv:
+        raise ValueError("nothing to profile: python_argv is empty")
+    argv = [ncu, "--clock-control", "none", "--target-processes", "all"]
+    if nvtx_range is not None:
+        argv += ["--nvtx", "--nvtx-include", nvtx_range]
+    if metrics:
+        argv += ["--metrics", ",".join(metrics)]
+    for section in sections:
+        argv += ["--section", section]
+    argv += ["-o", _report_base(report_path), "-f", *extra, *python_argv]
+    return argv
+
+
+def export_command(report_path: str | Path, page: str, ncu: str = "ncu") -> list[str]:
+    """argv that prints one page ("raw" or "details") of a report as CSV on stdout.
+
+    Base units fix every column's unit ("ns", "byte", ...). Names are demangled but still simplified by ncu's
+    kernel renaming (at::native:: dropped, "(anonymous namespace)" printed "<unnamed>", parameter types
+    templated), so join them with torch.profiler/nsys names on kernels.short_name plus launch order.
+    """
+    if page not in {"raw", "details"}:
+        raise ValueError(f"unknown ncu page {page!r}: use 'raw' or 'details'")
+    return [
+        ncu,
+        "-i",
+        str(report_path),
+        "--csv",
+        "--page",
+        page,
+        "--print-units",
+        "base",
+        "--print-kernel-base",
+        "demangled",
+    ]
+
+
+def locate_ncu() -> str | None:
+    """Path of the ncu binary: PATH first, then the newest /opt/nvidia/nsight-compute/<version>/ncu."""
+    found = shutil.which("ncu")
+    if found:
+        return found
+    candidates = sorted(NCU_INSTALL_ROOT.glob("*/ncu"), key=lambda p: _version_key(p.parent.name), reverse=True)
+    return str(candidates[0]) if candidates else None
+
+
+def _version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+# --- CSV pages -------------------------------------------------------------------------------------------------
+
+
+def _csv_rows(text: str) -> list[list[str]]:
+    """CSV rows from the header on; ncu's own "==PROF==" / "==WARNING==" lines and blank rows are dropped.
+
+    Raises csv.Error where the text stops inside a quoted field (strict parsing: a cut file must not pass).
+    """
+    lines = [line for line in io.StringIO(text) if not line.startswith("==")]
+    rows = [row for row in csv.reader(lines, strict=True) if row]
+    for start, row in enumerate(rows):
+        if row[0] == "ID":
+            return rows[start:]
+    return []
+
+
+def check_raw_csv(text: str) -> str | None:
+    """One line naming what makes a raw-page CSV unusable (no header, no units row, short rows), or None."""
+    fix = "fix: export again with ncu -i REPORT --csv --page raw and keep the whole output"
+    try:
+        rows = _csv_rows(text)
+    except csv.Error as error:
+        return f"ncu raw CSV is truncated or malformed ({error}); {fix}"
+    if not rows:
+        return f"ncu raw CSV has no header row (empty or failed export); {fix}"
+    width = len(rows[0])
+    if len(rows) < 2 or rows[1][0] != "":
+        return f"ncu raw CSV has no units row after the header (truncated or not a --page raw export); {fix}"
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != width:
+            return f"ncu raw CSV is truncated: row {number} has {len(row)} of {width} columns; {fix}"
+    return None
+
+
+def _numeric(values: pd.Series) -> pd.Series | None:
+    """Float column from ncu's printed numbers ("1,245,312", "n/a"); None if some value is not a number."""
+    cleaned = values.str.strip().str.replace(",", "", regex=False)
+    missing = cleaned.isin(_MISSING_VALUES)
+    numbers = pd.to_numeric(cleaned.where(~missing), errors="coerce")
+    if numbers[~missing].isna().any():
+        return None
+    return numbers.astype(float)
+
+
+def _identity_columns(header: list[str]) -> list[str]:
+    return header[: header.index("CC") + 1] if "CC" in header else [c for c in header if c in IDENTITY_COLUMNS]
+
+
+def _snake(text: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "_", text.lower()).strip("_")
+
+
+def parse_raw(text: str) -> pd.DataFrame:
+    """One row per profiled kernel launch from `ncu -i X --csv --page raw`.
+
+    Identity columns are renamed by IDENTITY_COLUMNS; metric columns keep ncu's metric names and are converted
+    to base units (nanoseconds, bytes, counts) using the units row; metrics that are not numbers (device names,
+    cache configs) stay text. df.attrs["units"] maps each metric to the unit of its values after conversion
+    (the printed unit, unconverted, where it is not understood).
+    """
+    problem = check_raw_csv(text)
+    if problem:
+        raise ProfilingError(problem)
+    rows = _csv_rows(text)
+    header, units = rows[0], rows[1]
+    frame = pd.DataFrame(rows[2:], columns=header, dtype=str)
+    columns: dict[str, pd.Series] = {}
+    unit_of: dict[str, str] = {}
+    identity = _identity_columns(header)
+    for column, unit in zip(header, units):
+        if column in identity:
+            columns[IDENTITY_COLUMNS.get(column, _snake(column))] = frame[column]
+            continue
+        numbers = _numeric(frame[column])
+        if numbers is None:
+            columns[column] = frame[column]
+            continue
+        factor, base = scale_to_base(unit) or (1.0, unit)
+        columns[column] = numbers * factor
+        unit_of[column] = base
+    out = pd.DataFrame(columns)  # built at once: a raw page with sections has hundreds of columns
+    out["id"] = out["id"].astype(int)
+    out = out.sort_values("id", kind="stable").reset_index(drop=True)
+    out.attrs["units"] = unit_of
+    return out
+
+
+def parse_details(text: str) -> pd.DataFrame:
+    """Rules table (RULE_COLUMNS) from `ncu -i X --csv --page details`; rows that carry no rule are ignored.
+
+    A report collected with an explicit --metrics list and no sections has no rule columns at all: that gives an
+    empty table, which means "no rules ran", not "no problems found".
+    """
+    try:
+        rows = _csv_rows(text)
+    except csv.Error as error:
+        raise ProfilingError(f"ncu details CSV is truncated or malformed ({error}); fix: export it again") from None
+    if not rows:
+        raise ProfilingError(
+            "ncu details CSV has no header row (empty or failed export); "
+            "fix: export again with ncu -i REPORT --csv --page details"
+        )
+    header = rows[0]
+    for column in ("Kernel Name", "Section Name"):
+        if column not in header:
+            raise ProfilingError(f"ncu details CSV lacks the {column!r} column; fix: export with --page details")
+    if "Rule Name" not in header:
+        return pd.DataFrame(columns=RULE_COLUMNS)
+    width = len(header)
+    if any(len(row) > width for row in rows):
+        raise ProfilingError("ncu details CSV has rows longer than its header; fix: export it again")
+    # Metric rows may stop before the (empty) rule columns; pad them.
+    frame = pd.DataFrame([row + [""] * (width - len(row)) for row in rows[1:]], columns=header, dtype=str)
+    frame = frame[frame["Rule Name"].str.strip() != ""]
+    speedup = frame.get("Estimated Speedup", pd.Series("", index=frame.index))
+    rules = pd.DataFrame(
+        {
+            "kernel_id": frame["ID"].astype(int),
+            "kernel_name": frame["Kernel Name"],
+            "section": frame["Section Name"],
+            "rule": frame["Rule Name"],
+            "rule_type": frame.get("Rule Type", ""),
+            "description": frame.get("Rule Description", ""),
+            "speedup_type": frame.get("Estimated Speedup Type", ""),
+            "estimated_speedup_pct": pd.to_numeric(speedup.str.replace(",", "", regex=False), errors="coerce"),
+        }
+    )
+    return rules.reset_index(drop=True)
+
+
+# --- .ncu-rep through NVIDIA's ncu_report module (optional; GPU machines only) ---------------------------------
+
+
+def import_ncu_report() -> ModuleType | None:
+    """NVIDIA's ncu_report module, found on sys.path or in an Nsight Compute install's extras/python; else None."""
+    try:
+        import ncu_report  # type: ignore[import-not-found]
+
+        return ncu_report
+    except ImportError:
+        pass
+    ncu = locate_ncu()
+    folders = [Path(ncu).resolve().parent / "extras" / "python"] if ncu else []
+    folders += sorted(
+        NCU_INSTALL_ROOT.glob("*/extras/python"), key=lambda p: _version_key(p.parent.parent.name), reverse=True
+    )
+    for folder in folders:
+        if (folder / "ncu_report.py").is_file():
+            sys.path.insert(0, str(folder))
+            import ncu_report  # type: ignore[import-not-found]
+
+            return ncu_report
+    return None
+
+
+def _as_dict(value: object) -> dict:
+    # Some ncu releases hand nested rule fields over as the text of a Python dict.
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value)
+        except (SyntaxError, ValueError):
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _enum_names(enum: object) -> dict[int, str]:
+    return {int(getattr(enum, name)): name for name in dir(enum) if name.isupper()}
+
+
+def _action_rules(module: ModuleType, kernel_id: int, kernel_name: str, action: object) -> list[dict]:
+    # The report gives message and speedup types as numbers of ncu_report.MsgType / SpeedupType. Rule types are
+    # named in full ("OPTIMIZATION", where the details CSV prints "OPT"); speedup types as the CSV prints them.
+    message_types = _enum_names(module.MsgType)
+    speedup_types = {**_enum_names(module.SpeedupType), 0: ""}
+    rows = []
+    for result in action.rule_results_as_dicts():  # type: ignore[attr-defined]
+        message = _as_dict(result.get("rule_message"))
+        speedup = _as_dict(result.get("speedup_estimation"))
+        value = speedup.get("speedup")
+        rows.append(
+            {
+                "kernel_id": kernel_id,
+                "kernel_name": kernel_name,
+                "section": result.get("section_identifier", ""),
+                "rule": result.get("rule_identifier", ""),
+                "rule_type": message_types.get(message.get("type", 0), ""),
+                "description": message.get("message", ""),
+                "speedup_type": speedup_types.get(speedup.get("type", 0), "").lower(),
+                "estimated_speedup_pct": float(value) if value is not None else math.nan,
+            }
+        )
+    return rows
+
+
+def read_report(path: str | Path, metrics: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(kernels, rules) from a .ncu-rep, shaped like parse_raw / parse_details output, via ncu_report.
+
+    `metrics` None reads every numeric metric of each kernel. Values are ncu's base units (ns, bytes); their
+    unit names are not read because IMetric.unit() crashed the interpreter (ncu_report 2025.3.1, H200).
+    """
+    module = import_ncu_report()
+    if module is None:
+        raise ProfilingError(
+            "ncu_report Python module not found; fix: run where Nsight Compute is installed "
+            f"({NCU_INSTALL_ROOT}/<version>/extras/python) or export CSV with ncu -i ... --csv instead"
+        )
+    context = module.load_report(str(path))
+    kernels: list[dict] = []
+    rules: list[dict] = []
+    for range_index in range(context.num_ranges()):
+        profiled_range = context.range_by_idx(range_index)
+        for action_index in range(profiled_range.num_actions()):
+            action = profiled_range.action_by_idx(action_index)
+            kernel_id = len(kernels)
+            name = action.name(module.IAction.NameBase_DEMANGLED)
+            row: dict[str, object] = {"id": kernel_id, "kernel_name": name}
+            for metric_name in metrics if metrics is not None else action.metric_names():
+                metric = action.metric_by_name(metric_name)
+                if metric is None:
+                    row[metric_name] = math.nan
+                    continue
+                if metric.kind() == module.IMetric.ValueKind_STRING:
+                    continue
+                row[metric_name] = metric.as_double()
+            kernels.append(row)
+            rules += _action_rules(module, kernel_id, name, action)
+    return pd.DataFrame(kernels), pd.DataFrame(rules, columns=RULE_COLUMNS)
+
+
+# --- diagnosis -------------------------------------------------------------------------------------------------
+
+# The shell's message, and Python's FileNotFoundError for the binary (not for a report path).
+_NOT_FOUND = re.compile(r"ncu: (command )?not found|No such file or directory: '(?:[^']*/)?ncu'")
+_PERMISSION = re.compile(r"ERR_NVGPUCTRPERM")
+_LIBRARY = re.compile(r"LibraryNotLoaded")
+_CHIP = re.compile(r"Invalid chip\W*(\w*)|[Uu]nsupported (?:GPU|device|chip)|[Dd]evice\b.*\bnot supported")
+# The second form is what `ncu --query-metrics-mode suffix --metrics NAME` prints for an unknown NAME.
+_METRIC = re.compile(
+    r"Failed to find metric\W*(?:regex:)?(?P<name>[\w.:]*)|metrics are either invalid[^\n]*\n\s*(?P<listed>[\w.:]*)"
+)
+_NO_KERNELS = re.compile(r"No kernels were profiled")
+
+
+def diagnose(
+    stderr_text: str,
+    returncode: int,
+    csv_text: str | None = None,
+    metrics: Sequence[str] = (),
+) -> str | None:
+    """One line naming why an ncu run or export is unusable, and the fix; None when nothing known is wrong.
+
+    `csv_text`, when given, is the exported raw page: checked for truncation and, with `metrics` (the names
+    asked for), for metrics that ncu left out of it.
+    """
+    if returncode == 127 or _NOT_FOUND.search(stderr_text):
+        return (
+            "ncu not found: Nsight Compute is not on PATH; fix: add /opt/nvidia/nsight-compute/<version> to PATH "
+            "or pass the binary's full path, on a machine with an NVIDIA GPU"
+        )
+    if _PERMISSION.search(stderr_text):
+        return (
+            "ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM: restricted to admin users); "
+            "fix: run as root or with CAP_SYS_ADMIN, or set the NVIDIA driver option "
+            "NVreg_RestrictProfilingToAdminUsers=0"
+        )
+    if _LIBRARY.search(stderr_text):
+        return (
+            "ncu could not load its profiling library (LibraryNotLoaded; seen in gVisor sandboxes); "
+            "fix: profile on a machine or VM with direct access to the GPU driver"
+        )
+    chip = _CHIP.search(stderr_text)
+    if chip:
+        named = f" ({chip.group(1)})" if chip.group(1) else ""
+        return (
+            f"this ncu does not support the GPU{named}; fix: use an ncu release that supports it "
+            "(Volta/V100 needs ncu 2024 or older) and check the metric names for that architecture"
+        )
+    metric = _METRIC.search(stderr_text)
+    if metric:
+        return (
+            f"ncu does not know the metric {metric.group('name') or metric.group('listed') or '(unnamed)'} on this "
+            "GPU/ncu; fix: correct it or "
+            "override it for this architecture in the config (check with ncu --query-metrics-mode suffix "
+            "--metrics NAME --chip gh100)"
+        )
+    if _NO_KERNELS.search(stderr_text):
+        return (
+            "ncu profiled no kernels: the NVTX filter never matched; fix: check the range name, open it with "
+            "torch.cuda.nvtx.range_start/range_end (process-wide) and pass --nvtx-include NAME without a "
+            "trailing slash"
+        )
+    if csv_text is not None:
+        return check_raw_csv(csv_text) or _missing_metrics(csv_text, metrics)
+    return None
+
+
+def _missing_metrics(csv_text: str, metrics: Sequence[str]) -> str | None:
+    # ncu 2025.3.1 was seen to drop an unknown --metrics name silently (no error, exit code 0).
+    header = set(_csv_rows(csv_text)[0])
+    missing = [m for m in metrics if m not in header]
+    if not missing:
+        return None
+    return (
+        f"ncu did not collect {', '.join(missing)}: unknown to this GPU/ncu; fix: correct the names or override "
+        "them for this architecture in the config (check with ncu --query-metrics-mode suffix --metrics NAME "
+        "--chip gh100)"
+    )
+
+
+def validate_kernels(frame: pd.DataFrame) -> None:
+    """Raise ProfilingError unless a training-step profile holds conv data-grad and weight-grad kernels.
+
+    Reads the "name" column (tidy table) or "kernel_name" (parse_raw / read_report output).
+    """
+    names = frame["name"] if "name" in frame.columns else frame["kernel_name"]
+    classes = set(names.map(classify))
+    missing = [label for label, cls in (("dgrad", "conv_dgrad"), ("wgrad", "conv_wgrad")) if cls not in classes]
+    if missing:
+        raise ProfilingError(
+            f"backward pass missing: no {' or '.join(missing)} kernel among {len(frame)} profiled kernels; "
+            "an NVTX push/pop range is thread-local and autograd runs backward on its own thread; "
+            "fix: use torch.cuda.nvtx.range_start/range_end and --nvtx-include NAME without a trailing slash"
+        )

@@ -1,0 +1,183 @@
+"""Nsight Systems (nsys): command lines, the kernel-summary CSV reader, and one-line diagnoses of failed runs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import ProfilingError
+
+REPORT_SUFFIX = ".nsys-rep"
+# The GPU kernel summary report: current name first, the name of older releases second.
+KERN_SUM_REPORTS = ("cuda_gpu_kern_sum", "gpukernsum")
+KERN_SUM_COLUMNS = ["name", "time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns"]
+
+# Header words (unit suffix removed, lower case) of both column styles: "Avg (ns)" and older "Average".
+_HEADER_ALIASES = {
+    "time": "time_pct",
+    "total time": "total_ns",
+    "instances": "instances",
+    "avg": "avg_ns",
+    "average": "avg_ns",
+    "med": "med_ns",
+    "median": "med_ns",
+    "min": "min_ns",
+    "minimum": "min_ns",
+    "max": "max_ns",
+    "maximum": "max_ns",
+    "stddev": "stddev_ns",
+    "std dev": "stddev_ns",
+    "name": "name",
+}
+_TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+_HEADER = re.compile(r"^\s*(?P<word>[^(]*?)\s*(?:\((?P<unit>[^)]*)\))?\s*$")
+
+
+def _report_base(report_path: str | Path) -> str:
+    text = str(report_path)
+    return text[: -len(REPORT_SUFFIX)] if text.endswith(REPORT_SUFFIX) else text
+
+
+def build_command(
+    python_argv: Sequence[str],
+    report_path: str | Path,
+    extra: Sequence[str] = (),
+    *,
+    trace: str = "cuda,nvtx,cudnn,cublas",
+    nsys: str = "nsys",
+) -> list[str]:
+    """argv that records `python_argv` into `report_path` (.nsys-rep) between cudaProfilerStart and Stop.
+
+    The program opens and closes the capture with torch.cuda.profiler.start()/stop() around the measured steps.
+    """
+    if not python_argv:
+        raise ValueError("nothing to profile: python_argv is empty")
+    return [
+        nsys,
+        "profile",
+        "-t",
+        trace,
+        "--capture-range=cudaProfilerApi",
+        "-o",
+        _report_base(report_path),
+        "-f",
+        "true",
+        *extra,
+        *python_argv,
+    ]
+
+
+def stats_command(report: str | Path, prefix: str | Path, report_name: str, nsys: str = "nsys") -> list[str]:
+    """argv that writes one `nsys stats` report of `report` as CSV to stats_csv_path(prefix, report_name)."""
+    return [nsys, "stats", "--report", report_name, "--format", "csv", "--output", str(prefix), str(report)]
+
+
+def stats_csv_path(prefix: str | Path, report_name: str) -> Path:
+    """File that `nsys stats --output PREFIX --report NAME --format csv` writes."""
+    return Path(f"{prefix}_{report_name}.csv")
+
+
+def _rows(text: str) -> list[list[str]]:
+    # nsys may print notices before the table when its output goes to stdout; the table starts at its header.
+    # Strict parsing raises csv.Error where the text stops inside a quoted kernel name.
+    rows = [row for row in csv.reader(io.StringIO(text), strict=True) if row]
+    for start, row in enumerate(rows):
+        if "Name" in row and any(cell.strip().startswith("Instances") for cell in row):
+            return rows[start:]
+    return []
+
+
+def check_csv(text: str) -> str | None:
+    """One line naming what makes a kernel-summary CSV unusable (empty, no header, short rows), or None."""
+    fix = "fix: run nsys stats again (try the report names cuda_gpu_kern_sum, then gpukernsum)"
+    try:
+        rows = _rows(text)
+    except csv.Error as error:
+        return f"nsys kernel-summary CSV is truncated or malformed ({error}); {fix}"
+    if not rows:
+        return (
+            "nsys kernel-summary CSV is empty or has no header: the report name is unknown to this nsys or no "
+            f"kernels were captured (the cudaProfilerApi capture range never opened); {fix}"
+        )
+    width = len(rows[0])
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != width:
+            return f"nsys kernel-summary CSV is truncated: row {number} has {len(row)} of {width} columns; {fix}"
+    return None
+
+
+def parse_kern_sum(csv_path: str | Path) -> pd.DataFrame:
+    """One row per kernel name (KERN_SUM_COLUMNS, times in ns) from a cuda_gpu_kern_sum / gpukernsum CSV."""
+    text = Path(csv_path).read_text()
+    problem = check_csv(text)
+    if problem:
+        raise ProfilingError(f"{csv_path}: {problem}")
+    rows = _rows(text)
+    frame = pd.DataFrame(rows[1:], columns=rows[0], dtype=str)
+    out = pd.DataFrame(index=frame.index)
+    for column in rows[0]:
+        match = _HEADER.match(column)
+        word = match.group("word").strip().lower() if match else ""
+        target = _HEADER_ALIASES.get(word)
+        if target is None:
+            continue  # columns of other nsys releases that this table does not carry
+        if target == "name":
+            out[target] = frame[column]
+            continue
+        unit = (match.group("unit") or "").strip().lower()
+        # Columns without a unit are nanoseconds in every release (percent for Time).
+        factor = _TIME_UNIT_NS.get(unit, 1.0)
+        out[target] = pd.to_numeric(frame[column].str.replace(",", "", regex=False), errors="coerce") * factor
+    missing = [c for c in ("name", "total_ns", "instances") if c not in out.columns]
+    if missing:
+        raise ProfilingError(f"{csv_path}: nsys kernel-summary CSV lacks {missing}; fix: export cuda_gpu_kern_sum")
+    out["instances"] = out["instances"].astype(int)
+    return out.reindex(columns=KERN_SUM_COLUMNS)
+
+
+# The shell's message, and Python's FileNotFoundError for the binary (not for a report path).
+_NOT_FOUND = re.compile(r"nsys: (command )?not found|No such file or directory: '(?:[^']*/)?nsys'")
+_IMPORTER = re.compile(r"QdstrmImporter|\.qdstrm\b")
+_UNKNOWN_REPORT = re.compile(r"[Rr]eport\W+(\w+)\W+(?:could not be found|not found|is not a known report)")
+
+
+def diagnose(
+    stderr_text: str,
+    returncode: int,
+    report_path: str | Path | None = None,
+    csv_text: str | None = None,
+) -> str | None:
+    """One line naming why an nsys run or export is unusable, and the fix; None when nothing known is wrong.
+
+    `report_path` (the .nsys-rep asked for) lets a .qdstrm left beside a missing report be recognised;
+    `csv_text` is a kernel-summary CSV to check for emptiness or truncation.
+    """
+    if returncode == 127 or _NOT_FOUND.search(stderr_text):
+        return (
+            "nsys not found: Nsight Systems is not installed or not on PATH; fix: use a full Nsight Systems "
+            "install (the copy bundled inside Nsight Compute cannot write reports) or the torch.profiler path"
+        )
+    stranded = False
+    if report_path is not None:
+        base = Path(_report_base(report_path))
+        stranded = Path(f"{base}.qdstrm").exists() and not Path(f"{base}{REPORT_SUFFIX}").exists()
+    if stranded or (_IMPORTER.search(stderr_text) and returncode != 0):
+        return (
+            "nsys left a .qdstrm but no .nsys-rep: its QdstrmImporter is missing (containers and the nsys bundled "
+            "with ncu lack it); fix: convert the .qdstrm with the QdstrmImporter of a full Nsight Systems install, "
+            "or use the torch.profiler path"
+        )
+    unknown = _UNKNOWN_REPORT.search(stderr_text)
+    if unknown:
+        return (
+            f"this nsys has no stats report {unknown.group(1)}; fix: try the other kernel-summary name "
+            f"({' or '.join(KERN_SUM_REPORTS)})"
+        )
+    if csv_text is not None:
+        return check_csv(csv_text)
+    return None

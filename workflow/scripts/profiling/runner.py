@@ -1,0 +1,129 @@
+"""Runs the profiled program (profiling.target) under a profiler, with bounded time and one-line failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from . import ncu, nsys
+from .errors import ProfilingError
+
+TOOLS = ("torch", "ncu", "nsys")
+
+
+def available_tools(device: str) -> list[str]:
+    """What `auto` means for a label: torch.profiler always; ncu and nsys on GPUs where they are installed here.
+
+    nsys must be a full install on PATH: the copy bundled inside Nsight Compute cannot write reports.
+    """
+    if device == "cpu":
+        return ["torch"]
+    tools = ["torch"]
+    if ncu.locate_ncu():
+        tools.append("ncu")
+    if shutil.which("nsys"):
+        tools.append("nsys")
+    return tools
+
+
+def target_argv(spec: dict, workdir: Path) -> list[str]:
+    """The profiled program and its spec file (config, label, variant, phase, dataset)."""
+    spec_path = workdir / "spec.json"
+    spec_path.write_text(json.dumps(spec, default=str))
+    return [sys.executable, "-m", "profiling.target", str(spec_path)]
+
+
+def run_tool(argv: Sequence[str], scripts_dir: Path, timeout_s: float, log: Path,
+             diagnose: Callable[[str, int], str | None], tool: str) -> None:
+    """Run `argv` with the workflow's packages importable; raise ProfilingError with one line on failure."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(scripts_dir), os.environ.get("PYTHONPATH")])))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        with open(log, "a") as out:
+            out.write("$ " + " ".join(map(str, argv)) + "\n")
+            out.flush()
+            done = subprocess.run(list(map(str, argv)), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  timeout=timeout_s, check=False)
+    except FileNotFoundError:
+        raise ProfilingError(diagnose(f"{argv[0]}: command not found", 127) or f"{argv[0]} not found") from None
+    except subprocess.TimeoutExpired:
+        raise ProfilingError(
+            f"{tool} did not finish within {timeout_s / 60:.0f} minutes; fix: raise profiling.{tool}.timeout_minutes "
+            "or collect fewer metrics (profiling.ncu.metrics) or kernels (profiling.ncu.launch_count)"
+        ) from None
+    text = log.read_text(errors="replace")
+    problem = diagnose(text, done.returncode)
+    if problem:
+        raise ProfilingError(problem)
+    if done.returncode != 0:
+        last = [line for line in text.splitlines() if line.strip()][-1:] or ["(no output)"]
+        raise ProfilingError(f"{tool} run failed with exit code {done.returncode}: {last[0].strip()}")
+
+
+def profile_torch(spec: dict, scripts_dir: Path, trace: Path, log: Path, timeout_s: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = target_argv({**spec, "torch_trace": str(trace)}, Path(tmp))
+        run_tool(argv, scripts_dir, timeout_s, log, lambda text, code: None, "torch")
+    if not trace.exists():
+        raise ProfilingError(f"torch.profiler wrote no trace {trace}; fix: see the job's log")
+
+
+def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw_csv: Path, details_csv: Path,
+                log: Path) -> None:
+    executable = settings.get("executable") or ncu.locate_ncu()
+    if not executable:
+        raise ProfilingError(ncu.diagnose("ncu: command not found", 127))
+    extra = []
+    if settings.get("launch_count"):
+        extra += ["--launch-count", str(settings["launch_count"])]
+    extra += list(settings.get("extra_args", []))
+    timeout_s = settings["timeout_minutes"] * 60
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = ncu.build_command(target_argv(spec, Path(tmp)), settings["metrics"], spec["nvtx_range"], report,
+                                 extra, sections=settings["sections"], ncu=executable)
+        run_tool(argv, scripts_dir, timeout_s, log, lambda text, code: ncu.diagnose(text, code), "ncu")
+    if not report.exists():
+        raise ProfilingError(f"ncu wrote no report {report}; fix: see the job's log")
+    for page, out in (("raw", raw_csv), ("details", details_csv)):
+        done = subprocess.run(ncu.export_command(report, page, ncu=executable), capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+        problem = ncu.diagnose(done.stderr, done.returncode, done.stdout if page == "raw" else None,
+                               settings["metrics"] if page == "raw" else ())
+        if problem or done.returncode != 0:
+            raise ProfilingError(problem or f"ncu export of the {page} page failed: {done.stderr.strip()[:200]}")
+        out.write_text(done.stdout)
+
+
+def profile_nsys(spec: dict, scripts_dir: Path, settings: dict, report: Path, kern_sum_csv: Path,
+                 log: Path) -> None:
+    executable = settings.get("executable") or shutil.which("nsys")
+    if not executable:
+        raise ProfilingError(nsys.diagnose("nsys: command not found", 127))
+    timeout_s = settings["timeout_minutes"] * 60
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = nsys.build_command(target_argv(spec, Path(tmp)), report, nsys=executable)
+        run_tool(argv, scripts_dir, timeout_s, log,
+                 lambda text, code: nsys.diagnose(text, code, report_path=report), "nsys")
+        prefix = Path(tmp) / "stats"
+        errors = []
+        for name in nsys.KERN_SUM_REPORTS:  # the current report name first, then the pre-2023 one
+            done = subprocess.run(nsys.stats_command(report, prefix, name, nsys=executable), capture_output=True,
+                                  text=True, timeout=timeout_s, check=False)
+            produced = nsys.stats_csv_path(prefix, name)
+            if done.returncode == 0 and produced.exists():
+                text = produced.read_text()
+                problem = nsys.diagnose(done.stderr, 0, csv_text=text)
+                if problem:
+                    raise ProfilingError(problem)
+                kern_sum_csv.write_text(text)
+                return
+            errors.append(done.stderr.strip())
+    raise ProfilingError(
+        nsys.diagnose("\n".join(errors), 1) or "nsys stats produced no kernel summary under either report name"
+    )

@@ -1,0 +1,194 @@
+"""One tidy kernel table for ncu, nsys and torch.profiler, its per-class summary, and table files."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from .kernels import CLASS_NAMES, classify, classify_cpu_op, precision_tag, short_name
+
+# Columns every tidy table has, in this order; metric columns (ncu only) follow.
+TIDY_COLUMNS = [
+    "source",  # ncu | nsys | torch
+    "device",  # gpu (a kernel) | cpu (a CPU operator: torch.profiler without CUDA)
+    "launch",  # 0-based order within the run; nsys summary rows: rank in the summary (longest total first)
+    "name",  # name as the tool exported it
+    "short_name",  # kernels.short_name(name), for joins across tools
+    "kernel_class",  # kernels.classify (gpu) / kernels.classify_cpu_op (cpu)
+    "precision",  # kernels.precision_tag
+    "instances",  # launches the row stands for: 1, except nsys summary rows (one row per kernel name)
+    "duration_ns",  # time of those launches together (CPU rows: self time)
+]
+
+# ncu metric -> tidy column. Values arrive in ncu base units (ncu.parse_raw converts with the units row).
+METRIC_COLUMNS = {
+    "gpu__time_duration.sum": "duration_ns",
+    "sm__cycles_elapsed.max": "sm_cycles",
+    "smsp__inst_executed.sum": "warp_instructions",
+    "smsp__thread_inst_executed.sum": "thread_instructions",
+    "sm__inst_executed.avg.per_cycle_active": "ipc",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor_pipe_pct",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "tensor_all_pct",
+    "sm__inst_executed_pipe_tensor_op_hmma.sum": "tensor_hmma_instructions",
+    "sm__inst_executed_pipe_tensor_op_gmma.sum": "tensor_gmma_instructions",
+    "dram__bytes_read.sum": "dram_read_bytes",
+    "dram__bytes_write.sum": "dram_write_bytes",
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
+    "lts__t_sector_hit_rate.pct": "l2_hit_pct",
+    "l1tex__t_sector_hit_rate.pct": "l1_hit_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+}
+# Families: warp-stall reasons, and the instruction mix at warp level (inst_<op>) and thread level
+# (thread_inst_<op>, FP operations with predicated-off threads excluded).
+_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+_WARP_MIX = re.compile(r"^smsp__sass_inst_executed_op_(\w+)\.sum$")
+_THREAD_MIX = re.compile(r"^smsp__sass_thread_inst_executed_op_(\w+?)_pred_on\.sum$")
+
+SUMMARY_COLUMNS = [
+    "source",
+    "kernel_class",  # a class of kernels.CLASS_NAMES present in the run, then "all"
+    "kernels",  # launches (sum of instances)
+    "time_ns",
+    "time_share",  # of the run's summed kernel time
+    "sm_cycles",  # sum
+    "warp_instructions",  # sum
+    "thread_instructions",  # sum
+    "ipc",  # mean weighted by duration
+    "tensor_pipe_pct",  # mean weighted by duration
+    "dram_bytes",  # sum of read + write
+    "layout_conversion_share",  # "all" row only: layout-conversion time / all time
+]
+
+
+def metric_column(metric: str) -> str:
+    """Tidy column name of an ncu metric: METRIC_COLUMNS, stall_<reason>, inst_<op>, else a sanitised name."""
+    if metric in METRIC_COLUMNS:
+        return METRIC_COLUMNS[metric]
+    for pattern, prefix in ((_STALL, "stall_"), (_WARP_MIX, "inst_"), (_THREAD_MIX, "thread_inst_")):
+        match = pattern.match(metric)
+        if match:
+            return prefix + match.group(1)
+    return re.sub(r"[^0-9a-z]+", "_", metric.lower()).strip("_")
+
+
+def _tidy(source: str, device: object, names: pd.Series, instances: object, duration_ns: object) -> pd.DataFrame:
+    """Identity columns of TIDY_COLUMNS; device, instances and duration_ns are scalars or arrays as long as names."""
+    names = names.astype(str).reset_index(drop=True)
+    frame = pd.DataFrame({"source": source, "device": device, "launch": range(len(names)), "name": names})
+    frame["short_name"] = names.map(short_name)
+    on_cpu = frame["device"] == "cpu"
+    frame["kernel_class"] = [
+        classify_cpu_op(name) if cpu else classify(name) for name, cpu in zip(frame["name"], on_cpu)
+    ]
+    frame["precision"] = names.map(precision_tag)
+    frame["instances"] = pd.Series(instances, index=frame.index).astype(int)
+    frame["duration_ns"] = pd.Series(duration_ns, index=frame.index).astype(float)
+    return frame
+
+
+def from_ncu(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Tidy table from ncu.parse_raw / ncu.read_report output; numeric metrics become renamed columns."""
+    kernels = kernels.sort_values("id", kind="stable").reset_index(drop=True)
+    metrics = {
+        column: metric_column(column)
+        for column in kernels.columns
+        if column not in {"id", "kernel_name"} and pd.api.types.is_numeric_dtype(kernels[column])
+    }
+    duration = kernels.get("gpu__time_duration.sum", pd.Series(math.nan, index=kernels.index))
+    frame = _tidy("ncu", "gpu", kernels["kernel_name"], 1, duration.to_numpy())
+    extra = kernels[[c for c in metrics if metrics[c] != "duration_ns"]].rename(columns=metrics)
+    frame = pd.concat([frame, extra.reset_index(drop=True)], axis=1)
+    frame.attrs["units"] = {metrics[m]: u for m, u in kernels.attrs.get("units", {}).items() if m in metrics}
+    return frame
+
+
+def from_nsys(kern_sum: pd.DataFrame) -> pd.DataFrame:
+    """Tidy table from nsys.parse_kern_sum output: one row per kernel name, instances and total time."""
+    return _tidy("nsys", "gpu", kern_sum["name"], kern_sum["instances"].to_numpy(), kern_sum["total_ns"].to_numpy())
+
+
+def from_torch(rows: pd.DataFrame) -> pd.DataFrame:
+    """Tidy table from torchprof.kernel_rows / torchprof.trace_rows output."""
+    rows = rows.sort_values("start_us", kind="stable").reset_index(drop=True)
+    return _tidy("torch", rows["device"].to_numpy(), rows["name"], 1, (rows["duration_us"] * 1e3).to_numpy())
+
+
+def _strict_sum(values: pd.Series) -> float:
+    # A sum over kernels with a missing value would understate the total; report it as unknown instead.
+    if values.empty or values.isna().any():
+        return math.nan
+    return float(values.sum())
+
+
+def _weighted_mean(values: pd.Series, weights: pd.Series) -> float:
+    if values.empty or values.isna().any() or weights.isna().any() or weights.sum() <= 0:
+        return math.nan
+    return float((values * weights).sum() / weights.sum())
+
+
+def _summary_row(group: pd.DataFrame, total_ns: float) -> dict[str, float]:
+    def column(name: str) -> pd.Series:
+        # Metrics the source does not measure (torch, nsys: durations only) stay NaN.
+        return group[name] if name in group.columns else pd.Series(math.nan, index=group.index)
+
+    time_ns = _strict_sum(group["duration_ns"])
+    return {
+        "kernels": int(group["instances"].sum()),
+        "time_ns": time_ns,
+        "time_share": time_ns / total_ns if total_ns > 0 else math.nan,
+        "sm_cycles": _strict_sum(column("sm_cycles")),
+        "warp_instructions": _strict_sum(column("warp_instructions")),
+        "thread_instructions": _strict_sum(column("thread_instructions")),
+        "ipc": _weighted_mean(column("ipc"), group["duration_ns"]),
+        "tensor_pipe_pct": _weighted_mean(column("tensor_pipe_pct"), group["duration_ns"]),
+        "dram_bytes": _strict_sum(column("dram_read_bytes") + column("dram_write_bytes")),
+    }
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-run summary (SUMMARY_COLUMNS): one row per kernel class present, in CLASS_NAMES order, then "all"."""
+    sources = df["source"].unique()
+    if len(sources) != 1:
+        raise ValueError(f"summarise takes one run of one source, got sources {list(sources)}")
+    total_ns = _strict_sum(df["duration_ns"])
+    rows = []
+    for kernel_class in CLASS_NAMES:
+        group = df[df["kernel_class"] == kernel_class]
+        if len(group):
+            rows.append({"kernel_class": kernel_class, **_summary_row(group, total_ns)})
+    layout = df.loc[df["kernel_class"] == "layout_conversion", "duration_ns"]
+    layout_ns = _strict_sum(layout) if len(layout) else 0.0
+    rows.append(
+        {
+            "kernel_class": "all",
+            **_summary_row(df, total_ns),
+            "layout_conversion_share": layout_ns / total_ns if total_ns > 0 else math.nan,
+        }
+    )
+    summary = pd.DataFrame(rows)
+    summary.insert(0, "source", sources[0])
+    return summary.reindex(columns=SUMMARY_COLUMNS)
+
+
+def write_table(df: pd.DataFrame, path: str | Path) -> None:
+    """Write a table as Parquet (.parquet) or CSV (.csv), without the index."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        df.to_parquet(path, index=False)
+    elif path.suffix == ".csv":
+        df.to_csv(path, index=False)
+    else:
+        raise ValueError(f"{path}: table files end in .parquet or .csv")
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a table written by write_table."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    if path.suffix == ".csv":
+        return pd.read_csv(path)
+    raise ValueError(f"{path}: table files end in .parquet or .csv")
