@@ -1,0 +1,248 @@
+"""The workflow on SLURM: the slurm-<gpu> profiles, a single-host cluster with fake GPUs, the sbatch flags.
+
+`test_profiles_*` read the profiles and the workflow's own rules (a dry run, seconds, no cluster).
+`test_workflow_through_slurm_*` (marker `slurm`: root, apt, a few minutes) installs and starts a one-node
+SLURM with fake GPUs (tests/slurm/), runs the whole DAG through `--profile profiles/slurm-h200` in a temporary
+copy, and reads back from SLURM itself that every GPU job asked for `--gpus=h200:1 -C h200` and no CPU job got
+a GPU. Run it with `pytest -m slurm tests/test_slurm.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, copy_workflow
+
+SLURM_SCRIPTS = REPO / "tests" / "slurm"
+LABELS = ("v100", "a100", "h100", "h200")
+TARGET = "paper/figures/all"
+CONFIGFILES = ("tests/tiny.yaml",)  # the smallest whole DAG; the cluster run tests submission, not compute
+CLUSTER_LABEL = "h200"
+# Every wait is bounded; install + start + run + stop stay under 10 minutes. The run takes 4-5 minutes on an
+# otherwise idle 2-core VM: each of the DAG's 7 levels costs >= 14-36 s, because the plugin's status checks
+# come 2 s, then 12 s, 22 s, ... (+10 s each time nothing finished) after the last change.
+WORKFLOW_TIMEOUT_S = 540
+FAKE_GPUS_PER_TYPE = 2  # like a 2-core workstation running two jobs at once
+
+
+def load_profile(name: str) -> dict:
+    return yaml.safe_load((REPO / "profiles" / name / "config.yaml").read_text())
+
+
+def clean_env() -> dict:
+    """The caller's environment minus what would change how Snakemake or the plugin behave."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SNAKEMAKE_PROFILE"))}
+
+
+def run_bounded(cmd: list[str], cwd: Path, timeout: int, log: Path | None = None) -> subprocess.CompletedProcess:
+    """Run cmd; on timeout interrupt it (Snakemake then cancels its SLURM jobs), then kill it. Never hangs."""
+    with open(log or os.devnull, "w") as sink:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, stdout=sink if log else subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=clean_env(), start_new_session=True,
+        )
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate(timeout=30)
+            where = f"; log: {log}" if log else ""
+            pytest.fail(f"{' '.join(cmd[:6])} ... did not finish within {timeout}s{where}")
+    if log:
+        stdout = log.read_text()
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, "")
+
+
+def script(name: str, *args: str, env: dict | None = None, timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(SLURM_SCRIPTS / name), *args], check=False, capture_output=True, text=True,
+        timeout=timeout, env={**os.environ, **(env or {})},
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Which rules need a GPU: the workflow says so itself, with `resources: gpu=...` (gpus_needed) in the rule.
+# ------------------------------------------------------------------------------------------------------------
+def declared_rules() -> tuple[set[str], set[str]]:
+    """(GPU rules, CPU rules) declared in the Snakefile and workflow/rules/*.smk; GPU = a `gpu=` resource."""
+    gpu, cpu = set(), set()
+    for path in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
+        blocks = re.split(r"^(?:local)?rule (\w+):\n", path.read_text(), flags=re.MULTILINE)
+        for name, body in zip(blocks[1::2], blocks[2::2]):
+            body = re.split(r"^\S", body, maxsplit=1, flags=re.MULTILINE)[0]  # up to the next top-level statement
+            resources = re.search(r"^(\s+)resources:\n((?:\1\s+.*\n)*)", body, flags=re.MULTILINE)
+            needs_gpu = bool(resources and re.search(r"^\s+gpu\s*=", resources.group(2), flags=re.MULTILINE))
+            (gpu if needs_gpu else cpu).add(name)
+    return gpu, cpu
+
+
+def declared_localrules() -> set[str]:
+    """Rules named in `localrules:` directives: they run in the main Snakemake process, never through sbatch."""
+    names = set()
+    for path in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
+        for block in re.findall(r"^localrules:((?:.*\n)(?:[ \t]+.*\n)*)", path.read_text(), flags=re.MULTILINE):
+            names |= set(re.findall(r"\w+", re.sub(r"#.*", "", block)))
+    return names
+
+
+def dag_rules(text: str) -> set[str]:
+    """Rule names in the `Job stats` table of a (dry) run."""
+    table = re.search(r"^job\s+count\n-+\s+-+\n((?:.*\n)*?)total\s", text, flags=re.MULTILINE)
+    assert table, "no Job stats table in the output"
+    return {line.split()[0] for line in table.group(1).splitlines() if line.strip()}
+
+
+@pytest.fixture(scope="module")
+def rules_by_gpu_need() -> tuple[set[str], set[str]]:
+    if not (REPO / "Snakefile").exists():
+        pytest.skip("no Snakefile in the repository yet")
+    gpu, cpu = declared_rules()
+    assert {"train", "sample", "quality"} <= gpu, f"GPU rules found: {sorted(gpu)}"
+    return gpu, cpu
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_profiles_give_every_gpu_rule_one_gpu_of_their_label(label, rules_by_gpu_need):
+    gpu_rules, cpu_rules = rules_by_gpu_need
+    profile = load_profile(f"slurm-{label}")
+    assert profile["executor"] == "slurm"
+    assert profile["config"] == [f"gpus=[{label}]"]
+    assert profile.get("retries") == 0
+    assert profile["set-resource-scopes"] == {"gpu": "local"}, "else profiles/default's gpu: 1 serialises GPU jobs"
+    assert not {"gpu", "gpu_model", "gres", "constraint"} & set(profile["default-resources"]), "CPU rules get a GPU"
+    sets = profile["set-resources"]
+    for rule in sorted(gpu_rules):
+        assert rule in sets, f"profiles/slurm-{label}: GPU rule {rule!r} has no set-resources entry"
+        res = sets[rule]
+        assert (res["gpu"], res["gpu_model"], res["constraint"]) == (1, label, label), (rule, res)
+        assert 0 < res["runtime"] <= 24 * 60 and res["mem_mb"] >= 16000 and res["cpus_per_gpu"] >= 1, (rule, res)
+    for rule in sorted(cpu_rules):
+        assert not {"gpu", "gpu_model", "gres"} & set(sets.get(rule, {})), f"CPU rule {rule!r} asks for a GPU"
+
+
+def test_noacct_overlay_only_switches_status_checks():
+    assert load_profile("slurm-noacct") == {
+        "slurm-status-command": "squeue",
+        "slurm-init-seconds-before-status-checks": 2,
+    }
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The real thing: a SLURM cluster on this machine.
+# ------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A running single-host SLURM with fake GPUs of every label; stopped (by pid) at the end of the session."""
+    if os.geteuid() != 0:
+        pytest.skip("the SLURM test cluster needs root (munged, slurmd)")
+    installed = script("install.sh", timeout=600)
+    if installed.returncode != 0:
+        pytest.fail(installed.stderr.strip().splitlines()[-1] if installed.stderr.strip() else "install.sh failed")
+
+    # Declare the node big enough for the largest GPU request of any profile, FAKE_GPUS_PER_TYPE at a time.
+    sets = [r for label in LABELS for r in load_profile(f"slurm-{label}")["set-resources"].values()]
+    cpus = FAKE_GPUS_PER_TYPE * max(r.get("cpus_per_gpu", 1) for r in sets) + 4
+    mem = FAKE_GPUS_PER_TYPE * max(r.get("mem_mb", 0) for r in sets) + 16000
+    state = tmp_path_factory.mktemp("slurm-state")
+    env = {"FAKE_GPU_TYPES": " ".join(LABELS), "FAKE_GPUS_PER_TYPE": str(FAKE_GPUS_PER_TYPE),
+           "FAKE_NODE_MIN_CPUS": str(cpus), "FAKE_NODE_MIN_MEM_MB": str(mem), "START_TIMEOUT_S": "60"}
+    started = script("start.sh", str(state), env=env, timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr.strip() or started.stdout
+        yield state
+    finally:
+        stopped = script("stop.sh", str(state), timeout=120)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+def scontrol_jobs(name: str) -> list[dict[str, str]]:
+    """SLURM's own record of every job named `name` (the plugin names all jobs of a run by its run id)."""
+    out = subprocess.run(
+        ["scontrol", "show", "job", "--oneliner"], check=False, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    jobs = []
+    for line in out.stdout.splitlines():
+        fields = dict(re.findall(r"(?:^|\s)(\w+)=(\S*)", line))
+        if fields.get("JobName") == name:
+            jobs.append(fields)
+    return jobs
+
+
+def rule_of_comment(comment: str, rules: set[str]) -> str:
+    """The plugin comments each job `rule_<rule>` or `rule_<rule>_wildcards_<values>`."""
+    matches = [r for r in rules if comment == f"rule_{r}" or comment.startswith(f"rule_{r}_wildcards_")]
+    assert matches, f"job comment {comment!r} names none of the rules {sorted(rules)}"
+    return max(matches, key=len)
+
+
+@pytest.mark.slurm
+def test_workflow_through_slurm_gives_gpu_jobs_their_gpu(slurm_cluster, rules_by_gpu_need, tmp_path):
+    gpu_rules, cpu_rules = rules_by_gpu_need
+    copy = copy_workflow(tmp_path / "wf")
+    (copy / "emulate.yaml").write_text("emulate_gpus_on_cpu: true\n")  # not --config: that drops the profile's
+    log = tmp_path / "snakemake.log"
+    cmd = [sys.executable, "-m", "snakemake",
+           "--profile", f"profiles/slurm-{CLUSTER_LABEL}", "--profile", "profiles/slurm-noacct",
+           "--configfile", *CONFIGFILES, "emulate.yaml", "--verbose", "--directory", str(copy), "--", TARGET]
+    done = run_bounded(cmd, cwd=copy, timeout=WORKFLOW_TIMEOUT_S, log=log)
+    assert done.returncode == 0, f"snakemake failed (log: {log}):\n{done.stdout[-4000:]}"
+    assert (copy / TARGET).is_file()
+    train = json.loads((copy / f"results/{CLUSTER_LABEL}/baseline/train.json").read_text())
+    assert train["provenance"]["emulated_on_cpu"] is True
+
+    # 1. What the plugin asked for: its `sbatch call:` lines (printed with --verbose), against the profile.
+    profile = load_profile(f"slurm-{CLUSTER_LABEL}")
+    calls = re.findall(r"^sbatch call: (sbatch .*)$", done.stdout, flags=re.MULTILINE)
+    assert calls, f"no sbatch call in the log {log}"
+    submitted = {}
+    for call in calls:
+        rule = re.search(r"--allowed-rules '?(\w+)", call).group(1)
+        flags = call.split(" --wrap=", 1)[0] + " "
+        submitted.setdefault(rule, []).append(flags)
+        if rule in gpu_rules:
+            res = profile["set-resources"][rule]
+            expected = [f" --gpus={CLUSTER_LABEL}:1 ", f" -C {CLUSTER_LABEL} ", f" -t {res['runtime']} ",
+                        f" --mem {res['mem_mb']} ", f" --cpus-per-gpu={res['cpus_per_gpu']} "]
+            assert all(flag in flags for flag in expected), (rule, flags)
+        else:
+            assert rule in cpu_rules, f"{rule} is declared by no rule file"
+            res = profile["default-resources"]
+            assert f" -t {res['runtime']} " in flags and f" --mem {res['mem_mb']} " in flags, (rule, flags)
+            assert "--gpus" not in flags and "--gres" not in flags and " -C " not in flags, (rule, flags)
+    in_dag, local = dag_rules(done.stdout), declared_localrules()
+    assert gpu_rules & in_dag, f"no GPU rule in the DAG: {sorted(in_dag)}"
+    assert not gpu_rules & local, f"GPU rules declared local: {sorted(gpu_rules & local)}"
+    assert not local & set(submitted), f"local rules went to SLURM: {sorted(local & set(submitted))}"
+    missing = in_dag - local - set(submitted)
+    assert not missing, f"rules never submitted to SLURM: {sorted(missing)}"
+
+    # 2. What SLURM recorded (MinJobAge keeps finished jobs): the GPU and the node feature of every job.
+    run_id = re.search(r"--job-name (\S+)", calls[0]).group(1)
+    jobs = scontrol_jobs(run_id)
+    keys = ("JobId", "Comment", "JobState", "TresPerJob", "Features", "TimeLimit", "NumCPUs")
+    table = "\n".join("\t".join(job.get(k, "-") for k in keys) for job in jobs)
+    (tmp_path / "slurm-jobs.tsv").write_text("\t".join(keys) + "\n" + table + "\n")
+    print(f"SLURM's record of run {run_id}:\n{table}")  # shown with pytest -rP
+    assert len(jobs) == len(calls), f"{len(calls)} sbatch calls but SLURM knows {len(jobs)} jobs of run {run_id}"
+    for job in jobs:
+        rule = rule_of_comment(job["Comment"], gpu_rules | cpu_rules)
+        assert job["JobState"] == "COMPLETED", (rule, job["JobId"], job["JobState"])
+        if rule in gpu_rules:
+            assert job.get("TresPerJob") == f"gres:gpu:{CLUSTER_LABEL}:1", (rule, job.get("TresPerJob"))
+            assert job.get("Features") == CLUSTER_LABEL, (rule, job.get("Features"))
+        else:
+            assert job.get("TresPerJob", "(null)") in ("", "(null)"), (rule, job.get("TresPerJob"))
+            assert job.get("Features") in ("", "(null)", None), (rule, job.get("Features"))
