@@ -10,7 +10,20 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/sample.smk"
 include: "workflow/rules/quality.smk"
+include: "workflow/rules/profile.smk"
+include: "workflow/rules/metrics.smk"
 include: "workflow/rules/figures.smk"
+
+
+# Plotting, tables and the manifest take seconds: on a cluster they run on the submitting node.
+localrules:
+    all,
+    fig08_end_to_end,
+    fig09_quality,
+    tab02_workload,
+    tab03_kernels,
+    tab06_quality,
+    manifest,
 
 
 rule all:

@@ -16,6 +16,7 @@ import torch
 
 from medddpm.dataset import PreparedPairs, heldout_images, heldout_masks, load_condition
 from medddpm.prepare import DatasetError, prepare_dataset, read_wholehead_pairs, scale_slices, split_cases
+from medddpm import synthetic
 from medddpm.synthetic import write_synthetic_dataset
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
@@ -97,6 +98,65 @@ def test_synthetic_is_deterministic_and_cases_differ(raw, tmp_path):
     assert not np.array_equal(images[0], images[1]) and not np.array_equal(images[1], images[2])
     assert not np.array_equal(masks[0], masks[1])
     assert gzip.decompress((raw / name).read_bytes())[:4] == (348).to_bytes(4, "little")  # a NIfTI-1 header
+
+
+@pytest.fixture(scope="module")
+def tissue_stack() -> tuple[np.ndarray, ...]:
+    """nilearn's T1 template and GM/WM maps low-passed for a RAW_SHAPE grid: (T1, GM, WM, affine, grid affine)."""
+    template, affine = synthetic.load_template()
+    maps, _ = synthetic.load_tissue_maps()
+    grid = synthetic.grid_affine(template, affine, RAW_SHAPE)
+    (t1, gm, wm), low_affine = synthetic.antialiased(np.concatenate([template[None], maps]), affine, grid[0, 0])
+    return t1, gm, wm, low_affine, grid
+
+
+def test_synthetic_uses_the_tissue_maps(tmp_path, monkeypatch):
+    maps, affine = synthetic.load_tissue_maps()
+    assert maps.shape == (2, *synthetic.load_template()[0].shape) and maps.min() == 0.0 and maps.max() == 1.0
+    write_synthetic_dataset(tmp_path / "normal", 2, RAW_SHAPE, seed=0)
+    # GM and WM swapped: the same GM + WM, so the same brain and tumour labels, but other tissue contrast.
+    monkeypatch.setattr(synthetic, "load_tissue_maps", lambda: (maps[::-1].copy(), affine))
+    write_synthetic_dataset(tmp_path / "swapped", 2, RAW_SHAPE, seed=0)
+    for i in range(2):
+        name = f"sample_{i}.nii.gz"
+        normal, swapped = (read(tmp_path / kind / "mask" / name) for kind in ("normal", "swapped"))
+        np.testing.assert_array_equal(swapped, normal)
+        normal, swapped = (read(tmp_path / kind / "image" / name) for kind in ("normal", "swapped"))
+        assert np.abs(normal - swapped).max() > 0.01  # well above float rounding
+
+
+def test_synthetic_brain_label_comes_from_the_tissue_maps(tissue_stack):
+    t1, gm, wm, low_affine, grid = tissue_stack
+    without = np.stack([t1, np.zeros_like(gm), np.zeros_like(wm)])
+    image, labels = synthetic.synthesize_case(np.random.default_rng(0), without, low_affine, grid, RAW_SHAPE)
+    assert not labels.any() and (image > 0).mean() > 0.1  # a bright T1 alone makes no brain label
+    with pytest.raises(ValueError, match="stack"):
+        synthetic.synthesize_case(np.random.default_rng(0), t1, low_affine, grid, RAW_SHAPE)
+
+
+def test_synthetic_tissue_contrast_is_drawn_per_case(tissue_stack):
+    """All tissue as GM, then all as WM (same T1, same GM + WM, same seed): only the drawn tissue gains differ, so
+    the image difference in brain is 2 (wm_gain - gm_gain) times the bias field, in sign and size, per case."""
+    t1, gm, wm, low_affine, grid = tissue_stack
+    zero = np.zeros_like(gm)
+    as_gm, as_wm = np.stack([t1, gm + wm, zero]), np.stack([t1, zero, gm + wm])
+    contrasts, checked = [], 0
+    for seed in range(6):
+        gm_gain, wm_gain = synthetic.draw_tissue_contrast(np.random.default_rng(seed))
+        image_gm, labels = synthetic.synthesize_case(np.random.default_rng(seed), as_gm, low_affine, grid, RAW_SHAPE)
+        image_wm, labels_wm = synthetic.synthesize_case(np.random.default_rng(seed), as_wm, low_affine, grid, RAW_SHAPE)
+        np.testing.assert_array_equal(labels, labels_wm)
+        brain = (labels == 1) & (image_gm < 0.95) & (image_wm < 0.95)  # clear of clipping and tumours
+        difference = (image_wm - image_gm)[brain] / 2
+        assert brain.sum() > 100 and np.median(difference) != 0
+        if abs(wm_gain - gm_gain) > 0.02:
+            assert (np.sign(difference) == np.sign(wm_gain - gm_gain)).mean() > 0.95
+            assert 0.6 < np.median(difference / (wm_gain - gm_gain)) < 1.6  # partial volume times bias field
+            checked += 1
+        contrasts.append(wm_gain - gm_gain)
+    assert checked >= 4 and np.ptp(contrasts) > 0.05  # cases differ in tissue contrast
+    low, high = synthetic.WM_GAIN[0] - synthetic.GM_GAIN[1], synthetic.WM_GAIN[1] - synthetic.GM_GAIN[0]
+    assert all(low <= c <= high for c in contrasts)
 
 
 def test_synthetic_replaces_own_output_but_not_foreign_folders(tmp_path):

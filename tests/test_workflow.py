@@ -1,43 +1,107 @@
 """The workflow end to end in a temporary copy: the DAG runs, outputs are listed with their hashes, reruns."""
 
 import json
+import os
+import re
+import shutil
 
 import pytest
 
-from conftest import snakemake
+from conftest import copy_workflow, snakemake
 from reporting.manifest import read_manifest, sha256
 
 pytestmark = pytest.mark.workflow
+TINY = ("--configfile", "tests/tiny.yaml", "--")
 
 
-def test_tiny_run_end_to_end_then_nothing_to_do(workflow_copy):
-    done = snakemake(workflow_copy, "--cores", "2", "--configfile", "tests/tiny.yaml", "--", "paper/figures/all")
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """The tiny configuration run once through `paper/figures/all`."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("run") / "wf")
+    done = snakemake(workdir, "--cores", "2", *TINY, "paper/figures/all")
     assert done.returncode == 0, done.stderr[-3000:]
-    manifest = read_manifest(workflow_copy / "paper/figures/all")
+    return workdir
+
+
+def planned_jobs(workdir, *args) -> dict[str, int]:
+    """Job counts per rule of a dry run."""
+    plan = snakemake(workdir, "-n", *args)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    stats = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal", plan.stdout + plan.stderr, re.S)
+    if stats is None:
+        return {}
+    return {name: int(count) for name, count in re.findall(r"^(\S+)\s+(\d+)$", stats.group(1), re.M)}
+
+
+def job_messages(workdir, *args) -> list[str]:
+    """The `message:` lines of the jobs a dry run plans (measurement jobs name their variant and label)."""
+    plan = snakemake(workdir, "-n", *args)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    return re.findall(r"^Job \d+: (.*)$", plan.stdout + plan.stderr, re.M)
+
+
+def test_outputs_are_listed_with_their_hashes(finished_run):
+    manifest = read_manifest(finished_run / "paper/figures/all")
     expected = {f"paper/figures/{n}.{e}" for n in ("fig08_end_to_end", "fig09_quality") for e in ("pdf", "png")}
-    expected |= {f"paper/tables/{n}.{e}" for n in ("tab02_workload", "tab06_quality") for e in ("csv", "tex", "md")}
+    expected |= {
+        f"paper/tables/{n}.{e}" for n in ("tab02_workload", "tab03_kernels", "tab06_quality")
+        for e in ("csv", "tex", "md")
+    }
+    expected.add("paper/tables/tab03_kernels_by_class.csv")
     assert set(manifest) == expected
     for name, digest in manifest.items():
-        path = workflow_copy / name
+        path = finished_run / name
         assert path.stat().st_size > 0 and sha256(path) == digest
 
-    train = json.loads((workflow_copy / "results/cpu/channels_last/train.json").read_text())
+
+def test_measurements_and_profiles_of_every_variant(finished_run):
+    train = json.loads((finished_run / "results/cpu/channels_last/train.json").read_text())
     assert train["provenance"]["switches"]["channels_last"] is True
     assert train["step_time"]["n"] == 2 and train["step_time"]["median_ms"] > 0
-    quality = json.loads((workflow_copy / "results/cpu/baseline/quality.json").read_text())
+    quality = json.loads((finished_run / "results/cpu/baseline/quality.json").read_text())
     assert quality["vs_baseline"]["identical"] is True
     assert quality["numeric"]["forward_relative_error"] < 1e-4
+    kernels = (finished_run / "paper/tables/tab03_kernels.csv").read_text()
+    for variant in ("baseline", "channels_last"):
+        for phase in ("train", "sample"):
+            assert f"cpu,{variant},{phase},torch," in kernels
 
-    again = snakemake(workflow_copy, "-n", "--configfile", "tests/tiny.yaml", "--", "paper/figures/all")
+
+def test_second_invocation_has_nothing_to_do(finished_run):
+    again = snakemake(finished_run, "-n", *TINY, "paper/figures/all")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_gpu_label_on_a_machine_without_it_fails_in_one_line(workflow_copy):
-    run = snakemake(workflow_copy, "--cores", "1", "--configfile", "tests/tiny.yaml", "--config", "gpus=[h200]",
-                    "--", "results/h200/baseline/train.json")
+def test_rerun_one_training_job_alone(finished_run):
+    assert planned_jobs(finished_run, "-R", "train", *TINY, "results/cpu/channels_last/train.json") == {"train": 1}
+
+
+def test_rerun_one_training_job_with_everything_downstream(finished_run):
+    args = ("--forcerun", "results/cpu/channels_last/train.json", *TINY, "paper/figures/all")
+    messages = job_messages(finished_run, *args)
+    assert "Training channels_last on cpu" in messages
+    assert "Sampling held-out masks with channels_last on cpu" in messages
+    assert "Numeric fidelity and image quality of channels_last on cpu" in messages
+    assert not any("baseline" in m for m in messages)
+    assert {"manifest", "fig08_end_to_end", "fig09_quality"} <= set(planned_jobs(finished_run, *args))
+
+
+def test_changed_variant_definition_reruns_only_that_variant(finished_run):
+    overlay = finished_run / "changed.yaml"
+    overlay.write_text("variants:\n  channels_last: {cudnn_tf32: false, matmul_tf32: false, channels_last: true,"
+                       " cudnn_benchmark: true}\n")
+    messages = job_messages(finished_run, "--configfile", "tests/tiny.yaml", "changed.yaml", "--", "paper/figures/all")
+    assert "Training channels_last on cpu" in messages
+    assert not any("baseline" in m for m in messages)
+
+
+def test_gpu_label_on_a_machine_without_it_fails_in_one_line(finished_run, tmp_path):
+    workdir = tmp_path / "wf"
+    shutil.copytree(finished_run, workdir)
+    run = snakemake(workdir, "--cores", "1", "--config", "gpus=[h200]", *TINY, "results/h200/baseline/train.json")
     assert run.returncode != 0
     assert "error: label 'h200' needs a CUDA GPU matching 'H200', but no CUDA device is visible" in run.stderr
-    assert not (workflow_copy / "results/h200/baseline/train.json").exists()
+    assert not (workdir / "results/h200/baseline/train.json").exists()
 
 
 @pytest.mark.parametrize(
@@ -54,3 +118,34 @@ def test_wrong_config_is_named(workflow_copy, overlay, message):
     run = snakemake(workflow_copy, "-n", "--configfile", "bad.yaml")
     assert run.returncode != 0
     assert message in run.stderr + run.stdout
+
+
+def test_results_of_two_machines_merge_into_one_comparison(finished_run, tmp_path):
+    """The README's merge recipe: another machine's results/<gpu>/ tree plus ours, figures over both labels."""
+    other = copy_workflow(tmp_path / "other")
+    (other / "emulate.yaml").write_text("gpus: [h200]\nemulate_gpus_on_cpu: true\n")
+    done = snakemake(other, "--cores", "2", "--configfile", "tests/tiny.yaml", "emulate.yaml", "--",
+                     "paper/figures/all")
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    merged = tmp_path / "merged"
+    shutil.copytree(finished_run, merged)
+    shutil.copytree(other / "results" / "h200", merged / "results" / "h200")  # keeps times, like rsync -a
+    for path in [merged / "results" / "dataset", *(merged / "results" / "dataset").rglob("*")]:
+        os.utime(path, (946684800, 946684800), follow_symlinks=False)  # 2000-01-01, as the README says
+    (merged / "merged.yaml").write_text("gpus: [cpu, h200]\n")
+    args = ("--configfile", "tests/tiny.yaml", "merged.yaml", "--rerun-triggers", "params", "input", "--")
+    planned = planned_jobs(merged, *args, "paper/figures/all")
+    assert planned and set(planned) <= {"fig08_end_to_end", "fig09_quality", "tab03_kernels", "tab06_quality",
+                                        "manifest"}, planned
+    done = snakemake(merged, "--cores", "2", *args, "paper/figures/all")
+    assert done.returncode == 0, done.stderr[-3000:]
+    quality = (merged / "paper/tables/tab06_quality.csv").read_text()
+    assert "\ncpu,baseline," in quality and "\nh200,baseline," in quality
+
+
+def test_paper_configuration_plans_the_full_matrix(workflow_copy):
+    jobs = planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/paper.yaml")
+    assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5  # five variants on the h200 label
+    assert jobs["profile_torch"] == 10  # two phases each; ncu/nsys join where they are installed
+    assert jobs["manifest"] == 1

@@ -1,5 +1,11 @@
+import sys
+from pathlib import Path
+
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
+
+# The workflow's packages (workflow/scripts) serve the DAG's input functions too.
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
 min_version("9.0")
 
@@ -22,6 +28,11 @@ def check_config(config):
     if config["dataset"]["heldout"] >= config["dataset"]["cases"] and config["dataset"]["source"] == "synthetic":
         raise WorkflowError("config: dataset.heldout must leave at least one training case")
     factor = 2 ** (len(config["model"]["channel_mult"]) - 1)
+    crop = config["quality"]["reference_shape"]
+    if crop is not None and any(c % factor or c > s for c, s in zip(crop, config["dataset"]["shape"])):
+        raise WorkflowError(
+            f"config: quality.reference_shape {crop} must fit in dataset.shape and be divisible by {factor}"
+        )
     if any(side % factor for side in config["dataset"]["shape"]):
         raise WorkflowError(
             f"config: dataset.shape {config['dataset']['shape']} must be divisible by {factor} "
@@ -52,10 +63,7 @@ def gpus_needed(wildcards):
 
 
 def sample_volumes(gpu="{gpu}", variant="{variant}"):
-    return [
-        f"results/{gpu}/{variant}/samples/sample_{k:03d}.nii.gz"
-        for k in range(config["sample"]["masks"])
-    ]
+    return [f"results/{gpu}/{variant}/samples/sample_{k:03d}.nii.gz" for k in range(config["sample"]["masks"])]
 
 
 def measured(pattern):
@@ -66,3 +74,89 @@ def measured(pattern):
 def job_settings(*sections):
     """The config sections a job depends on, as params, so that changing them reruns exactly those jobs."""
     return {section: config[section] for section in sections}
+
+
+wildcard_constraints:
+    phase="|".join(config["profiling"]["phases"]),
+    tool="torch|ncu|nsys",
+
+
+def profilers(label):
+    """The tools that profile `label`: the config's list, or what `auto` finds on this machine."""
+    from profiling.runner import available_tools
+
+    chosen = config["hardware"][label].get("profilers", "auto")
+    if chosen == "auto":
+        return available_tools(config["hardware"][label]["device"])
+    return list(chosen)
+
+
+def ncu_settings(label, phase):
+    """ncu settings of `label` and `phase`: the phase's metric set, then the architecture's overrides."""
+    settings = dict(config["profiling"]["ncu"])
+    settings.update(settings.pop("by_phase").get(phase, {}))
+    override = settings.pop("by_architecture").get(config["hardware"][label].get("architecture", ""), {})
+    removed = set(override.get("metrics_remove", []))
+    settings["metrics"] = [m for m in settings["metrics"] if m not in removed] + override.get("metrics_add", [])
+    settings["sections"] = [s for s in settings["sections"] if s not in set(override.get("sections_remove", []))]
+    if override.get("executable"):
+        settings["executable"] = override["executable"]
+    return settings
+
+
+def profile_summaries():
+    """Summary tables of every profile this invocation takes."""
+    return [
+        f"results/{gpu}/{variant}/profile/{phase}/{tool}_summary.csv"
+        for gpu in config["gpus"]
+        for tool in profilers(gpu)
+        for variant in config["run_variants"]
+        for phase in config["profiling"]["phases"]
+    ]
+
+
+def ncu_rule_tables():
+    return [
+        f"results/{gpu}/{variant}/profile/{phase}/ncu_rules.csv"
+        for gpu in config["gpus"]
+        if "ncu" in profilers(gpu)
+        for variant in config["run_variants"]
+        for phase in config["profiling"]["phases"]
+    ]
+
+
+FIGURES = {
+    "fig08_end_to_end": "fig08_end_to_end.rst",
+    "fig09_quality": "fig09_quality.rst",
+}
+TABLES = {
+    "tab02_workload": "tab02_workload.rst",
+    "tab03_kernels": "tab03_kernels.rst",
+    "tab06_quality": "tab06_quality.rst",
+}
+
+
+def figure_outputs(name):
+    caption = f"../report/{FIGURES[name]}"
+    return {
+        "pdf": report(f"paper/figures/{name}.pdf", caption=caption, category="Figures"),
+        "png": report(f"paper/figures/{name}.png", caption=caption, category="Figures"),
+    }
+
+
+def table_outputs(name):
+    caption = f"../report/{TABLES[name]}"
+    return {
+        "csv": report(f"paper/tables/{name}.csv", caption=caption, category="Tables"),
+        "tex": f"paper/tables/{name}.tex",
+        "md": f"paper/tables/{name}.md",
+    }
+
+
+def profile_inputs(wildcards):
+    prefix = f"results/{wildcards.gpu}/{wildcards.variant}/profile/{wildcards.phase}"
+    if wildcards.tool == "torch":
+        return {"trace": f"{prefix}/torch_trace.json"}
+    if wildcards.tool == "ncu":
+        return {"raw": f"{prefix}/ncu_raw.csv", "details": f"{prefix}/ncu_details.csv"}
+    return {"kern_sum": f"{prefix}/nsys_kern_sum.csv"}

@@ -1,16 +1,16 @@
 rule synthetic_dataset:
     output:
         directory("results/dataset/synthetic"),
+    log:
+        "results/dataset/logs/synthetic.log",
+    conda:
+        "../../envs/workload.yaml"
     params:
         cases=config["dataset"]["cases"],
         shape=config["dataset"]["shape"],
         seed=config["dataset"]["seed"],
-    log:
-        "results/dataset/logs/synthetic.log",
     message:
-        "Deriving {params.cases} synthetic whole-head cases from the MNI152 template"
-    conda:
-        "../../envs/workload.yaml"
+        "Deriving {params.cases} synthetic whole-head cases from the MNI152 template and tissue maps"
     script:
         "../scripts/make_synthetic.py"
 
@@ -20,15 +20,15 @@ rule prepare_dataset:
         raw=raw_dataset(),
     output:
         prepared=directory(PREPARED),
+    log:
+        "results/dataset/logs/prepare.log",
+    conda:
+        "../../envs/workload.yaml"
     params:
         shape=config["dataset"]["shape"],
         heldout=config["dataset"]["heldout"],
         seed=config["dataset"]["seed"],
-    log:
-        "results/dataset/logs/prepare.log",
     message:
         "Preparing the dataset (resample, scale, one-hot masks, split, manifest)"
-    conda:
-        "../../envs/workload.yaml"
     script:
         "../scripts/prepare_dataset.py"

@@ -1,42 +1,15 @@
-FIGURES = {
-    "fig08_end_to_end": "fig08_end_to_end.rst",
-    "fig09_quality": "fig09_quality.rst",
-}
-TABLES = {
-    "tab02_workload": "tab02_workload.rst",
-    "tab06_quality": "tab06_quality.rst",
-}
-
-
-def figure_outputs(name):
-    caption = f"../report/{FIGURES[name]}"
-    return {
-        "pdf": report(f"paper/figures/{name}.pdf", caption=caption, category="Figures"),
-        "png": report(f"paper/figures/{name}.png", caption=caption, category="Figures"),
-    }
-
-
-def table_outputs(name):
-    caption = f"../report/{TABLES[name]}"
-    return {
-        "csv": report(f"paper/tables/{name}.csv", caption=caption, category="Tables"),
-        "tex": f"paper/tables/{name}.tex",
-        "md": f"paper/tables/{name}.md",
-    }
-
-
 rule fig08_end_to_end:
     input:
         train=measured("results/{gpu}/{variant}/train.json"),
         sample=measured("results/{gpu}/{variant}/sample.json"),
     output:
         **figure_outputs("fig08_end_to_end"),
-    params:
-        gpus=config["gpus"],
     log:
         "paper/logs/fig08_end_to_end.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        gpus=config["gpus"],
     script:
         "../scripts/fig08_end_to_end.py"
 
@@ -49,12 +22,12 @@ rule fig09_quality:
         first_samples=measured("results/{gpu}/{variant}/samples/sample_000.nii.gz"),
     output:
         **figure_outputs("fig09_quality"),
-    params:
-        gpus=config["gpus"],
     log:
         "paper/logs/fig09_quality.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        gpus=config["gpus"],
     script:
         "../scripts/fig09_quality.py"
 
@@ -64,14 +37,29 @@ rule tab02_workload:
         dataset=PREPARED,
     output:
         **table_outputs("tab02_workload"),
-    params:
-        settings=job_settings("model", "diffusion", "train", "dataset"),
     log:
         "paper/logs/tab02_workload.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        settings=job_settings("model", "diffusion", "train", "dataset"),
     script:
         "../scripts/tab02_workload.py"
+
+
+rule tab03_kernels:
+    input:
+        summaries=profile_summaries(),
+        rules=ncu_rule_tables(),
+    output:
+        **table_outputs("tab03_kernels"),
+        classes="paper/tables/tab03_kernels_by_class.csv",
+    log:
+        "paper/logs/tab03_kernels.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/tab03_kernels.py"
 
 
 rule tab06_quality:
@@ -92,6 +80,7 @@ rule manifest:
         [rules.fig08_end_to_end.output.pdf, rules.fig08_end_to_end.output.png],
         [rules.fig09_quality.output.pdf, rules.fig09_quality.output.png],
         list(rules.tab02_workload.output),
+        list(rules.tab03_kernels.output),
         list(rules.tab06_quality.output),
     output:
         "paper/figures/all",

@@ -8,16 +8,16 @@ rule quality:
         baseline_samples=sample_volumes(variant="baseline"),
     output:
         "results/{gpu}/{variant}/quality.json",
+    log:
+        "results/{gpu}/{variant}/logs/quality.log",
+    conda:
+        "../../envs/workload.yaml"
+    resources:
+        gpu=gpus_needed,
     params:
         variant=lambda wildcards: config["variants"][wildcards.variant],
         settings=job_settings("quality"),
-    log:
-        "results/{gpu}/{variant}/logs/quality.log",
-    resources:
-        gpu=gpus_needed,
     message:
         "Numeric fidelity and image quality of {wildcards.variant} on {wildcards.gpu}"
-    conda:
-        "../../envs/workload.yaml"
     script:
         "../scripts/assess_quality.py"

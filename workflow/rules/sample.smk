@@ -6,18 +6,18 @@ rule sample:
         summary="results/{gpu}/{variant}/sample.json",
         steps="results/{gpu}/{variant}/sample_steps.csv",
         volumes=sample_volumes(),
-    params:
-        variant=lambda wildcards: config["variants"][wildcards.variant],
-        settings=job_settings("sample"),
     log:
         "results/{gpu}/{variant}/logs/sample.log",
     benchmark:
         "results/{gpu}/{variant}/logs/sample.benchmark.tsv"
-    resources:
-        gpu=gpus_needed,
-    message:
-        "Sampling held-out masks with {wildcards.variant} on {wildcards.gpu}"
     conda:
         "../../envs/workload.yaml"
+    resources:
+        gpu=gpus_needed,
+    params:
+        variant=lambda wildcards: config["variants"][wildcards.variant],
+        settings=job_settings("sample"),
+    message:
+        "Sampling held-out masks with {wildcards.variant} on {wildcards.gpu}"
     script:
         "../scripts/sample.py"

@@ -5,18 +5,18 @@ rule train:
         summary="results/{gpu}/{variant}/train.json",
         steps="results/{gpu}/{variant}/train_steps.csv",
         checkpoint="results/{gpu}/{variant}/checkpoint.pt",
-    params:
-        variant=lambda wildcards: config["variants"][wildcards.variant],
-        settings=job_settings("model", "diffusion", "train"),
     log:
         "results/{gpu}/{variant}/logs/train.log",
     benchmark:
         "results/{gpu}/{variant}/logs/train.benchmark.tsv"
-    resources:
-        gpu=gpus_needed,
-    message:
-        "Training {wildcards.variant} on {wildcards.gpu}"
     conda:
         "../../envs/workload.yaml"
+    resources:
+        gpu=gpus_needed,
+    params:
+        variant=lambda wildcards: config["variants"][wildcards.variant],
+        settings=job_settings("model", "diffusion", "train"),
+    message:
+        "Training {wildcards.variant} on {wildcards.gpu}"
     script:
         "../scripts/train.py"

@@ -23,9 +23,9 @@ def main() -> None:
             "provenance": run.provenance,
             "numeric": numeric_error(config, run, Path(inputs.checkpoint), dataset),
             "loss_curve": loss_curve_deviation(Path(inputs.steps), Path(inputs.baseline_steps)),
-            "vs_real": summarise_similarity(image_similarity(samples, heldout_images(dataset), kernel)),
+            "vs_real": summarise_similarity(image_similarity(samples, heldout_images(dataset), kernel, run.device)),
             "vs_baseline": summarise_similarity(
-                image_similarity(samples, [Path(p) for p in inputs.baseline_samples], kernel)
+                image_similarity(samples, [Path(p) for p in inputs.baseline_samples], kernel, run.device)
             ),
         },
     )

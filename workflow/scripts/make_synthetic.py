@@ -1,4 +1,4 @@
-"""Snakemake job: derive the synthetic whole-head dataset from the MNI152 template (medddpm.synthetic)."""
+"""Snakemake job: derive the synthetic whole-head dataset from the MNI152 template and tissue maps (medddpm.synthetic)."""
 
 from pathlib import Path
 
