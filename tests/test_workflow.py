@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import zipfile
 
 import pytest
 
@@ -12,6 +13,10 @@ from reporting.manifest import read_manifest, sha256
 
 pytestmark = pytest.mark.workflow
 TINY = ("--configfile", "tests/tiny.yaml", "--")
+FIGURES = ("fig01_runtime_breakdown", "fig02_top_kernels", "fig03_instruction_mix", "fig04_memory_system",
+           "fig05_warp_states", "fig06_priority_scores", "fig07_optimization_impact", "fig08_end_to_end",
+           "fig09_quality", "fig10_roofline")
+TABLES = ("tab01_hardware", "tab02_workload", "tab03_kernels", "tab04_optimization", "tab05_claims", "tab06_quality")
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +47,8 @@ def job_messages(workdir, *args) -> list[str]:
 
 def test_outputs_are_listed_with_their_hashes(finished_run):
     manifest = read_manifest(finished_run / "paper/figures/all")
-    expected = {f"paper/figures/{n}.{e}" for n in ("fig08_end_to_end", "fig09_quality") for e in ("pdf", "png")}
-    expected |= {
-        f"paper/tables/{n}.{e}" for n in ("tab02_workload", "tab03_kernels", "tab06_quality")
-        for e in ("csv", "tex", "md")
-    }
+    expected = {f"paper/figures/{n}.{e}" for n in FIGURES for e in ("pdf", "png")}
+    expected |= {f"paper/tables/{n}.{e}" for n in TABLES for e in ("csv", "tex", "md")}
     expected.add("paper/tables/tab03_kernels_by_class.csv")
     assert set(manifest) == expected
     for name, digest in manifest.items():
@@ -136,8 +138,7 @@ def test_results_of_two_machines_merge_into_one_comparison(finished_run, tmp_pat
     (merged / "merged.yaml").write_text("gpus: [cpu, h200]\n")
     args = ("--configfile", "tests/tiny.yaml", "merged.yaml", "--rerun-triggers", "params", "input", "--")
     planned = planned_jobs(merged, *args, "paper/figures/all")
-    assert planned and set(planned) <= {"fig08_end_to_end", "fig09_quality", "tab03_kernels", "tab06_quality",
-                                        "manifest"}, planned
+    assert planned and set(planned) <= set(FIGURES) | set(TABLES) | {"manifest"}, planned
     done = snakemake(merged, "--cores", "2", *args, "paper/figures/all")
     assert done.returncode == 0, done.stderr[-3000:]
     quality = (merged / "paper/tables/tab06_quality.csv").read_text()
@@ -149,3 +150,12 @@ def test_paper_configuration_plans_the_full_matrix(workflow_copy):
     assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5  # five variants on the h200 label
     assert jobs["profile_torch"] == 10  # two phases each; ncu/nsys join where they are installed
     assert jobs["manifest"] == 1
+
+
+def test_html_report_carries_every_output_with_its_caption(finished_run, tmp_path):
+    report = tmp_path / "report.zip"
+    done = snakemake(finished_run, "--report", str(report), *TINY, "paper/figures/all")
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = "\n".join(zipfile.ZipFile(report).namelist())
+    for output in [f"{n}.png" for n in FIGURES] + [f"{n}.csv" for n in TABLES]:
+        assert output in names

@@ -1,3 +1,4 @@
+import glob
 import sys
 from pathlib import Path
 
@@ -126,10 +127,21 @@ def ncu_rule_tables():
 
 
 FIGURES = {
+    "fig01_runtime_breakdown": "fig01_runtime_breakdown.rst",
+    "fig02_top_kernels": "fig02_top_kernels.rst",
+    "fig03_instruction_mix": "fig03_instruction_mix.rst",
+    "fig04_memory_system": "fig04_memory_system.rst",
+    "fig05_warp_states": "fig05_warp_states.rst",
+    "fig06_priority_scores": "fig06_priority_scores.rst",
+    "fig07_optimization_impact": "fig07_optimization_impact.rst",
+    "fig10_roofline": "fig10_roofline.rst",
     "fig08_end_to_end": "fig08_end_to_end.rst",
     "fig09_quality": "fig09_quality.rst",
 }
 TABLES = {
+    "tab01_hardware": "tab01_hardware.rst",
+    "tab04_optimization": "tab04_optimization.rst",
+    "tab05_claims": "tab05_claims.rst",
     "tab02_workload": "tab02_workload.rst",
     "tab03_kernels": "tab03_kernels.rst",
     "tab06_quality": "tab06_quality.rst",
@@ -160,3 +172,33 @@ def profile_inputs(wildcards):
     if wildcards.tool == "ncu":
         return {"raw": f"{prefix}/ncu_raw.csv", "details": f"{prefix}/ncu_details.csv"}
     return {"kern_sum": f"{prefix}/nsys_kern_sum.csv"}
+
+
+# Shipped reference sets (data/reference/<label>/, config key `reference_results`) read by the figures.
+def reference_labels():
+    """Shipped reference sets drawn on: `reference_results`, less the labels measured here (measured wins)."""
+    return [label for label in config.get("reference_results", ["h200"]) if label not in config["gpus"]]
+
+
+_SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "_summary.csv", "_kernels.parquet", "ncu_rules.csv")
+
+
+def shipped_reference_files(*names):
+    """Files of the shipped reference sets (listed at parse time), those ending in one of `names` (default all the
+    figures read). A label in `reference_results` without a folder under data/reference/ is an error."""
+    names = names or _SHIPPED_NAMES
+    files = []
+    for label in reference_labels():
+        root = Path(workflow.basedir) / "data" / "reference" / label
+        if not root.is_dir():
+            raise WorkflowError(
+                f"config: reference_results lists {label!r}, but data/reference/{label}/ does not exist"
+            )
+        found = glob.glob(f"data/reference/{label}/**/*", recursive=True, root_dir=workflow.basedir)
+        files += sorted(f for f in found if f.endswith(names))
+    return files
+
+
+def profile_kernel_tables():
+    """Tidy per-kernel tables of every profile this invocation takes (next to the summaries)."""
+    return [path.removesuffix("_summary.csv") + "_kernels.parquet" for path in profile_summaries()]

@@ -64,7 +64,7 @@ rule tab03_kernels:
 
 rule tab06_quality:
     input:
-        quality=measured("results/{gpu}/{variant}/quality.json"),
+        quality=measured("results/{gpu}/{variant}/quality.json") + shipped_reference_files("quality.json"),
     output:
         **table_outputs("tab06_quality"),
     log:
@@ -77,6 +77,17 @@ rule tab06_quality:
 
 rule manifest:
     input:
+        [rules.fig01_runtime_breakdown.output.pdf, rules.fig01_runtime_breakdown.output.png],
+        [rules.fig02_top_kernels.output.pdf, rules.fig02_top_kernels.output.png],
+        [rules.fig03_instruction_mix.output.pdf, rules.fig03_instruction_mix.output.png],
+        [rules.fig04_memory_system.output.pdf, rules.fig04_memory_system.output.png],
+        [rules.fig05_warp_states.output.pdf, rules.fig05_warp_states.output.png],
+        [rules.fig06_priority_scores.output.pdf, rules.fig06_priority_scores.output.png],
+        [rules.fig07_optimization_impact.output.pdf, rules.fig07_optimization_impact.output.png],
+        [rules.fig10_roofline.output.pdf, rules.fig10_roofline.output.png],
+        list(rules.tab01_hardware.output),
+        list(rules.tab04_optimization.output),
+        list(rules.tab05_claims.output),
         [rules.fig08_end_to_end.output.pdf, rules.fig08_end_to_end.output.png],
         [rules.fig09_quality.output.pdf, rules.fig09_quality.output.png],
         list(rules.tab02_workload.output),

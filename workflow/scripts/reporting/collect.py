@@ -14,11 +14,16 @@ def run_key(path: Path) -> tuple[str, str]:
     return path.parent.parent.name, path.parent.name
 
 
-def _source(provenance: dict) -> str:
+def origin(path: Path) -> str:
+    """Whether a result file was measured by this checkout or shipped under data/reference/."""
+    return "shipped reference" if "reference" in Path(path).parts[:-3] else "measured here"
+
+
+def _source(provenance: dict, path: Path) -> str:
     device = provenance.get("device_name") or provenance.get("device_type", "?")
     when = (provenance.get("measured_at") or "")[:10]
     emulated = " (emulated on CPU)" if provenance.get("emulated_on_cpu") else ""
-    return f"{device}{emulated}, {when}".strip(", ")
+    return f"{device}{emulated}, {origin(path)}, {when}".strip(", ")
 
 
 def end_to_end(train_files: list[Path], sample_files: list[Path]) -> pd.DataFrame:
@@ -30,7 +35,7 @@ def end_to_end(train_files: list[Path], sample_files: list[Path]) -> pd.DataFram
             "gpu": run_key(path)[0],
             "variant": run_key(path)[1],
             "device": data["provenance"].get("device_name"),
-            "source": _source(data["provenance"]),
+            "source": _source(data["provenance"], path),
             "parameters": data["parameters"],
             "train_ms_per_sample": data["train_ms_per_sample"],
             "train_step_q1_ms": data["step_time"]["q1_ms"],
@@ -63,7 +68,7 @@ def quality(quality_files: list[Path]) -> pd.DataFrame:
             {
                 "gpu": gpu,
                 "variant": variant,
-                "source": _source(data["provenance"]),
+                "source": _source(data["provenance"], path),
                 "forward_rel_error": data["numeric"]["forward_relative_error"],
                 "gradient_rel_error": data["numeric"]["gradient_relative_error"],
                 "loss_abs_deviation_max": data["loss_curve"]["loss_abs_deviation_max"],

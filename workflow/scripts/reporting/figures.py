@@ -42,7 +42,7 @@ def plot_end_to_end(frame: pd.DataFrame, gpus: list[str]):
                 ax.errorbar(range(len(order)), values[column], yerr=[low, high], fmt="none", color="black",
                             capsize=3, label="interquartile range")
             for x, value in enumerate(values[column]):
-                ax.annotate(f"{value:.3g}", (x, value), ha="center", va="bottom", fontsize=8)
+                ax.annotate(f"{value:.4g}", (x, value), ha="center", va="bottom", fontsize=8)
             ax.set_xticks(range(len(order)), order, rotation=25, ha="right")
             ax.set_ylabel(label)
             ax.set_title(_panel_title(data, gpu) if col == 0 else gpu, loc="left")
