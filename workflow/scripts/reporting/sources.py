@@ -128,9 +128,11 @@ class Sources:
 
     def _tag(self, frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.copy()
-        tags = [self.tags(g, v) for g, v in zip(frame["gpu"], frame["variant"])]
+        # Once per run, not per row: kernel tables have tens of thousands of rows.
+        runs = {run: self.tags(*run) for run in set(zip(frame["gpu"], frame["variant"]))}
+        keys = list(zip(frame["gpu"], frame["variant"]))
         for key in ("origin", "device", "date"):
-            frame[key] = [t[key] for t in tags]
+            frame[key] = [runs[run][key] for run in keys]
         rest = [c for c in frame.columns if c not in TAGS]
         return frame[TAGS + rest]
 
