@@ -17,8 +17,10 @@ rule fig08_end_to_end:
 rule fig09_quality:
     input:
         dataset=PREPARED,
-        steps=measured("results/{gpu}/{variant}/train_steps.csv"),
-        quality=measured("results/{gpu}/{variant}/quality.json"),
+        steps=measured("results/{gpu}/{variant}/train_steps.csv")
+        + shipped_reference_files("train_steps.csv"),
+        quality=measured("results/{gpu}/{variant}/quality.json")
+        + shipped_reference_files("quality.json"),
         first_samples=measured("results/{gpu}/{variant}/samples/sample_000.nii.gz"),
     output:
         **figure_outputs("fig09_quality"),
@@ -27,7 +29,7 @@ rule fig09_quality:
     conda:
         "../../envs/analysis.yaml"
     params:
-        gpus=config["gpus"],
+        gpus=config["gpus"] + reference_labels(),
     script:
         "../scripts/fig09_quality.py"
 

@@ -93,7 +93,7 @@ def plot_quality(losses: pd.DataFrame, quality: pd.DataFrame, slices: dict, gpus
         panels = slices.get(gpu, [])
         axes = bottom.subplots(1, max(len(panels), 1), squeeze=False)[0]
         if not panels:
-            note(axes[0], f"no samples for {gpu}")
+            note(axes[0], f"no sample volumes for {gpu} (shipped reference sets carry timings, not volumes)")
         for ax, (title, path) in zip(axes, panels):
             ax.imshow(_middle_slice(path), cmap="gray", vmin=-1, vmax=1)
             ax.set_title(title, fontsize=9)
