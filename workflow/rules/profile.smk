@@ -8,7 +8,8 @@ rule profile_torch:
     output:
         trace="results/{gpu}/{variant}/profile/{phase}/torch_trace.json",
     log:
-        "results/{gpu}/{variant}/logs/profile_{phase}_torch.log",
+        job="results/{gpu}/{variant}/logs/profile_{phase}_torch.log",
+        tool="results/{gpu}/{variant}/logs/profile_{phase}_torch.tool.log",
     benchmark:
         "results/{gpu}/{variant}/logs/profile_{phase}_torch.benchmark.tsv"
     conda:
@@ -34,7 +35,8 @@ rule profile_ncu:
         raw="results/{gpu}/{variant}/profile/{phase}/ncu_raw.csv",
         details="results/{gpu}/{variant}/profile/{phase}/ncu_details.csv",
     log:
-        "results/{gpu}/{variant}/logs/profile_{phase}_ncu.log",
+        job="results/{gpu}/{variant}/logs/profile_{phase}_ncu.log",
+        tool="results/{gpu}/{variant}/logs/profile_{phase}_ncu.tool.log",
     benchmark:
         "results/{gpu}/{variant}/logs/profile_{phase}_ncu.benchmark.tsv"
     conda:
@@ -59,7 +61,8 @@ rule profile_nsys:
         report="results/{gpu}/{variant}/profile/{phase}/nsys.nsys-rep",
         kern_sum="results/{gpu}/{variant}/profile/{phase}/nsys_kern_sum.csv",
     log:
-        "results/{gpu}/{variant}/logs/profile_{phase}_nsys.log",
+        job="results/{gpu}/{variant}/logs/profile_{phase}_nsys.log",
+        tool="results/{gpu}/{variant}/logs/profile_{phase}_nsys.tool.log",
     conda:
         "../../envs/workload.yaml"
     resources:

@@ -15,7 +15,7 @@ def main() -> None:
     scripts = Path(snakemake.scriptdir)
     spec = {"config": config, "gpu": wildcards.gpu, "variant": wildcards.variant, "phase": wildcards.phase,
             "dataset": snakemake.input.dataset, "repo": str(repo_root(snakemake.scriptdir)), "nvtx_range": RANGE}
-    log = Path(snakemake.log[0]).with_suffix(".tool.log")
+    log = Path(snakemake.log.tool)  # the profiler's own output, next to this job's log
     log.unlink(missing_ok=True)
     settings = snakemake.params.settings
     try:
@@ -27,7 +27,7 @@ def main() -> None:
             profile_nsys(spec, scripts, settings, Path(out.report), Path(out.kern_sum), log)
     except ProfilingError as error:
         raise JobError(f"{error} (tool output: {log})") from None
-    print(log.read_text())
+    print(f"{snakemake.params.tool} profile written; the profiler's output is in {log}")
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log.job, main)

@@ -87,7 +87,7 @@ def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw
     with tempfile.TemporaryDirectory() as tmp:
         argv = ncu.build_command(target_argv(spec, Path(tmp)), settings["metrics"], spec["nvtx_range"], report,
                                  extra, sections=settings["sections"], ncu=executable)
-        run_tool(argv, scripts_dir, timeout_s, log, lambda text, code: ncu.diagnose(text, code), "ncu")
+        run_tool(argv, scripts_dir, timeout_s, log, ncu.diagnose, "ncu")
     if not report.exists():
         raise ProfilingError(f"ncu wrote no report {report}; fix: see the job's log")
     for page, out in (("raw", raw_csv), ("details", details_csv)):

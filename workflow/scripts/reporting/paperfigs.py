@@ -28,6 +28,16 @@ VARIANT_COLORS = {v: c for v, c in zip(["baseline", "torch_defaults", "tf32", "c
 def _variant_color(variant: str, k: int):
     return VARIANT_COLORS.get(variant, plt.get_cmap("Dark2").colors[k % 8])
 
+def _grouped_barh(ax, frame: pd.DataFrame, category: str, value: str, categories: list) -> None:
+    """One horizontal bar per variant for each of `categories` (bottom to top), side by side."""
+    order = variant_order(frame["variant"])
+    height = 0.8 / len(order)
+    for k, variant in enumerate(order):
+        values = frame[frame["variant"] == variant].set_index(category).reindex(categories)[value]
+        ax.barh(np.arange(len(categories)) + (k - (len(order) - 1) / 2) * height, values, height=height,
+                color=_variant_color(variant, k), label=variant)
+    ax.set_yticks(range(len(categories)), categories, fontsize=8)
+
 
 def _say(ax, text: str) -> None:
     note(ax, "\n".join(textwrap.wrap(text, 42)))
@@ -306,13 +316,7 @@ def plot_warp_states(sources: Sources):
         else:
             states = warp_states(data)
             reasons = list(states.groupby("reason")["value"].max().sort_values().index)
-            order = variant_order(states["variant"])
-            height = 0.8 / len(order)
-            for k, variant in enumerate(order):
-                values = states[states["variant"] == variant].set_index("reason").reindex(reasons)["value"]
-                ax_stall.barh(np.arange(len(reasons)) + (k - (len(order) - 1) / 2) * height, values, height=height,
-                              color=_variant_color(variant, k), label=variant)
-            ax_stall.set_yticks(range(len(reasons)), reasons, fontsize=8)
+            _grouped_barh(ax_stall, states, "reason", "value", reasons)
             ax_stall.set_xlabel("warps stalled per issued instruction (cycles)")
             ax_stall.legend(fontsize=8)
         if not _has(data, ["achieved_occupancy_pct"]):
@@ -365,13 +369,7 @@ def plot_priority_scores(sources: Sources, top: int = 10):
         per_rule = scores.groupby(["variant", "rule"], as_index=False)["saving_pct"].sum()
         ranking = per_rule.groupby("rule")["saving_pct"].max().sort_values(ascending=False).index[:top]
         order = variant_order(per_rule["variant"])
-        height = 0.8 / len(order)
-        ranked = list(ranking)[::-1]
-        for k, variant in enumerate(order):
-            values = per_rule[per_rule["variant"] == variant].set_index("rule").reindex(ranked)["saving_pct"]
-            ax_rule.barh(np.arange(len(ranked)) + (k - (len(order) - 1) / 2) * height, values, height=height,
-                         color=_variant_color(variant, k), label=variant)
-        ax_rule.set_yticks(range(len(ranked)), ranked, fontsize=8)
+        _grouped_barh(ax_rule, per_rule, "rule", "saving_pct", list(ranking)[::-1])
         ax_rule.set_xlabel("estimated saving (% of step kernel time)")
         ax_rule.legend(fontsize=8)
         variant = focus_variant(order)
