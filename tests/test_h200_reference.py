@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from profiling import ncu, tables, torchprof
 from profiling.errors import ProfilingError
@@ -70,3 +71,83 @@ def test_shipped_runs_carry_their_provenance():
         provenance = json.loads(train.read_text())["provenance"]
         assert provenance["device_name"] == "NVIDIA H200" and provenance["hardware_label"] == "h200"
         assert provenance["variant"] == train.parent.name and not provenance["emulated_on_cpu"]
+
+
+# --- Nsight Compute over whole steps: four variants' training steps, three variants' sampling steps -------------
+
+VARIANTS = ["baseline", "tf32", "channels_last", "tf32_channels_last"]
+SAMPLED = ["baseline", "tf32", "tf32_channels_last"]
+
+
+def _raw(variant: str, phase: str) -> pd.DataFrame:
+    path = H200 / variant / "profile" / phase / "ncu_raw.csv.gz"
+    return ncu.parse_raw(gzip.decompress(path.read_bytes()).decode())
+
+
+def _config_metrics(phase: str) -> list[str]:
+    from profiling.settings import ncu_settings
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    return ncu_settings(config["profiling"]["ncu"], "sm90", phase)["metrics"]
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def train_step(request) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    raw = _raw(request.param, "train")
+    return request.param, raw, tables.from_ncu(raw)
+
+
+def test_whole_training_step_in_one_replay_pass_with_the_configured_metrics(train_step):
+    variant, raw, kernels = train_step
+    ncu.validate_kernels(kernels)  # forward, dgrad and wgrad of both micro-batches
+    assert (raw["profiler__replayer_passes"] == 1).all()
+    assert set(_config_metrics("train")) <= set(raw.columns)  # config.yaml reproduces what was measured
+    gmma_stall = "smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio"  # the sample phase's only
+    assert gmma_stall not in raw.columns and gmma_stall not in _config_metrics("train")
+    assert gmma_stall in _config_metrics("sample")
+    assert kernels["sm_cycles"].gt(0).all() and kernels["warp_instructions"].gt(0).all()
+    assert (kernels["kernel_class"] == "optimizer").sum() > 0  # Adam and the EMA update are inside the step
+
+
+def test_shipped_tables_are_what_the_extractor_makes_of_the_raw_export(train_step):
+    variant, raw, kernels = train_step
+    step = H200 / variant / "profile" / "train"
+    shipped = pd.read_parquet(step / "ncu_kernels.parquet")
+    assert list(shipped["name"]) == list(kernels["name"])
+    assert list(shipped["kernel_class"]) == list(kernels["kernel_class"])
+    summary = tables.summarise(kernels).set_index("kernel_class")
+    shipped_summary = pd.read_csv(step / "ncu_summary.csv").set_index("kernel_class")
+    for column in ("time_share", "sm_cycles", "warp_instructions", "ipc", "tensor_pipe_pct"):
+        pd.testing.assert_series_equal(summary[column], shipped_summary[column], check_exact=False)
+
+
+def test_tf32_moves_convolutions_onto_tensor_cores():
+    summaries = {v: pd.read_csv(H200 / v / "profile" / "train" / "ncu_summary.csv").set_index("kernel_class")
+                 for v in VARIANTS}
+    for fp32, tf32 in (("baseline", "tf32"), ("channels_last", "tf32_channels_last")):
+        a, b = summaries[fp32].loc["all"], summaries[tf32].loc["all"]
+        assert b["sm_cycles"] < a["sm_cycles"] / 3 and b["warp_instructions"] < a["warp_instructions"] / 5
+        assert b["tensor_pipe_pct"] > 10 * a["tensor_pipe_pct"]
+    for variant in VARIANTS:
+        convs = pd.read_parquet(H200 / variant / "profile" / "train" / "ncu_kernels.parquet")
+        convs = convs[convs["kernel_class"].str.startswith("conv_")]
+        wgmma = convs["tensor_gmma_instructions"].sum()  # Hopper's warpgroup MMA: TF32 convolutions only
+        assert (wgmma > 0) == variant.startswith("tf32"), variant
+
+
+@pytest.mark.parametrize("variant", SAMPLED)
+def test_sampling_step_with_the_full_set_and_rule_results(variant):
+    raw = _raw(variant, "sample")
+    assert set(_config_metrics("sample")) <= set(raw.columns)
+    assert raw["profiler__replayer_passes"].nunique() == 1 and raw["profiler__replayer_passes"].iloc[0] > 1
+    step = H200 / variant / "profile" / "sample"
+    details = ncu.parse_details(gzip.decompress((step / "ncu_details.csv.gz").read_bytes()).decode())
+    assert {"SpeedOfLight", "Occupancy", "WarpStateStats"} <= set(details["section"])
+    assert details["estimated_speedup_pct"].dropna().ge(0).all()  # local (per-kernel) estimates exceed 100 %
+    assert details["estimated_speedup_pct"].notna().sum() > 100
+    shipped = pd.read_csv(step / "ncu_rules.csv.gz")
+    assert len(shipped) == len(details)
+    assert list(shipped["rule"]) == list(details["rule"])
+    kernels = tables.from_ncu(raw)
+    stalls = [c for c in kernels if c.startswith("stall_")]
+    assert "stall_gmma" in stalls and len(stalls) == 19

@@ -93,16 +93,11 @@ def profilers(label):
 
 
 def ncu_settings(label, phase):
-    """ncu settings of `label` and `phase`: the phase's metric set, then the architecture's overrides."""
-    settings = dict(config["profiling"]["ncu"])
-    settings.update(settings.pop("by_phase").get(phase, {}))
-    override = settings.pop("by_architecture").get(config["hardware"][label].get("architecture", ""), {})
-    removed = set(override.get("metrics_remove", []))
-    settings["metrics"] = [m for m in settings["metrics"] if m not in removed] + override.get("metrics_add", [])
-    settings["sections"] = [s for s in settings["sections"] if s not in set(override.get("sections_remove", []))]
-    if override.get("executable"):
-        settings["executable"] = override["executable"]
-    return settings
+    """ncu settings of `label` and `phase` (profiling.settings has the order of the overrides)."""
+    from profiling.settings import ncu_settings as resolve
+
+    architecture = config["hardware"][label].get("architecture", "")
+    return resolve(config["profiling"]["ncu"], architecture, phase)
 
 
 def profile_summaries():
@@ -180,7 +175,7 @@ def reference_labels():
     return [label for label in config.get("reference_results", ["h200"]) if label not in config["gpus"]]
 
 
-_SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "_summary.csv", "_kernels.parquet", "ncu_rules.csv")
+_SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "_summary.csv", "_kernels.parquet", "ncu_rules.csv", "ncu_rules.csv.gz")
 
 
 def shipped_reference_files(*names):

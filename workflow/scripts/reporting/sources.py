@@ -2,7 +2,7 @@
 
 A file belongs to a run by its path: ``<root>/<gpu>/<variant>/<file>`` (``train.json``, ``sample.json``,
 ``quality.json``, ``train_steps.csv``) or ``<root>/<gpu>/<variant>/profile/<phase>/<file>`` (``<tool>_summary.csv``,
-``<tool>_kernels.parquet``, ``ncu_rules.csv``), with ``<root>`` either ``results`` (measured here) or
+``<tool>_kernels.parquet``, ``ncu_rules.csv``, shipped gzipped as ``ncu_rules.csv.gz``), with ``<root>`` either ``results`` (measured here) or
 ``data/reference`` (shipped). A shipped label that is also measured here is left out: measured wins.
 Every row of every frame carries ``gpu``, ``variant``, ``origin``, ``device`` and ``date``.
 """
@@ -33,7 +33,7 @@ def _keys(path: Path) -> dict:
         return {"gpu": path.parents[1].name, "variant": path.parent.name, "phase": None, "tool": None, "kind": name}
     if path.parent.parent.name == "profile":
         keys = {"gpu": path.parents[3].name, "variant": path.parents[2].name, "phase": path.parent.name}
-        if name == "ncu_rules.csv":
+        if name in ("ncu_rules.csv", "ncu_rules.csv.gz"):
             return {**keys, "tool": "ncu", "kind": "rules"}
         if name.endswith("_summary.csv"):
             return {**keys, "tool": name.removesuffix("_summary.csv"), "kind": "summary"}

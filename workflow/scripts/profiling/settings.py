@@ -1,0 +1,25 @@
+"""Resolution of the Nsight Compute settings of one profiled run from the config's `profiling.ncu` section."""
+
+from __future__ import annotations
+
+
+def _apply(metrics: list[str], change: dict) -> list[str]:
+    removed = set(change.get("metrics_remove", []))
+    added = [m for m in change.get("metrics_add", []) if m not in metrics]
+    return [m for m in metrics if m not in removed] + added
+
+
+def ncu_settings(ncu_config: dict, architecture: str, phase: str) -> dict:
+    """Settings of one run: the common set, replaced by the phase's set, then the architecture's overrides,
+    then the architecture's overrides for that phase (in that order, so a phase can drop what an architecture
+    adds). Returns the section without its `by_phase` and `by_architecture` tables."""
+    settings = {k: v for k, v in ncu_config.items() if k not in ("by_phase", "by_architecture")}
+    settings.update(ncu_config.get("by_phase", {}).get(phase, {}))
+    override = ncu_config.get("by_architecture", {}).get(architecture, {})
+    settings["metrics"] = _apply(_apply(list(settings["metrics"]), override),
+                                 override.get("by_phase", {}).get(phase, {}))
+    dropped = set(override.get("sections_remove", []))
+    settings["sections"] = [s for s in settings["sections"] if s not in dropped]
+    if override.get("executable"):
+        settings["executable"] = override["executable"]
+    return settings
