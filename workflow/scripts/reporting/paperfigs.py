@@ -8,6 +8,7 @@ import re
 import textwrap
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 import numpy as np
 import pandas as pd
 
@@ -61,22 +62,42 @@ def absent_reason(sources: Sources, gpu: str, phase: str, what: str = "") -> str
     return f"no Nsight Compute data for {gpu} ({phase}{shipped}): {names} measure{'s' if len(tools) == 1 else ''} durations only"
 
 
-def _rows_figure(titles: list[str], ncols: int, width: float = 5.2, height: float = 3.9, ratios=None):
-    """One subfigure per row (titled), `ncols` axes in each."""
-    fig = plt.figure(figsize=(width * ncols, height * len(titles)), layout="constrained")
-    subfigs = fig.subfigures(len(titles), 1, squeeze=False)[:, 0]
+def _rows_figure(titles: list[str], ncols: int, width: float = 5.2, height: float = 3.9, ratios=None,
+                 left_out: list[str] = ()):
+    """One subfigure per row (titled), `ncols` axes in each; `left_out` (rows not drawn, with the reason) goes into
+    a last, short row, so a figure never hides a label or phase without saying why."""
+    chars = int(width * ncols * 12)  # about what fits across the figure at 9 pt
+    notes = [line for text in left_out for line in textwrap.wrap(f"- {text}", chars, subsequent_indent="  ")]
+    extra = 0.35 + 0.2 * len(notes) if notes else 0
+    fig = plt.figure(figsize=(width * ncols, height * len(titles) + extra), layout="constrained")
+    heights = [height] * len(titles) + ([extra] if notes else [])
+    subfigs = fig.subfigures(len(heights), 1, squeeze=False, height_ratios=heights)[:, 0]
     axes = []
     for subfig, title in zip(subfigs, titles):
         subfig.suptitle(title, x=0.01, ha="left", fontsize=11, fontweight="bold")
         axes.append(subfig.subplots(1, ncols, squeeze=False, width_ratios=ratios)[0])
+    if notes:
+        subfigs[-1].text(0.01, 0.5, "Not drawn:\n" + "\n".join(notes), ha="left",
+                         va="center", fontsize=9)
     return fig, axes
+
+
+def _rows_with_data(sources: Sources, has_data, what: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(gpu, phase) rows for which has_data(gpu, phase) holds, and the reasons for the others. When no row has
+    data, every row is kept (each then states its reason on its own panels)."""
+    rows = [(g, p) for g in sources.labels() for p in phases_of(sources)]
+    kept = [row for row in rows if has_data(*row)]
+    if not kept:
+        return rows, []
+    return kept, [absent_reason(sources, gpu, phase, what) for gpu, phase in rows if (gpu, phase) not in kept]
 
 
 def _class_legend(fig, classes) -> None:
     handles = [plt.Rectangle((0, 0), 1, 1, color=CLASS_COLORS.get(c, "grey")) for c in classes]
     if handles:
-        fig.legend(handles, classes, loc="outside lower center", ncol=min(6, len(handles)), title="kernel class",
-                   fontsize=9)
+        per_row = max(2, int(fig.get_figwidth() / 1.7))  # class names are up to 17 characters at 9 pt
+        fig.legend(handles, classes, loc="outside lower center", ncol=min(per_row, len(handles)),
+                   title="kernel class", fontsize=9)
 
 
 def _weighted(frame: pd.DataFrame, column: str, weight: str = "duration_ns") -> float:
@@ -212,27 +233,37 @@ def instruction_mix(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _has_mix(data: pd.DataFrame) -> bool:
+    return _has(data, ["warp_instructions"]) and any(_has(data, [c]) for c, _ in MIX[1:])
+
+
 def plot_instruction_mix(sources: Sources):
     kernels = sources.kernel_tables(["ncu"])
-    labels, phases = sources.labels(), phases_of(sources)
-    fig, axes = _rows_figure([sources.panel_label(g) for g in labels], len(phases))
-    for gpu, row in zip(labels, axes):
-        for phase, ax in zip(phases, row):
-            ax.set_title(f"{phase} step, Nsight Compute", loc="left")
-            data = _ncu(kernels, gpu, phase)
-            if not _has(data, ["warp_instructions"]) or not any(_has(data, [c]) for c, _ in MIX[1:]):
-                _say(ax, absent_reason(sources, gpu, phase, "instruction-mix counters"))
-                continue
-            mix = instruction_mix(data).set_index("variant")
-            order = variant_order(mix.index)
-            bottom = np.zeros(len(order))
-            for column, label in MIX + [("other", "other")]:
-                values = mix.loc[order, column].to_numpy() / 1e6
-                ax.bar(range(len(order)), values, bottom=bottom, color=MIX_COLORS[column], label=label)
-                bottom += values
-            _xticks(ax, order)
-            ax.set_ylabel("warp instructions executed (millions)")
-            ax.legend(fontsize=8)
+    what = "instruction-mix counters"
+    rows, left_out = _rows_with_data(sources, lambda g, p: _has_mix(_ncu(kernels, g, p)), what)
+    fig, axes = _rows_figure([f"{sources.panel_label(g)} - {p} step" for g, p in rows], 1, width=7.5,
+                             height=3.6, left_out=left_out)
+    for (gpu, phase), (ax,) in zip(rows, axes):
+        ax.set_title("executed warp instructions by kind, Nsight Compute", loc="left")
+        data = _ncu(kernels, gpu, phase)
+        if not _has_mix(data):
+            _say(ax, absent_reason(sources, gpu, phase, what))
+            continue
+        mix = instruction_mix(data).set_index("variant")
+        order = variant_order(mix.index)
+        left = np.zeros(len(order))
+        for column, label in MIX + [("other", "other")]:
+            values = mix.loc[order, column].to_numpy() / 1e9
+            ax.barh(range(len(order)), values, left=left, color=MIX_COLORS[column], label=label)
+            left += values
+        for y, total in enumerate(left):
+            ax.annotate(f"{total:,.1f}", (total, y), va="center", ha="left", fontsize=8, xytext=(3, 0),
+                        textcoords="offset points")
+        ax.set_yticks(range(len(order)), order)
+        ax.invert_yaxis()
+        ax.set_xlim(0, left.max() * 1.15)
+        ax.set_xlabel("warp instructions executed in one step (billions)")
+        ax.legend(fontsize=8, loc="lower right")
     return fig
 
 
@@ -260,14 +291,12 @@ def _grouped_bars(ax, frame: pd.DataFrame, column: str, categories: list[str], y
     ax.legend(fontsize=8)
 
 
-def _phase_rows(sources: Sources):
-    return [(g, p) for g in sources.labels() for p in phases_of(sources)]
-
-
 def plot_memory_system(sources: Sources):
     kernels = sources.kernel_tables(["ncu"])
-    rows = _phase_rows(sources)
-    fig, axes = _rows_figure([f"{sources.panel_label(g)} - {p} step" for g, p in rows], 3)
+    memory = ["dram_read_bytes", "l2_hit_pct", "l1_hit_pct"]
+    rows, left_out = _rows_with_data(sources, lambda g, p: any(_has(_ncu(kernels, g, p), [c]) for c in memory),
+                                     "DRAM or cache counters")
+    fig, axes = _rows_figure([f"{sources.panel_label(g)} - {p} step" for g, p in rows], 3, left_out=left_out)
     panels = [("dram_gb", ["dram_read_bytes"], "DRAM traffic, read + write (GB)", "DRAM traffic counters"),
               ("l2_hit_pct", ["l2_hit_pct"], "L2 hit rate (%, time-weighted)", "L2 hit-rate counters"),
               ("l1_hit_pct", ["l1_hit_pct"], "L1 hit rate (%, time-weighted)", "L1 hit-rate counters")]
@@ -303,9 +332,15 @@ def warp_states(kernels: pd.DataFrame, top: int = 8) -> pd.DataFrame:
 
 def plot_warp_states(sources: Sources):
     kernels = sources.kernel_tables(["ncu"])
-    rows = _phase_rows(sources)
+
+    def has_states(gpu: str, phase: str) -> bool:
+        data = _ncu(kernels, gpu, phase)
+        return _has(data, ["achieved_occupancy_pct"]) or any(
+            _has(data, [c]) for c in data.columns if c.startswith("stall_"))
+
+    rows, left_out = _rows_with_data(sources, has_states, "stall-reason or occupancy counters")
     fig, axes = _rows_figure([f"{sources.panel_label(g)} - {p} step" for g, p in rows], 2, width=6.5,
-                             ratios=[2.2, 1])
+                             ratios=[2.2, 1], left_out=left_out)
     for (gpu, phase), (ax_stall, ax_occ) in zip(rows, axes):
         data = _ncu(kernels, gpu, phase)
         ax_stall.set_title("warp stall reasons (time-weighted over kernels)", loc="left")
@@ -355,11 +390,18 @@ def priority_scores(rules: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
 
 def plot_priority_scores(sources: Sources, top: int = 10):
     rules, kernels = sources.ncu_rules(), sources.kernel_tables(["ncu"])
-    rows = _phase_rows(sources)
-    fig, axes = _rows_figure([f"{sources.panel_label(g)} - {p} step" for g, p in rows], 2, width=6.5, height=4.4)
+
+    def rules_of(gpu: str, phase: str) -> pd.DataFrame:
+        return rules[(rules["gpu"] == gpu) & (rules["phase"] == phase)] if len(rules) else rules
+
+    rows, left_out = _rows_with_data(
+        sources, lambda g, p: rules_of(g, p)["estimated_speedup_pct"].notna().any() if len(rules_of(g, p)) else False,
+        "rule results (no sections)")
+    fig, axes = _rows_figure([f"{sources.panel_label(g)} - {p} step" for g, p in rows], 2, width=6.5, height=4.4,
+                             left_out=left_out)
     for (gpu, phase), (ax_rule, ax_heat) in zip(rows, axes):
         ax_rule.set_title("estimated saving per rule (all kernel classes)", loc="left")
-        data = rules[(rules["gpu"] == gpu) & (rules["phase"] == phase)] if len(rules) else rules
+        data = rules_of(gpu, phase)
         if len(data) == 0 or data["estimated_speedup_pct"].notna().sum() == 0:
             reason = absent_reason(sources, gpu, phase, "rule results (no sections)")
             _say(ax_rule, reason)
@@ -417,9 +459,18 @@ def plot_optimization_impact(sources: Sources):
             width = 0.8 / len(order)
             for k, variant in enumerate(order):
                 row = data[data["variant"] == variant].iloc[0]
-                ax_rel.bar(np.arange(len(RATIOS)) + (k - (len(order) - 1) / 2) * width,
-                           [row[m] for m, _ in RATIOS], width=width, color=_variant_color(variant, k), label=variant)
+                xs = np.arange(len(RATIOS)) + (k - (len(order) - 1) / 2) * width
+                values = [row[m] for m, _ in RATIOS]
+                ax_rel.bar(xs, values, width=width, color=_variant_color(variant, k), label=variant)
+                for x, value in zip(xs, values):
+                    if not pd.isna(value):
+                        ax_rel.annotate(f"{value:.2g}", (x, value), ha="center", va="bottom", fontsize=7)
+            ratios = data[[m for m, _ in RATIOS]].astype(float).to_numpy()
             ax_rel.set_yscale("log")
+            ax_rel.set_ylim(np.nanmin(ratios) / 2, max(np.nanmax(ratios), 1) * 1.6)
+            ax_rel.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+            ax_rel.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+            ax_rel.yaxis.set_minor_formatter(NullFormatter())
             ax_rel.axhline(1, color="black", linewidth=0.8)
             ax_rel.set_xticks(range(len(RATIOS)), [label for _, label in RATIOS])
             ax_rel.set_ylabel("ratio to baseline (log scale; 1 = baseline)")
@@ -440,7 +491,7 @@ def plot_optimization_impact(sources: Sources):
             ax_speed.annotate(f"{value:.2f}x", (x, value), ha="center", va="bottom", fontsize=8)
         ax_speed.axhline(1, color="black", linewidth=0.8)
         _xticks(ax_speed, order)
-        ax_speed.set_ylabel("training speed-up vs baseline (x, time per sample)")
+        ax_speed.set_ylabel("speed-up vs baseline (x, per sample)")
     return fig
 
 
@@ -477,16 +528,19 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
 def plot_roofline(sources: Sources, peaks: dict):
     kernels = sources.kernel_tables(["ncu"])
-    labels, phases = sources.labels(), phases_of(sources)
-    fig, axes = _rows_figure([sources.panel_label(g) for g in labels], len(phases), width=6, height=4.6)
+    needs = ["thread_inst_ffma", "dram_read_bytes"]
+    what = "FP32 instruction or DRAM counters"
+    rows, left_out = _rows_with_data(sources, lambda g, p: _has(_ncu(kernels, g, p), needs), what)
+    fig, axes = _rows_figure([f"{sources.panel_label(g)} - {p} step" for g, p in rows], 1, width=7.5, height=5,
+                             left_out=left_out)
     used = set()
-    for gpu, row in zip(labels, axes):
+    for (gpu, phase), row in zip(rows, axes):
         ceiling = peaks_for(peaks, gpu, sources.tags(gpu)["device"])
-        for phase, ax in zip(phases, row):
-            ax.set_title(f"{phase} step, top kernels, Nsight Compute", loc="left")
+        for ax in row:
+            ax.set_title("top kernels on the roofline, Nsight Compute", loc="left")
             data = _ncu(kernels, gpu, phase)
-            if not _has(data, ["thread_inst_ffma", "dram_read_bytes"]):
-                _say(ax, absent_reason(sources, gpu, phase, "FP32 instruction or DRAM counters"))
+            if not _has(data, needs):
+                _say(ax, absent_reason(sources, gpu, phase, what))
                 continue
             points = roofline_points(data)
             if points.empty:
