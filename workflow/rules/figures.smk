@@ -51,8 +51,11 @@ rule tab02_workload:
 
 rule tab03_kernels:
     input:
+        train=measured("results/{gpu}/{variant}/train.json"),
+        sample=measured("results/{gpu}/{variant}/sample.json"),
         summaries=profile_summaries(),
         rules=ncu_rule_tables(),
+        shipped=shipped_reference_files(),
     output:
         **table_outputs("tab03_kernels"),
         classes="paper/tables/tab03_kernels_by_class.csv",
@@ -60,6 +63,8 @@ rule tab03_kernels:
         "paper/logs/tab03_kernels.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        gpus=config["gpus"],
     script:
         "../scripts/tab03_kernels.py"
 
