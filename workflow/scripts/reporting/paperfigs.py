@@ -344,7 +344,7 @@ def plot_warp_states(sources: Sources):
     for (gpu, phase), (ax_stall, ax_occ) in zip(rows, axes):
         data = _ncu(kernels, gpu, phase)
         ax_stall.set_title("warp stall reasons (time-weighted over kernels)", loc="left")
-        ax_occ.set_title("achieved occupancy", loc="left")
+        ax_occ.set_title("achieved occupancy (time-weighted)", loc="left")
         stalls = [c for c in data.columns if c.startswith("stall_")] if len(data) else []
         if not _has(data, stalls[:1]) or not stalls:
             _say(ax_stall, absent_reason(sources, gpu, phase, "stall-reason counters"))
@@ -361,7 +361,7 @@ def plot_warp_states(sources: Sources):
         values = [_weighted(data[data["variant"] == v], "achieved_occupancy_pct") for v in order]
         ax_occ.bar(range(len(order)), values, color=[_variant_color(v, k) for k, v in enumerate(order)])
         _xticks(ax_occ, order)
-        ax_occ.set_ylabel("achieved occupancy (% of peak warps, time-weighted)")
+        ax_occ.set_ylabel("active warps (% of peak)")
         ax_occ.set_ylim(0, 105)
     return fig
 
