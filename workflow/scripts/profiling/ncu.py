@@ -15,6 +15,7 @@ from types import ModuleType
 
 import pandas as pd
 
+from .csvpages import ragged_row, rows_from_header
 from .errors import ProfilingError
 from .kernels import classify
 from .units import scale_to_base
@@ -141,29 +142,28 @@ def _csv_rows(text: str) -> list[list[str]]:
     Raises csv.Error where the text stops inside a quoted field (strict parsing: a cut file must not pass).
     """
     lines = [line for line in io.StringIO(text) if not line.startswith("==")]
-    rows = [row for row in csv.reader(lines, strict=True) if row]
-    for start, row in enumerate(rows):
-        if row[0] == "ID":
-            return rows[start:]
-    return []
+    return rows_from_header(lines, lambda row: row[0] == "ID")
 
 
-def check_raw_csv(text: str) -> str | None:
-    """One line naming what makes a raw-page CSV unusable (no header, no units row, short rows), or None."""
+def _raw_rows(text: str) -> tuple[list[list[str]], str | None]:
+    """The raw page's rows from the header on, and one line naming what makes them unusable (no header, no units
+    row, short rows), or None."""
     fix = "fix: export again with ncu -i REPORT --csv --page raw and keep the whole output"
     try:
         rows = _csv_rows(text)
     except csv.Error as error:
-        return f"ncu raw CSV is truncated or malformed ({error}); {fix}"
+        return [], f"ncu raw CSV is truncated or malformed ({error}); {fix}"
     if not rows:
-        return f"ncu raw CSV has no header row (empty or failed export); {fix}"
-    width = len(rows[0])
+        return rows, f"ncu raw CSV has no header row (empty or failed export); {fix}"
     if len(rows) < 2 or rows[1][0] != "":
-        return f"ncu raw CSV has no units row after the header (truncated or not a --page raw export); {fix}"
-    for number, row in enumerate(rows[1:], start=2):
-        if len(row) != width:
-            return f"ncu raw CSV is truncated: row {number} has {len(row)} of {width} columns; {fix}"
-    return None
+        return rows, f"ncu raw CSV has no units row after the header (truncated or not a --page raw export); {fix}"
+    ragged = ragged_row(rows)
+    return rows, (f"ncu raw CSV is truncated: {ragged}; {fix}" if ragged else None)
+
+
+def check_raw_csv(text: str) -> str | None:
+    """One line naming what makes a raw-page CSV unusable (no header, no units row, short rows), or None."""
+    return _raw_rows(text)[1]
 
 
 def _numeric(values: pd.Series) -> pd.Series | None:
@@ -192,10 +192,9 @@ def parse_raw(text: str) -> pd.DataFrame:
     cache configs) stay text. df.attrs["units"] maps each metric to the unit of its values after conversion
     (the printed unit, unconverted, where it is not understood).
     """
-    problem = check_raw_csv(text)
+    rows, problem = _raw_rows(text)
     if problem:
         raise ProfilingError(problem)
-    rows = _csv_rows(text)
     header, units = rows[0], rows[1]
     frame = pd.DataFrame(rows[2:], columns=header, dtype=str)
     columns: dict[str, pd.Series] = {}
@@ -424,14 +423,14 @@ def diagnose(
             "trailing slash"
         )
     if csv_text is not None:
-        return check_raw_csv(csv_text) or _missing_metrics(csv_text, metrics)
+        rows, problem = _raw_rows(csv_text)
+        return problem or _missing_metrics(rows[0], metrics)
     return None
 
 
-def _missing_metrics(csv_text: str, metrics: Sequence[str]) -> str | None:
+def _missing_metrics(header: list[str], metrics: Sequence[str]) -> str | None:
     # ncu 2025.3.1 was seen to drop an unknown --metrics name silently (no error, exit code 0).
-    header = set(_csv_rows(csv_text)[0])
-    missing = [m for m in metrics if m not in header]
+    missing = [m for m in metrics if m not in set(header)]
     if not missing:
         return None
     return (

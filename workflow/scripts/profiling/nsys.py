@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .csvpages import ragged_row, rows_from_header
 from .errors import ProfilingError
 
 REPORT_SUFFIX = ".nsys-rep"
@@ -82,42 +83,38 @@ def stats_csv_path(prefix: str | Path, report_name: str) -> Path:
     return Path(f"{prefix}_{report_name}.csv")
 
 
-def _rows(text: str) -> list[list[str]]:
-    # nsys may print notices before the table when its output goes to stdout; the table starts at its header.
-    # Strict parsing raises csv.Error where the text stops inside a quoted kernel name.
-    rows = [row for row in csv.reader(io.StringIO(text), strict=True) if row]
-    for start, row in enumerate(rows):
-        if "Name" in row and any(cell.strip().startswith("Instances") for cell in row):
-            return rows[start:]
-    return []
+def _is_header(row: list[str]) -> bool:
+    return "Name" in row and any(cell.strip().startswith("Instances") for cell in row)
+
+
+def _checked_rows(text: str) -> tuple[list[list[str]], str | None]:
+    """The kernel summary's rows from its header on (nsys may print notices before the table when its output goes
+    to stdout), and one line naming what makes them unusable (empty, no header, short rows), or None."""
+    fix = "fix: run nsys stats again (try the report names cuda_gpu_kern_sum, then gpukernsum)"
+    try:
+        rows = rows_from_header(io.StringIO(text), _is_header)
+    except csv.Error as error:
+        return [], f"nsys kernel-summary CSV is truncated or malformed ({error}); {fix}"
+    if not rows:
+        return rows, (
+            "nsys kernel-summary CSV is empty or has no header: the report name is unknown to this nsys or no "
+            f"kernels were captured (the cudaProfilerApi capture range never opened); {fix}"
+        )
+    ragged = ragged_row(rows)
+    return rows, (f"nsys kernel-summary CSV is truncated: {ragged}; {fix}" if ragged else None)
 
 
 def check_csv(text: str) -> str | None:
     """One line naming what makes a kernel-summary CSV unusable (empty, no header, short rows), or None."""
-    fix = "fix: run nsys stats again (try the report names cuda_gpu_kern_sum, then gpukernsum)"
-    try:
-        rows = _rows(text)
-    except csv.Error as error:
-        return f"nsys kernel-summary CSV is truncated or malformed ({error}); {fix}"
-    if not rows:
-        return (
-            "nsys kernel-summary CSV is empty or has no header: the report name is unknown to this nsys or no "
-            f"kernels were captured (the cudaProfilerApi capture range never opened); {fix}"
-        )
-    width = len(rows[0])
-    for number, row in enumerate(rows[1:], start=2):
-        if len(row) != width:
-            return f"nsys kernel-summary CSV is truncated: row {number} has {len(row)} of {width} columns; {fix}"
-    return None
+    return _checked_rows(text)[1]
 
 
 def parse_kern_sum(csv_path: str | Path) -> pd.DataFrame:
     """One row per kernel name (KERN_SUM_COLUMNS, times in ns) from a cuda_gpu_kern_sum / gpukernsum CSV."""
     text = Path(csv_path).read_text()
-    problem = check_csv(text)
+    rows, problem = _checked_rows(text)
     if problem:
         raise ProfilingError(f"{csv_path}: {problem}")
-    rows = _rows(text)
     frame = pd.DataFrame(rows[1:], columns=rows[0], dtype=str)
     out = pd.DataFrame(index=frame.index)
     for column in rows[0]:
