@@ -10,6 +10,7 @@ import yaml
 
 from profiling import ncu, tables, torchprof
 from profiling.errors import ProfilingError
+from profiling.settings import ncu_settings
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "reference" / "h200"
 STEP = H200 / "tf32" / "profile" / "train"
@@ -84,11 +85,11 @@ def _raw(variant: str, phase: str) -> pd.DataFrame:
     return ncu.parse_raw(gzip.decompress(path.read_bytes()).decode())
 
 
-def _config_metrics(phase: str) -> list[str]:
-    from profiling.settings import ncu_settings
+NCU_CONFIG = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())["profiling"]["ncu"]
 
-    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
-    return ncu_settings(config["profiling"]["ncu"], "sm90", phase)["metrics"]
+
+def _config_metrics(phase: str) -> list[str]:
+    return ncu_settings(NCU_CONFIG, "sm90", phase)["metrics"]
 
 
 @pytest.fixture(scope="module", params=VARIANTS)

@@ -15,7 +15,7 @@ import yaml
 
 from profiling.tables import summarise
 from reporting import claims, paperfigs
-from reporting.sources import MEASURED, SHIPPED, Sources, panel_label
+from reporting.sources import MEASURED, SHIPPED, SHIPPED_NAMES, Sources, panel_label
 from reporting.style import apply_style, save
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ PROVENANCE = json.loads((H200 / "baseline" / "train.json").read_text())
 
 def shipped_files(without_ncu: bool = False) -> list[Path]:
     """The shipped H200 files the figures read (as the workflow lists them), optionally without the ncu profiles."""
-    files = [p for p in H200.rglob("*") if p.is_file() and (not p.name.endswith(".gz") or p.name == "ncu_rules.csv.gz")]
+    files = [p for p in H200.rglob("*") if p.is_file() and p.name.endswith(SHIPPED_NAMES)]
     return sorted(p for p in files if not (without_ncu and p.name.startswith("ncu")))
 
 

@@ -175,13 +175,12 @@ def reference_labels():
     return [label for label in config.get("reference_results", ["h200"]) if label not in config["gpus"]]
 
 
-_SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "_summary.csv", "_kernels.parquet", "ncu_rules.csv", "ncu_rules.csv.gz")
-
-
 def shipped_reference_files(*names):
     """Files of the shipped reference sets (listed at parse time), those ending in one of `names` (default all the
     figures read). A label in `reference_results` without a folder under data/reference/ is an error."""
-    names = names or _SHIPPED_NAMES
+    from reporting.sources import SHIPPED_NAMES
+
+    names = names or SHIPPED_NAMES
     files = []
     for label in reference_labels():
         root = Path(workflow.basedir) / "data" / "reference" / label

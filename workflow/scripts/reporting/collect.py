@@ -19,11 +19,22 @@ def origin(path: Path) -> str:
     return "shipped reference" if "reference" in Path(path).parts[:-3] else "measured here"
 
 
+def device_of(provenance: dict) -> str:
+    """Device name from a provenance dict ('NVIDIA H200', the host CPU, ...), marking emulation."""
+    name = provenance.get("device_name")
+    if not name:
+        kind = provenance.get("device_type", "?")
+        name = f"CPU ({provenance['host_cpu']})" if kind == "cpu" and provenance.get("host_cpu") else kind
+    return name + (" (emulated on CPU)" if provenance.get("emulated_on_cpu") else "")
+
+
+def date_of(provenance: dict) -> str:
+    return (provenance.get("measured_at") or "")[:10]
+
+
 def _source(provenance: dict, path: Path) -> str:
-    device = provenance.get("device_name") or provenance.get("device_type", "?")
-    when = (provenance.get("measured_at") or "")[:10]
-    emulated = " (emulated on CPU)" if provenance.get("emulated_on_cpu") else ""
-    return f"{device}{emulated}, {origin(path)}, {when}".strip(", ")
+    """'<device>, <origin>, <date>': what every panel of a run says about where its data came from."""
+    return ", ".join(part for part in (device_of(provenance), origin(path), date_of(provenance)) if part)
 
 
 def end_to_end(train_files: list[Path], sample_files: list[Path]) -> pd.DataFrame:

@@ -394,15 +394,16 @@ def plot_priority_scores(sources: Sources, top: int = 10):
     def rules_of(gpu: str, phase: str) -> pd.DataFrame:
         return rules[(rules["gpu"] == gpu) & (rules["phase"] == phase)] if len(rules) else rules
 
-    rows, left_out = _rows_with_data(
-        sources, lambda g, p: rules_of(g, p)["estimated_speedup_pct"].notna().any() if len(rules_of(g, p)) else False,
-        "rule results (no sections)")
+    def has_scores(gpu: str, phase: str) -> bool:
+        return bool(rules_of(gpu, phase)["estimated_speedup_pct"].notna().any())
+
+    rows, left_out = _rows_with_data(sources, has_scores, "rule results (no sections)")
     fig, axes = _rows_figure([f"{sources.panel_label(g)} - {p} step" for g, p in rows], 2, width=6.5, height=4.4,
                              left_out=left_out)
     for (gpu, phase), (ax_rule, ax_heat) in zip(rows, axes):
         ax_rule.set_title("estimated saving per rule (all kernel classes)", loc="left")
         data = rules_of(gpu, phase)
-        if len(data) == 0 or data["estimated_speedup_pct"].notna().sum() == 0:
+        if not has_scores(gpu, phase):
             reason = absent_reason(sources, gpu, phase, "rule results (no sections)")
             _say(ax_rule, reason)
             _say(ax_heat, reason)

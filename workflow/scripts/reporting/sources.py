@@ -17,10 +17,14 @@ from pathlib import Path
 import pandas as pd
 
 from . import collect
+from .collect import date_of, device_of
 
 MEASURED = "measured here"
 SHIPPED = "shipped reference"
 RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
+# Name endings of the files the kernel figures and tables read from a shipped set (the rules may ship gzipped).
+SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "_summary.csv", "_kernels.parquet", "ncu_rules.csv",
+                 "ncu_rules.csv.gz")
 # Preference among tools for one (gpu, variant, phase): the richest first.
 TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
@@ -40,19 +44,6 @@ def _keys(path: Path) -> dict:
         if name.endswith("_kernels.parquet"):
             return {**keys, "tool": name.removesuffix("_kernels.parquet"), "kind": "kernels"}
     return {"gpu": None, "variant": None, "phase": None, "tool": None, "kind": None}
-
-
-def device_of(provenance: dict) -> str:
-    """Device name from a provenance dict ('NVIDIA H200', the host CPU, ...), marking emulation."""
-    name = provenance.get("device_name")
-    if not name:
-        kind = provenance.get("device_type", "?")
-        name = f"CPU ({provenance['host_cpu']})" if kind == "cpu" and provenance.get("host_cpu") else kind
-    return name + (" (emulated on CPU)" if provenance.get("emulated_on_cpu") else "")
-
-
-def date_of(provenance: dict) -> str:
-    return (provenance.get("measured_at") or "")[:10]
 
 
 def is_gpu(provenance: dict) -> bool:
