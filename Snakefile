@@ -19,6 +19,7 @@ include: "workflow/rules/figures.smk"
 # Plotting, tables and the manifest take seconds: on a cluster they run on the submitting node.
 localrules:
     all,
+    profiles,
     fig01_runtime_breakdown,
     fig02_top_kernels,
     fig03_instruction_mix,

@@ -153,6 +153,12 @@ def test_paper_configuration_plans_the_full_matrix(workflow_copy):
     assert jobs["manifest"] == 1
 
 
+def test_profiles_target_profiles_every_variant_and_phase_without_training(workflow_copy):
+    jobs = planned_jobs(workflow_copy, "profiles", "--configfile", "config/paper.yaml")
+    assert jobs["profile_torch"] == jobs["extract_profile"] == 10  # five variants, two phases
+    assert "train" not in jobs and "manifest" not in jobs
+
+
 def test_html_report_carries_every_output_with_its_caption(finished_run, tmp_path):
     report = tmp_path / "report.zip"
     done = snakemake(finished_run, "--report", str(report), *TINY, "paper/figures/all")

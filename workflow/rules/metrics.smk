@@ -32,3 +32,10 @@ rule extract_ncu_rules:
         "Extracting Nsight Compute's rule results (estimated speedups) of {wildcards.variant}/{wildcards.phase}"
     script:
         "../scripts/extract_ncu_rules.py"
+
+
+# Profiling alone (no training runs, no figures): `snakemake --configfile config/paper.yaml -- profiles`.
+rule profiles:
+    input:
+        profile_summaries(),
+        ncu_rule_tables(),
