@@ -12,34 +12,11 @@ include: "workflow/rules/sample.smk"
 include: "workflow/rules/quality.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/metrics.smk"
-include: "workflow/rules/paper.smk"
-include: "workflow/rules/figures.smk"
-
-
-# Plotting, tables and the manifest take seconds: on a cluster they run on the submitting node.
-localrules:
-    all,
-    profiles,
-    fig01_runtime_breakdown,
-    fig02_top_kernels,
-    fig03_instruction_mix,
-    fig04_memory_system,
-    fig05_warp_states,
-    fig06_priority_scores,
-    fig07_optimization_impact,
-    fig10_roofline,
-    tab01_hardware,
-    tab04_optimization,
-    tab05_claims,
-    fig08_end_to_end,
-    fig09_quality,
-    tab02_workload,
-    tab03_kernels,
-    tab06_quality,
-    manifest,
+include: "workflow/rules/report.smk"
 
 
 rule all:
     default_target: True
+    localrule: True
     input:
         "paper/figures/all",

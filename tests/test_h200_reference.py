@@ -85,11 +85,13 @@ def _raw(variant: str, phase: str) -> pd.DataFrame:
     return ncu.parse_raw(gzip.decompress(path.read_bytes()).decode())
 
 
-NCU_CONFIG = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())["profiling"]["ncu"]
+REPO = Path(__file__).resolve().parents[1]
+NCU_CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())["profiling"]["ncu"]
+METRIC_SETS = yaml.safe_load((REPO / NCU_CONFIG["metric_sets"]).read_text())
 
 
 def _config_metrics(phase: str) -> list[str]:
-    return ncu_settings(NCU_CONFIG, "sm90", phase)["metrics"]
+    return ncu_settings(NCU_CONFIG, "sm90", phase, METRIC_SETS)["metrics"]
 
 
 @pytest.fixture(scope="module", params=VARIANTS)

@@ -10,13 +10,11 @@ import pytest
 
 from conftest import copy_workflow, snakemake
 from reporting.manifest import read_manifest, sha256
+from reporting.registry import OUTPUTS
 
 pytestmark = pytest.mark.workflow
 TINY = ("--configfile", "tests/tiny.yaml", "--")
-FIGURES = ("fig01_runtime_breakdown", "fig02_top_kernels", "fig03_instruction_mix", "fig04_memory_system",
-           "fig05_warp_states", "fig06_priority_scores", "fig07_optimization_impact", "fig08_end_to_end",
-           "fig09_quality", "fig10_roofline")
-TABLES = ("tab01_hardware", "tab02_workload", "tab03_kernels", "tab04_optimization", "tab05_claims", "tab06_quality")
+RENDERING = {output.id for output in OUTPUTS} | {"collect_results", "manifest"}
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +45,8 @@ def job_messages(workdir, *args) -> list[str]:
 
 def test_outputs_are_listed_with_their_hashes(finished_run):
     manifest = read_manifest(finished_run / "paper/figures/all")
-    expected = {f"paper/figures/{n}.{e}" for n in FIGURES for e in ("pdf", "png")}
-    expected |= {f"paper/tables/{n}.{e}" for n in TABLES for e in ("csv", "tex", "md")}
-    expected.add("paper/tables/tab03_kernels_by_class.csv")
+    expected = {path for output in OUTPUTS for path in output.files_out().values()}
+    assert "paper/tables/tab03_kernels_by_class.csv" in expected and "paper/figures/fig08_end_to_end.png" in expected
     assert set(manifest) == expected
     for name, digest in manifest.items():
         path = finished_run / name
@@ -139,7 +136,7 @@ def test_results_of_two_machines_merge_into_one_comparison(finished_run, tmp_pat
     (merged / "merged.yaml").write_text("gpus: [cpu, h200]\n")
     args = ("--configfile", "tests/tiny.yaml", "merged.yaml", "--rerun-triggers", "params", "input", "--")
     planned = planned_jobs(merged, *args, "paper/figures/all")
-    assert planned and set(planned) <= set(FIGURES) | set(TABLES) | {"manifest"}, planned
+    assert planned and set(planned) <= RENDERING, planned
     done = snakemake(merged, "--cores", "2", *args, "paper/figures/all")
     assert done.returncode == 0, done.stderr[-3000:]
     quality = (merged / "paper/tables/tab06_quality.csv").read_text()
@@ -164,17 +161,22 @@ def test_html_report_carries_every_output_with_its_caption(finished_run, tmp_pat
     done = snakemake(finished_run, "--report", str(report), *TINY, "paper/figures/all")
     assert done.returncode == 0, done.stderr[-2000:]
     names = "\n".join(zipfile.ZipFile(report).namelist())
-    for output in [f"{n}.png" for n in FIGURES] + [f"{n}.csv" for n in TABLES]:
-        assert output in names
+    for output in OUTPUTS:
+        assert f"{output.id}.png" in names if output.kind == "figure" else f"{output.id}.csv" in names
 
 
-def test_editing_a_plotting_script_rerenders_only_that_figure_byte_identically(finished_run, tmp_path):
+def test_editing_a_figure_module_rerenders_only_that_figure_byte_identically(finished_run, tmp_path):
     workdir = tmp_path / "wf"
     shutil.copytree(finished_run, workdir, symlinks=True)
     before = read_manifest(workdir / "paper/figures/all")
-    script = workdir / "workflow/scripts/fig01_runtime_breakdown.py"
-    script.write_text(script.read_text() + "\n# a comment: the code changed, the figure must not\n")
+    module = workdir / "workflow/scripts/reporting/outputs/fig01_runtime_breakdown.py"
+    module.write_text(module.read_text() + "\n# a comment: the code changed, the figure must not\n")
     assert planned_jobs(workdir, *TINY, "paper/figures/all") == {"fig01_runtime_breakdown": 1, "manifest": 1}
     done = snakemake(workdir, "--cores", "1", *TINY, "paper/figures/all")
     assert done.returncode == 0, done.stderr[-2000:]
     assert read_manifest(workdir / "paper/figures/all") == before  # no timestamps or random ids in PDF/PNG
+    # The shared reporting code re-renders every output, and re-measures nothing.
+    shared = workdir / "workflow/scripts/reporting/derived.py"
+    shared.write_text(shared.read_text() + "\n")
+    planned = planned_jobs(workdir, *TINY, "paper/figures/all")
+    assert set(planned) == RENDERING, planned

@@ -22,6 +22,13 @@ def check_config(config):
     for name in config["run_variants"]:
         if name not in config["variants"]:
             raise WorkflowError(f"config: run_variants lists {name!r}, which is not defined under 'variants'")
+    if "baseline" not in config["run_variants"]:
+        raise WorkflowError(
+            "config: run_variants must include 'baseline' (every quality check and speed-up is relative to it)"
+        )
+    if config["quality"]["ssim_kernel"] % 2 == 0:
+        raise WorkflowError(f"config: quality.ssim_kernel must be odd (a centred Gaussian window), got "
+                            f"{config['quality']['ssim_kernel']}")
     if config["sample"]["masks"] > config["dataset"]["heldout"]:
         raise WorkflowError(
             f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout ({config['dataset']['heldout']})"
@@ -92,12 +99,26 @@ def profilers(label):
     return list(chosen)
 
 
+def ncu_metric_sets():
+    """The named metric lists of `profiling.ncu.metric_sets`."""
+    import yaml
+
+    path = Path(workflow.basedir) / config["profiling"]["ncu"]["metric_sets"]
+    if not path.is_file():
+        raise WorkflowError(f"config: profiling.ncu.metric_sets names {path}, which does not exist")
+    return yaml.safe_load(path.read_text()) or {}
+
+
 def ncu_settings(label, phase):
-    """ncu settings of `label` and `phase` (profiling.settings has the order of the overrides)."""
-    from profiling.settings import ncu_settings as resolve
+    """ncu settings of `label` and `phase`, metrics resolved to a list (profiling.settings has the order of the
+    overrides); they are the profile job's params, so a changed metric set re-profiles."""
+    from profiling.settings import MetricSetError, ncu_settings as resolve
 
     architecture = config["hardware"][label].get("architecture", "")
-    return resolve(config["profiling"]["ncu"], architecture, phase)
+    try:
+        return resolve(config["profiling"]["ncu"], architecture, phase, ncu_metric_sets())
+    except MetricSetError as error:
+        raise WorkflowError(f"config: {error}") from None
 
 
 def profile_summaries():
@@ -121,42 +142,40 @@ def ncu_rule_tables():
     ]
 
 
-FIGURES = {
-    "fig01_runtime_breakdown": "fig01_runtime_breakdown.rst",
-    "fig02_top_kernels": "fig02_top_kernels.rst",
-    "fig03_instruction_mix": "fig03_instruction_mix.rst",
-    "fig04_memory_system": "fig04_memory_system.rst",
-    "fig05_warp_states": "fig05_warp_states.rst",
-    "fig06_priority_scores": "fig06_priority_scores.rst",
-    "fig07_optimization_impact": "fig07_optimization_impact.rst",
-    "fig10_roofline": "fig10_roofline.rst",
-    "fig08_end_to_end": "fig08_end_to_end.rst",
-    "fig09_quality": "fig09_quality.rst",
-}
-TABLES = {
-    "tab01_hardware": "tab01_hardware.rst",
-    "tab04_optimization": "tab04_optimization.rst",
-    "tab05_claims": "tab05_claims.rst",
-    "tab02_workload": "tab02_workload.rst",
-    "tab03_kernels": "tab03_kernels.rst",
-    "tab06_quality": "tab06_quality.rst",
-}
+COLLECTED = "results/collected"
 
 
-def figure_outputs(name):
-    caption = f"../report/{FIGURES[name]}"
+def measured_result_files():
+    """Every result file this invocation measures that the figures and tables read."""
+    runs = measured("results/{gpu}/{variant}/train.json") + measured("results/{gpu}/{variant}/sample.json")
+    runs += measured("results/{gpu}/{variant}/quality.json") + measured("results/{gpu}/{variant}/train_steps.csv")
+    runs += measured("results/{gpu}/{variant}/samples/sample_000.nii.gz")
+    return runs + profile_summaries() + profile_kernel_tables() + ncu_rule_tables()
+
+
+def reporting_code():
+    """The reporting library shared by every output: editing it re-renders them all (an output's own module is an
+    input of its rule alone)."""
+    shared = glob.glob("workflow/scripts/reporting/*.py", root_dir=workflow.basedir)
+    return sorted(shared) + ["workflow/scripts/profiling/kernels.py"]
+
+
+def output_inputs(output):
+    """A registered output's inputs: the collected tables it reads, its other files, its own module, shared code."""
+    inputs = {"hardware": f"{COLLECTED}/hardware.parquet"}
+    inputs |= {name: f"{COLLECTED}/{name}.parquet" for name in output.reads}
+    inputs |= output.files
+    inputs["code"] = [output.code, *reporting_code()]
+    return inputs
+
+
+def output_files(output):
+    """A registered output's files; the figures' PDF and PNG and the tables' CSV go into the HTML report."""
+    category = "Figures" if output.kind == "figure" else "Tables"
+    shown = ("pdf", "png") if output.kind == "figure" else ("csv",)
     return {
-        "pdf": report(f"paper/figures/{name}.pdf", caption=caption, category="Figures"),
-        "png": report(f"paper/figures/{name}.png", caption=caption, category="Figures"),
-    }
-
-
-def table_outputs(name):
-    caption = f"../report/{TABLES[name]}"
-    return {
-        "csv": report(f"paper/tables/{name}.csv", caption=caption, category="Tables"),
-        "tex": f"paper/tables/{name}.tex",
-        "md": f"paper/tables/{name}.md",
+        name: report(path, caption=f"../report/{output.id}.rst", category=category) if name in shown else path
+        for name, path in output.files_out().items()
     }
 
 
@@ -178,7 +197,7 @@ def reference_labels():
 def shipped_reference_files(*names):
     """Files of the shipped reference sets (listed at parse time), those ending in one of `names` (default all the
     figures read). A label in `reference_results` without a folder under data/reference/ is an error."""
-    from reporting.sources import SHIPPED_NAMES
+    from reporting.results import SHIPPED_NAMES
 
     names = names or SHIPPED_NAMES
     files = []

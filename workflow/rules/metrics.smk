@@ -36,6 +36,7 @@ rule extract_ncu_rules:
 
 # Profiling alone (no training runs, no figures): `snakemake --configfile config/paper.yaml -- profiles`.
 rule profiles:
+    localrule: True
     input:
         profile_summaries(),
         ncu_rule_tables(),

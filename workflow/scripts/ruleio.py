@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 
-class JobError(Exception):
-    """An error whose message is the whole story (bad input, wrong device, missing tool)."""
+from errors import ExpectedError
 
 
-def _expected_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [JobError]
-    with contextlib.suppress(ImportError):
-        from measurement.devices import DeviceMismatch
-
-        errors.append(DeviceMismatch)
-    with contextlib.suppress(ImportError):
-        from medddpm.prepare import DatasetError
-
-        errors.append(DatasetError)
-    return tuple(errors)
+class JobError(ExpectedError):
+    """A job's own one-line refusal (bad input, wrong device, missing tool)."""
 
 
 def run_job(log_path: str | Path, main: Callable[[], None]) -> None:
@@ -31,13 +20,12 @@ def run_job(log_path: str | Path, main: Callable[[], None]) -> None:
 
     Snakemake removes the outputs of a failed job, so nothing half-written stays.
     """
-    expected = _expected_errors()
     with open(log_path, "w", buffering=1) as log:
         stdout, stderr = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = log
         try:
             main()
-        except expected as error:
+        except ExpectedError as error:
             message = f"error: {error}"
             print(message, file=log)
             sys.stdout, sys.stderr = stdout, stderr

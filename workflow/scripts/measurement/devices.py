@@ -6,8 +6,10 @@ import re
 
 import torch
 
+from errors import ExpectedError
 
-class DeviceMismatch(RuntimeError):
+
+class DeviceMismatch(ExpectedError, RuntimeError):
     """The device found does not match the hardware label of the job."""
 
 

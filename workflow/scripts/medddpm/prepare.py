@@ -24,6 +24,8 @@ import nibabel as nib
 import numpy as np
 from scipy.ndimage import zoom
 
+from errors import ExpectedError
+
 LABELS = (0, 1, 2)
 MASK_CHANNELS = ("brain/head (label 1)", "tumor (label 2)")
 MANIFEST_NAME = "manifest.json"
@@ -31,7 +33,7 @@ SPLITS = ("train", "heldout")
 MANIFEST_SCHEMA = 1
 
 
-class DatasetError(ValueError):
+class DatasetError(ExpectedError, ValueError):
     """Bad input data; the message is one line that names the offending file or folder."""
 
 

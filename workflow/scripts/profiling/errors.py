@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
+from errors import ExpectedError
 
-class ProfilingError(RuntimeError):
+
+class ProfilingError(ExpectedError, RuntimeError):
     """A profiling run or export that cannot be used; the message is one line naming the cause and the fix."""
-
-    def __init__(self, message: str) -> None:
-        # One line on purpose: Snakemake logs and CI summaries show the first line, not a stack trace.
-        super().__init__(" ".join(message.split()))

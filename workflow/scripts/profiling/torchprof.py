@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pandas as pd
-from torch.autograd import DeviceType
 
 ROW_COLUMNS = ["name", "device", "start_us", "duration_us"]
 
@@ -39,6 +38,8 @@ def kernel_rows(prof: object) -> pd.DataFrame:
     With CUDA activity: one row per device kernel (device "gpu"). Without: one row per CPU operator or
     record_function range (device "cpu") with its *self* CPU time, so nested operators are not counted twice.
     """
+    from torch.autograd import DeviceType  # here, not at import: reading an exported trace needs no torch
+
     events = list(prof.events())  # type: ignore[attr-defined]
     kernels = [e for e in events if e.device_type == DeviceType.CUDA and not _MEMORY_ACTIVITY.match(e.name)]
     if kernels:

@@ -9,28 +9,26 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-VARIANT_ORDER = ["baseline", "torch_defaults", "tf32", "channels_last", "tf32_channels_last"]
 
 
 def apply_style() -> None:
-    sns.set_theme(context="paper", style="whitegrid", font_scale=1.15)
+    # seaborn's "whitegrid" look as matplotlib ships it: the same figures without importing seaborn in every job
+    # (about a second of each figure job's start-up).
+    plt.style.use(["seaborn-v0_8-whitegrid", "seaborn-v0_8-paper"])
     plt.rcParams.update(
         {
             "figure.dpi": 100,
             "savefig.dpi": 150,
             "svg.hashsalt": "medddpm",
             "pdf.fonttype": 42,
+            "font.size": 10,
             "axes.titlesize": 11,
             "axes.labelsize": 10,
+            "xtick.labelsize": 9,
+            "ytick.labelsize": 9,
+            "legend.fontsize": 9,
         }
     )
-
-
-def variant_order(variants) -> list[str]:
-    known = [v for v in VARIANT_ORDER if v in set(variants)]
-    return known + sorted(set(variants) - set(known))
 
 
 def save(fig, pdf: str | Path, png: str | Path) -> None:

@@ -1,0 +1,63 @@
+# The study's figures and tables. Every result (measured here or shipped under data/reference/<label>/) is read
+# once into the collected tables (collect_results); one rule per registered output (reporting.registry) renders it
+# from the tables it declares; the manifest lists them all with their sha256 (`paper/figures/all`).
+from reporting.registry import BUNDLE, OUTPUTS
+
+
+rule collect_results:
+    input:
+        measured=measured_result_files(),
+        shipped=shipped_reference_files(),
+        dataset=PREPARED,
+        code=reporting_code(),
+    output:
+        **{name: f"{COLLECTED}/{name}.parquet" for name in ("hardware", *BUNDLE)},
+    log:
+        f"{COLLECTED}/logs/collect_results.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        gpus=config["gpus"],
+        references=reference_labels(),
+    message:
+        "Collecting the results of {params.gpus} and the shipped reference sets {params.references}"
+    script:
+        "../scripts/collect_results.py"
+
+
+for _output in OUTPUTS:
+
+    rule:
+        name:
+            _output.id
+        input:
+            **output_inputs(_output),
+        output:
+            **output_files(_output),
+        log:
+            f"paper/logs/{_output.id}.log",
+        localrule: True
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            output=_output.id,
+            settings={section: config[section] for section in _output.config},
+        message:
+            f"Rendering {_output.id}: {_output.title}"
+        script:
+            "../scripts/render_output.py"
+
+
+rule manifest:
+    input:
+        [path for output in OUTPUTS for path in output.files_out().values()],
+    output:
+        "paper/figures/all",
+    log:
+        "paper/logs/manifest.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/manifest.py"

@@ -1,0 +1,72 @@
+"""Numbers derived from the bundle's tables, computed in one place: ratios to a reference variant, speed-ups,
+time-weighted means and the Nsight Compute headline of a step."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+CONV_CLASSES = ("conv_fprop", "conv_dgrad", "conv_wgrad")
+NCU_HEADLINE = ("sm_cycles", "warp_instructions", "tensor_pipe_pct", "ipc")
+
+
+def relative_to(frame: pd.DataFrame, columns, reference: str = "baseline") -> pd.DataFrame:
+    """frame (gpu, variant, columns...) with each column divided by the same gpu's `reference` variant's value;
+    NaN where the reference (or the value) is missing or the reference is zero."""
+    out = frame.copy()
+    for column in columns:
+        base = frame[frame["variant"] == reference].set_index("gpu")[column]
+        ref = frame["gpu"].map(base).astype(float)
+        out[column] = (frame[column].astype(float) / ref.where(ref != 0)).astype(float)
+    return out
+
+
+def speedup(runs: pd.DataFrame, column: str = "train_ms_per_sample", reference: str = "baseline") -> pd.Series:
+    """reference time / variant time per row (> 1: faster than the reference); NaN without the reference."""
+    return 1 / relative_to(runs[["gpu", "variant", column]], [column], reference)[column]
+
+
+def weighted_mean(frame: pd.DataFrame, column: str, weight: str = "duration_ns") -> float:
+    """Mean of `column` weighted by `weight` over the rows that have both (NaN when none)."""
+    if column not in frame or weight not in frame:
+        return math.nan
+    data = frame[[column, weight]].dropna()
+    if data.empty or data[weight].sum() <= 0:
+        return math.nan
+    return float((data[column] * data[weight]).sum() / data[weight].sum())
+
+
+def ncu_headline(summaries: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
+    """One row per (gpu, variant) with an Nsight Compute profile of `phase`: the whole step's SM cycles, warp
+    instructions, IPC and tensor-pipe utilisation (the summary's 'all' row)."""
+    columns = ["gpu", "variant", *NCU_HEADLINE]
+    if summaries.empty:
+        return pd.DataFrame(columns=columns)
+    rows = summaries[(summaries["tool"] == "ncu") & (summaries["phase"] == phase) & (summaries["kernel_class"] == "all")]
+    return rows.reindex(columns=columns).reset_index(drop=True)
+
+
+def class_totals(summaries: pd.DataFrame, metric: str, classes=CONV_CLASSES) -> pd.DataFrame:
+    """kernel class x variant table of `metric` summed over the given classes' rows."""
+    rows = summaries[summaries["kernel_class"].isin(classes)]
+    return rows.pivot_table(index="kernel_class", columns="variant", values=metric, aggfunc="sum")
+
+
+def differing_switches(runs: pd.DataFrame, gpu: str, variant: str, reference: str = "baseline") -> dict[str, bool]:
+    """The switches in which `variant` differs from `reference` on `gpu`, each with whether it had an effect on the
+    device (from the runs' provenance). Empty when either run is missing."""
+    rows = runs[runs["gpu"] == gpu].set_index("variant")
+    if variant not in rows.index or reference not in rows.index:
+        return {}
+    mine, theirs = json.loads(rows.loc[variant, "switches"]), json.loads(rows.loc[reference, "switches"])
+    effective = json.loads(rows.loc[variant, "switches_effective"])
+    return {name: bool(effective.get(name, True)) for name, value in mine.items() if theirs.get(name) != value}
+
+
+def exercised(runs: pd.DataFrame, gpu: str, variant: str, reference: str = "baseline") -> bool:
+    """True when every switch that sets `variant` apart from `reference` had an effect on the device: only then
+    does comparing the two measure the optimization (TF32 on a CPU changes nothing)."""
+    differing = differing_switches(runs, gpu, variant, reference)
+    return bool(differing) and all(differing.values())

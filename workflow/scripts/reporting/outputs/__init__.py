@@ -1,0 +1,1 @@
+"""One module per registered output (reporting.registry): `build(job)` returns a figure or a `render.Table`."""

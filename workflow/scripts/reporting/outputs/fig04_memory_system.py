@@ -1,0 +1,49 @@
+"""fig04: DRAM traffic and L1/L2 hit rates per kernel class and variant."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from profiling.kernels import CLASS_NAMES
+
+from ..derived import weighted_mean
+from ..panels import absent_reason, grouped_bars, has, ncu_rows, rows_figure, rows_with_data, say
+
+
+def memory_by_class(kernels: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (variant, kernel_class), group in kernels.groupby(["variant", "kernel_class"]):
+        dram = sum(float(group[c].fillna(0).sum()) for c in ("dram_read_bytes", "dram_write_bytes") if c in group)
+        rows.append({"variant": variant, "kernel_class": kernel_class, "dram_gb": dram / 1e9,
+                     "l2_hit_pct": weighted_mean(group, "l2_hit_pct") if "l2_hit_pct" in group else math.nan,
+                     "l1_hit_pct": weighted_mean(group, "l1_hit_pct") if "l1_hit_pct" in group else math.nan})
+    return pd.DataFrame(rows)
+
+
+PANELS = [("dram_gb", ["dram_read_bytes"], "DRAM traffic, read + write (GB)", "DRAM traffic counters"),
+          ("l2_hit_pct", ["l2_hit_pct"], "L2 hit rate (%, time-weighted)", "L2 hit-rate counters"),
+          ("l1_hit_pct", ["l1_hit_pct"], "L1 hit rate (%, time-weighted)", "L1 hit-rate counters")]
+
+
+def build(job):
+    results = job.results
+    kernels = results.kernels(["ncu"])
+    memory = ["dram_read_bytes", "l2_hit_pct", "l1_hit_pct"]
+    rows, left_out = rows_with_data(results, lambda g, p: any(has(ncu_rows(kernels, g, p), [c]) for c in memory),
+                                    "DRAM or cache counters")
+    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 3, left_out=left_out)
+    for (gpu, phase), row in zip(rows, axes):
+        data = ncu_rows(kernels, gpu, phase)
+        table = memory_by_class(data) if len(data) else pd.DataFrame()
+        for (column, needs, ylabel, what), ax in zip(PANELS, row):
+            ax.set_title(ylabel.split(" (")[0] + " per kernel class", loc="left")
+            if not has(data, needs):
+                say(ax, absent_reason(results, gpu, phase, what))
+                continue
+            classes = [c for c in CLASS_NAMES if c in set(table["kernel_class"])]
+            grouped_bars(ax, table, column, classes, ylabel)
+            if column != "dram_gb":
+                ax.set_ylim(0, 105)
+    return fig

@@ -1,0 +1,60 @@
+"""fig05: warp stall reasons (time-weighted over kernels) and achieved occupancy per variant."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..derived import weighted_mean
+from ..panels import absent_reason, grouped_barh, has, ncu_rows, rows_figure, rows_with_data, say, variant_bars
+from ..results import variant_order
+
+
+def warp_states(kernels: pd.DataFrame, top: int = 8) -> pd.DataFrame:
+    """Per variant and stall reason: the time-weighted mean of stall_<reason> over kernels; reasons beyond the
+    `top` largest are summed into 'other reasons'."""
+    stalls = [c for c in kernels.columns if c.startswith("stall_") and kernels[c].notna().any()]
+    rows = [{"variant": v, "reason": c.removeprefix("stall_"), "value": weighted_mean(run, c)}
+            for v, run in kernels.groupby("variant") for c in stalls]
+    frame = pd.DataFrame(rows, columns=["variant", "reason", "value"])
+    if frame.empty:
+        return frame
+    ranking = frame.groupby("reason")["value"].max().sort_values(ascending=False)
+    keep = list(ranking.index[:top])
+    frame.loc[~frame["reason"].isin(keep), "reason"] = "other reasons"
+    return frame.groupby(["variant", "reason"], as_index=False)["value"].sum()
+
+
+def build(job):
+    results = job.results
+    kernels = results.kernels(["ncu"])
+
+    def has_states(gpu: str, phase: str) -> bool:
+        data = ncu_rows(kernels, gpu, phase)
+        return has(data, ["achieved_occupancy_pct"]) or any(has(data, [c]) for c in data.columns
+                                                             if c.startswith("stall_"))
+
+    rows, left_out = rows_with_data(results, has_states, "stall-reason or occupancy counters")
+    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 2, width=6.5,
+                            ratios=[2.2, 1], left_out=left_out)
+    for (gpu, phase), (ax_stall, ax_occ) in zip(rows, axes):
+        data = ncu_rows(kernels, gpu, phase)
+        ax_stall.set_title("warp stall reasons (time-weighted over kernels)", loc="left")
+        ax_occ.set_title("achieved occupancy (time-weighted)", loc="left")
+        stalls = [c for c in data.columns if c.startswith("stall_")] if len(data) else []
+        if not stalls or not has(data, stalls[:1]):
+            say(ax_stall, absent_reason(results, gpu, phase, "stall-reason counters"))
+        else:
+            states = warp_states(data)
+            reasons = list(states.groupby("reason")["value"].max().sort_values().index)
+            grouped_barh(ax_stall, states, "reason", "value", reasons)
+            ax_stall.set_xlabel("warps stalled per issued instruction (cycles)")
+            ax_stall.legend(fontsize=8)
+        if not has(data, ["achieved_occupancy_pct"]):
+            say(ax_occ, absent_reason(results, gpu, phase, "occupancy counters"))
+            continue
+        order = variant_order(data["variant"].unique())
+        variant_bars(ax_occ, order, [weighted_mean(data[data["variant"] == v], "achieved_occupancy_pct")
+                                     for v in order])
+        ax_occ.set_ylabel("active warps (% of peak)")
+        ax_occ.set_ylim(0, 105)
+    return fig

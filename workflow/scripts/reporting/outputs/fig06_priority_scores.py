@@ -1,0 +1,74 @@
+"""fig06: Nsight Compute's rule results (estimated speedups) weighted by kernel time, by rule and kernel class."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from profiling.kernels import CLASS_NAMES, classify
+
+from ..panels import absent_reason, grouped_barh, ncu_rows, rows_figure, rows_with_data, say
+from ..results import variant_order
+from .fig02_top_kernels import focus_variant
+
+
+def priority_scores(rules: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per (variant, rule, kernel class): estimated saving = sum over kernels of speedup % x kernel time, as % of the
+    run's kernel time. Kernels are matched on ncu's kernel id (= launch order); unmatched ones count with zero time."""
+    rules = rules[rules["estimated_speedup_pct"].notna()].copy()
+    if rules.empty:
+        return pd.DataFrame(columns=["variant", "rule", "kernel_class", "saving_pct"])
+    rows = []
+    for variant, run in rules.groupby("variant"):
+        times = kernels[kernels["variant"] == variant][["launch", "duration_ns", "kernel_class"]] if len(kernels) else None
+        run = run.drop(columns=["kernel_class"], errors="ignore")
+        if times is not None and len(times):
+            run = run.merge(times.rename(columns={"launch": "kernel_id"}), on="kernel_id", how="left")
+            total = float(times["duration_ns"].sum())
+        else:
+            run["duration_ns"], run["kernel_class"], total = math.nan, None, math.nan
+        run["kernel_class"] = run["kernel_class"].fillna(run["kernel_name"].astype(str).map(classify))
+        run["saving_pct"] = run["estimated_speedup_pct"].astype(float) * run["duration_ns"].fillna(0) / total
+        rows.append(run.groupby(["rule", "kernel_class"], as_index=False)["saving_pct"].sum().assign(variant=variant))
+    return pd.concat(rows, ignore_index=True)[["variant", "rule", "kernel_class", "saving_pct"]]
+
+
+def build(job, top: int = 10):
+    results = job.results
+    rules, kernels = results.table("rules"), results.kernels(["ncu"])
+
+    def rules_of(gpu: str, phase: str) -> pd.DataFrame:
+        return rules[(rules["gpu"] == gpu) & (rules["phase"] == phase)] if len(rules) else rules
+
+    def has_scores(gpu: str, phase: str) -> bool:
+        frame = rules_of(gpu, phase)
+        return "estimated_speedup_pct" in frame and bool(frame["estimated_speedup_pct"].notna().any())
+
+    rows, left_out = rows_with_data(results, has_scores, "rule results (no sections)")
+    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 2, width=6.5, height=4.4,
+                            left_out=left_out)
+    for (gpu, phase), (ax_rule, ax_heat) in zip(rows, axes):
+        ax_rule.set_title("estimated saving per rule (all kernel classes)", loc="left")
+        if not has_scores(gpu, phase):
+            reason = absent_reason(results, gpu, phase, "rule results (no sections)")
+            say(ax_rule, reason)
+            say(ax_heat, reason)
+            continue
+        scores = priority_scores(rules_of(gpu, phase), ncu_rows(kernels, gpu, phase))
+        per_rule = scores.groupby(["variant", "rule"], as_index=False)["saving_pct"].sum()
+        ranking = per_rule.groupby("rule")["saving_pct"].max().sort_values(ascending=False).index[:top]
+        grouped_barh(ax_rule, per_rule, "rule", "saving_pct", list(ranking)[::-1])
+        ax_rule.set_xlabel("estimated saving (% of step kernel time)")
+        ax_rule.legend(fontsize=8)
+        variant = focus_variant(variant_order(per_rule["variant"]))
+        heat = scores[scores["variant"] == variant].pivot_table(index="rule", columns="kernel_class",
+                                                                 values="saving_pct", aggfunc="sum", fill_value=0)
+        heat = heat.reindex(index=list(ranking), columns=[c for c in CLASS_NAMES if c in heat.columns]).fillna(0)
+        image = ax_heat.imshow(heat.to_numpy(), aspect="auto", cmap="Reds")
+        ax_heat.set_yticks(range(len(heat.index)), heat.index, fontsize=8)
+        ax_heat.set_xticks(range(len(heat.columns)), heat.columns, rotation=30, ha="right", fontsize=8)
+        ax_heat.grid(False)
+        ax_heat.set_title(f"by kernel class: {variant}", loc="left")
+        ax_heat.figure.colorbar(image, ax=ax_heat, label="estimated saving (% of step kernel time)")
+    return fig

@@ -1,0 +1,38 @@
+"""tab02: the workload as configured: model and diffusion settings, parameters, FLOPs per step, dataset."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from ..render import Table
+
+
+def workload_rows(settings: dict, manifest: dict, counted: dict) -> list[tuple[str, str]]:
+    model, train, data = settings["model"], settings["train"], settings["dataset"]
+    return [
+        ("volume (D x W x H), batch", f"{' x '.join(map(str, data['shape']))}, batch 1"),
+        ("U-Net base width, channel multipliers", f"{model['base_width']}, {tuple(model['channel_mult'])}"),
+        ("ResBlocks per level (encoder / decoder)", f"{model['num_res_blocks']} / {model['num_res_blocks'] + 1}"),
+        ("attention at downsample rates", ", ".join(map(str, model["attention_downsample_rates"]))),
+        ("input / output channels", f"{model['in_channels']} / {model['out_channels']}"),
+        ("parameters", f"{counted['parameters']:,}"),
+        ("FLOPs per U-Net forward (sampling step)", f"{counted['forward'] / 1e12:.3f} TFLOP"),
+        ("FLOPs per training micro-batch", f"{counted['train_micro_batch'] / 1e12:.3f} TFLOP"),
+        ("FLOPs per optimizer step", f"{counted['train_micro_batch'] * train['gradient_accumulation'] / 1e12:.3f} TFLOP"),
+        ("diffusion steps T (cosine schedule, L1 on noise)", str(settings["diffusion"]["timesteps"])),
+        ("optimizer", f"Adam lr {train['lr']:g}, gradient accumulation {train['gradient_accumulation']}"),
+        ("EMA", f"decay {train['ema_decay']}, every {train['ema_update_every']} steps from step {train['ema_start_step']}"),
+        ("dataset", f"{data['source']}: {manifest['counts']['train']} training cases, "
+                    f"{manifest['counts']['heldout']} held-out"),
+        ("timed steps (warm-up + measured)", f"{train['warmup_steps']} + {train['measured_steps']}"),
+    ]
+
+
+def build(job) -> Table:
+    from reporting.workload import flops
+
+    manifest = json.loads((job.files["dataset"] / "manifest.json").read_text())
+    frame = pd.DataFrame(workload_rows(job.settings, manifest, flops(job.settings)), columns=["setting", "value"])
+    return Table(frame, "Workload: Med-DDPM U-Net and diffusion as configured, FLOPs counted by PyTorch")

@@ -1,0 +1,16 @@
+"""tab05: the claims of the paper's abstract, their published values, the values measured here and a verdict; the
+rule behind each verdict is a numbered note under the table."""
+
+from __future__ import annotations
+
+from ..claims import claims_table, load_claims
+from ..render import Table
+
+CAPTION = ("Claims of the abstract of arXiv 2606.19365: the published value (from data/paper_claims.yaml), the value "
+           "measured for each hardware label, and the verdict (reproduced; same direction, other magnitude; "
+           "contradicted; not measurable here) by the rule in the numbered note")
+
+
+def build(job) -> Table:
+    table, notes = claims_table(load_claims(job.files["claims"]), job.results)
+    return Table(table, CAPTION, notes=notes)

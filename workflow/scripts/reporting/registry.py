@@ -1,0 +1,86 @@
+"""Every figure and table of the study, declared once. The rules that render them, the manifest
+(`paper/figures/all`), the HTML report's entries, the README's list and the tests all derive from OUTPUTS.
+
+Adding an output: one entry here, its code in `reporting/outputs/<id>.py` (a `build(job)` returning a figure or a
+`Table`), and its caption in `workflow/report/<id>.rst`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read.
+BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "rules", "slices")
+
+
+@dataclass(frozen=True)
+class Output:
+    id: str  # "fig01_runtime_breakdown": also the rule's name, the module's and the caption's
+    title: str  # one line, for the README and the report
+    reads: tuple[str, ...] = ()  # tables of the collected results
+    files: dict[str, str] = field(default_factory=dict)  # other inputs, by name (paths from the workflow's root)
+    config: tuple[str, ...] = ()  # config sections the output depends on (given to it as settings)
+    extra: dict[str, str] = field(default_factory=dict)  # further output files, by name
+
+    @property
+    def kind(self) -> str:
+        return "figure" if self.id.startswith("fig") else "table"
+
+    @property
+    def module(self) -> str:
+        return f"reporting.outputs.{self.id}"
+
+    @property
+    def code(self) -> str:
+        return f"workflow/scripts/reporting/outputs/{self.id}.py"
+
+    @property
+    def caption(self) -> str:
+        return f"workflow/report/{self.id}.rst"
+
+    def files_out(self) -> dict[str, str]:
+        """Output files by name: pdf and png for a figure; csv, tex and md for a table; then the extra ones."""
+        if self.kind == "figure":
+            out = {ext: f"paper/figures/{self.id}.{ext}" for ext in ("pdf", "png")}
+        else:
+            out = {ext: f"paper/tables/{self.id}.{ext}" for ext in ("csv", "tex", "md")}
+        return {**out, **self.extra}
+
+
+OUTPUTS: list[Output] = [
+    Output("fig01_runtime_breakdown", "Runtime breakdown: share of kernel time per kernel class, per variant and phase",
+           reads=("summaries",)),
+    Output("fig02_top_kernels", "Top kernels of a training step with their class and precision", reads=("kernels",)),
+    Output("fig03_instruction_mix", "Executed instructions by kind (FP32, tensor, integer, memory, control, ...)",
+           reads=("kernels", "summaries")),
+    Output("fig04_memory_system", "DRAM traffic and cache hit rates per kernel class", reads=("kernels", "summaries")),
+    Output("fig05_warp_states", "Warp stall reasons and achieved occupancy", reads=("kernels", "summaries")),
+    Output("fig06_priority_scores", "Nsight Compute's estimated speedups by rule and kernel class",
+           reads=("rules", "kernels", "summaries")),
+    Output("fig07_optimization_impact", "SM cycles, instructions, IPC and tensor use relative to baseline; speed-ups",
+           reads=("summaries", "runs")),
+    Output("fig08_end_to_end", "Training time per sample, sampling time per volume and peak memory", reads=("runs",)),
+    Output("fig09_quality", "Loss curves, SSIM/PSNR and sample slices per variant",
+           reads=("losses", "quality", "slices")),
+    Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
+           reads=("kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}),
+    Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch"),
+    Output("tab02_workload", "Model and diffusion settings, parameters, FLOPs per step, dataset",
+           files={"dataset": "results/dataset/prepared"}, config=("model", "diffusion", "train", "dataset")),
+    Output("tab03_kernels", "Per run and kernel class: time share, count, SM cycles, instructions, IPC, tensor %",
+           reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}),
+    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries")),
+    Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
+           reads=("runs", "summaries", "quality"), files={"claims": "data/paper_claims.yaml"}),
+    Output("tab06_quality", "Numeric fidelity and image quality per variant", reads=("quality",)),
+]
+BY_ID = {output.id: output for output in OUTPUTS}
+
+
+def markdown_list() -> str:
+    """The README's list of outputs."""
+    return "\n".join(f"- `{o.id}`: {o.title}" for o in OUTPUTS)
+
+
+if __name__ == "__main__":
+    print(markdown_list())

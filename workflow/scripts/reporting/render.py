@@ -1,0 +1,55 @@
+"""Renders one registered output: loads the collected results it declared, calls its module's `build`, writes the
+figure (PDF, PNG) or the table (CSV, LaTeX, Markdown)."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .registry import BY_ID, Output
+from .results import TABLES, Results
+from .style import apply_style, save
+from .tables import write_table
+
+
+@dataclass
+class Table:
+    frame: pd.DataFrame
+    caption: str
+    notes: list[str] = field(default_factory=list)  # numbered notes under the LaTeX and Markdown table
+    extra: dict[str, pd.DataFrame] = field(default_factory=dict)  # further CSV files, by output name
+
+
+@dataclass
+class Job:
+    """What an output's `build` gets: the collected results, its other input files, its config sections."""
+
+    output: Output
+    results: Results
+    files: dict[str, Path]
+    settings: dict
+
+
+def build(output_id: str, inputs: dict[str, str | Path], settings: dict | None = None):
+    """The figure or Table of `output_id` from its declared inputs (bundle tables and files, by name)."""
+    output = BY_ID[output_id]
+    results = Results.load({name: path for name, path in inputs.items() if name in TABLES})
+    files = {name: Path(inputs[name]) for name in output.files}
+    module = importlib.import_module(output.module)
+    if output.kind == "figure":
+        apply_style()
+    return module.build(Job(output, results, files, settings or {}))
+
+
+def render(output_id: str, inputs: dict[str, str | Path], outputs: dict[str, str | Path],
+           settings: dict | None = None) -> None:
+    made = build(output_id, inputs, settings)
+    if BY_ID[output_id].kind == "figure":
+        save(made, outputs["pdf"], outputs["png"])
+        return
+    write_table(made.frame, outputs["csv"], outputs["tex"], outputs["md"], caption=made.caption, notes=made.notes)
+    for name, frame in made.extra.items():
+        frame.to_csv(outputs[name], index=False)

@@ -1,0 +1,349 @@
+"""The one reader of results: the runs measured here and the shipped reference sets, into the tidy tables that every
+figure and table draws on.
+
+A result file belongs to a run by its path: ``<root>/<gpu>/<variant>/<file>`` (``train.json``, ``sample.json``,
+``quality.json``, ``train_steps.csv``, ``samples/sample_000.nii.gz``) or ``<root>/<gpu>/<variant>/profile/<phase>/<file>``
+(``<tool>_summary.csv``, ``<tool>_kernels.parquet``, ``ncu_rules.csv``, shipped gzipped as ``ncu_rules.csv.gz``), with
+``<root>`` either ``results`` (measured here) or ``data/reference`` (shipped). A shipped label that is also measured
+here is left out: measured wins.
+
+`collect` reads every file once and writes the tables (the "bundle") as Parquet files; `Results` reads a bundle
+back in a figure or table job. Every row of every table carries ``gpu``, ``variant``, ``origin``, ``device`` and
+``date``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+MEASURED = "measured here"
+SHIPPED = "shipped reference"
+RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
+# Name endings of the files a shipped set contributes (the rules may ship them gzipped).
+SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "_summary.csv", "_kernels.parquet",
+                 "ncu_rules.csv", "ncu_rules.csv.gz")
+# Preference among tools for one (gpu, variant, phase): the richest first.
+TOOL_PREFERENCE = ("ncu", "nsys", "torch")
+TAGS = ["gpu", "variant", "origin", "device", "date"]
+# The bundle: one Parquet file per table.
+TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "rules", "slices")
+
+
+def file_keys(path: Path) -> dict:
+    """gpu, variant, phase, tool and kind of a result file, from its path (kind None: not a result file)."""
+    path = Path(path)
+    name = path.name
+    if name in RUN_FILES:
+        return {"gpu": path.parents[1].name, "variant": path.parent.name, "phase": None, "tool": None, "kind": name}
+    if path.parent.name == "samples" and name.endswith(".nii.gz"):
+        return {"gpu": path.parents[2].name, "variant": path.parents[1].name, "phase": None, "tool": None,
+                "kind": "sample_volume"}
+    if path.parent.parent.name == "profile":
+        keys = {"gpu": path.parents[3].name, "variant": path.parents[2].name, "phase": path.parent.name}
+        if name in ("ncu_rules.csv", "ncu_rules.csv.gz"):
+            return {**keys, "tool": "ncu", "kind": "rules"}
+        if name.endswith("_summary.csv"):
+            return {**keys, "tool": name.removesuffix("_summary.csv"), "kind": "summary"}
+        if name.endswith("_kernels.parquet"):
+            return {**keys, "tool": name.removesuffix("_kernels.parquet"), "kind": "kernels"}
+    return {"gpu": None, "variant": None, "phase": None, "tool": None, "kind": None}
+
+
+def is_gpu(provenance: dict) -> bool:
+    return provenance.get("device_type") == "cuda" and not provenance.get("emulated_on_cpu")
+
+
+def device_of(provenance: dict) -> str:
+    """Device name from a provenance dict ('NVIDIA H200', the host CPU, ...), marking emulation."""
+    name = provenance.get("device_name")
+    if not name:
+        kind = provenance.get("device_type", "?")
+        name = f"CPU ({provenance['host_cpu']})" if kind == "cpu" and provenance.get("host_cpu") else kind
+    return name + (" (emulated on CPU)" if provenance.get("emulated_on_cpu") else "")
+
+
+def date_of(provenance: dict) -> str:
+    return (provenance.get("measured_at") or "")[:10]
+
+
+def panel_label(gpu: str, device: str, origin: str, date: str) -> str:
+    """'<gpu>: <device>, <origin>, <date>' (the title of every panel of a hardware label)."""
+    return f"{gpu}: " + ", ".join(part for part in (device, origin, date) if part)
+
+
+def variant_order(variants) -> list[str]:
+    """The paper's variants in the paper's order, then the others alphabetically."""
+    known = [v for v in VARIANT_ORDER if v in set(variants)]
+    return known + sorted(set(variants) - set(known))
+
+
+VARIANT_ORDER = ["baseline", "torch_defaults", "tf32", "channels_last", "tf32_channels_last"]
+
+
+# -- collecting ---------------------------------------------------------------------------------------------------
+def gather(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable[str] = ()) -> pd.DataFrame:
+    """One row per result file: path, gpu, variant, phase, tool, kind, origin. `measured_labels` are the labels this
+    invocation measures: a shipped set of one of those is skipped (measured wins)."""
+    rows = [{"path": Path(p), **file_keys(Path(p)), "origin": MEASURED} for p in measured]
+    here = set(measured_labels) | {r["gpu"] for r in rows}
+    rows += [{"path": Path(p), **file_keys(Path(p)), "origin": SHIPPED} for p in shipped
+             if file_keys(Path(p))["gpu"] not in here]
+    files = pd.DataFrame(rows, columns=["path", "gpu", "variant", "phase", "tool", "kind", "origin"])
+    return files[files["kind"].notna()].drop_duplicates("path").reset_index(drop=True)
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def _labels(files: pd.DataFrame, measured_labels: Iterable[str]) -> list[str]:
+    """Measured labels first (in the config's order), then shipped ones alphabetically."""
+    measured = [g for g in measured_labels if g in set(files["gpu"])]
+    measured += [g for g in dict.fromkeys(files.loc[files["origin"] == MEASURED, "gpu"]) if g not in measured]
+    return measured + sorted(set(files.loc[files["origin"] == SHIPPED, "gpu"]) - set(measured))
+
+
+def _provenances(files: pd.DataFrame) -> dict[tuple[str, str], dict]:
+    provenance: dict[tuple[str, str], dict] = {}
+    for kind in ("train.json", "sample.json", "quality.json"):
+        for row in files[files["kind"] == kind].itertuples():
+            provenance.setdefault((row.gpu, row.variant), _read_json(row.path).get("provenance", {}))
+    return provenance
+
+
+def _hardware(files: pd.DataFrame, labels: list[str], provenance: dict) -> pd.DataFrame:
+    """One row per label (in label order): where its runs came from and the provenance of its first variant."""
+    rows = []
+    for gpu in labels:
+        origin = files.loc[files["gpu"] == gpu, "origin"].iloc[0]
+        variants = variant_order([v for (g, v) in provenance if g == gpu])
+        prov = provenance.get((gpu, variants[0]), {}) if variants else {}
+        rows.append({"gpu": gpu, "origin": origin, "device": device_of(prov) if prov else "unknown device",
+                     "date": date_of(prov), "is_gpu": is_gpu(prov), "provenance": json.dumps(prov, sort_keys=True)})
+    return pd.DataFrame(rows, columns=["gpu", "origin", "device", "date", "is_gpu", "provenance"])
+
+
+def _runs(files: pd.DataFrame) -> pd.DataFrame:
+    """One row per (gpu, variant): training time per sample, sampling step and volume, peak memory, switches."""
+    rows: dict[tuple[str, str], dict] = {}
+    for row in files[files["kind"] == "train.json"].itertuples():
+        data = _read_json(row.path)
+        prov = data["provenance"]
+        rows[(row.gpu, row.variant)] = {
+            "gpu": row.gpu, "variant": row.variant,
+            "parameters": data["parameters"],
+            "train_ms_per_sample": data["train_ms_per_sample"],
+            "train_step_median_ms": data["step_time"]["median_ms"],
+            "train_step_q1_ms": data["step_time"]["q1_ms"],
+            "train_step_q3_ms": data["step_time"]["q3_ms"],
+            "train_steps_measured": data["step_time"]["n"],
+            "samples_per_step": data["settings"]["gradient_accumulation"],
+            "train_peak_memory_gib": data["peak_memory_bytes"] / 2**30,
+            "memory_kind": data["peak_memory_kind"],
+            "switches": json.dumps(prov.get("switches", {}), sort_keys=True),
+            "switches_effective": json.dumps(prov.get("switches_effective", {}), sort_keys=True),
+        }
+    for row in files[files["kind"] == "sample.json"].itertuples():
+        data = _read_json(row.path)
+        rows.setdefault((row.gpu, row.variant), {"gpu": row.gpu, "variant": row.variant}).update(
+            sample_step_median_ms=data["step_time"]["median_ms"],
+            sample_step_q1_ms=data["step_time"]["q1_ms"],
+            sample_step_q3_ms=data["step_time"]["q3_ms"],
+            sample_volume_s=data["volume_seconds_estimate"],
+            sample_timesteps=data["timesteps"],
+            sample_chain_complete=data["chain_complete"],
+            sample_peak_memory_gib=data["peak_memory_bytes"] / 2**30,
+        )
+    return pd.DataFrame(list(rows.values()))
+
+
+def _quality(files: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for row in files[files["kind"] == "quality.json"].itertuples():
+        data = _read_json(row.path)
+        rows.append({
+            "gpu": row.gpu, "variant": row.variant,
+            "forward_rel_error": data["numeric"]["forward_relative_error"],
+            "gradient_rel_error": data["numeric"]["gradient_relative_error"],
+            "loss_abs_deviation_max": data["loss_curve"]["loss_abs_deviation_max"],
+            "ssim_vs_real": data["vs_real"]["ssim_mean"],
+            "psnr_vs_real_db": data["vs_real"]["psnr_db_mean"],
+            "ssim_vs_baseline": data["vs_baseline"]["ssim_mean"],
+            "psnr_vs_baseline_db": data["vs_baseline"]["psnr_db_mean"],
+            "identical_to_baseline": data["vs_baseline"]["identical"],
+        })
+    return pd.DataFrame(rows)
+
+
+def _per_file(files: pd.DataFrame, kind: str, read) -> pd.DataFrame:
+    frames = []
+    for row in files[files["kind"] == kind].itertuples():
+        frame = read(row.path).drop(columns="source", errors="ignore")
+        keys = {"gpu": row.gpu, "variant": row.variant}
+        if row.phase is not None:
+            keys["phase"] = row.phase
+        if kind in ("summary", "kernels"):
+            keys["tool"] = row.tool
+        frames.append(frame.assign(**keys))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["gpu", "variant"])
+
+
+def _middle_slice(path: Path) -> np.ndarray:
+    """The middle axial slice of a volume, rotated for display (what fig09 shows)."""
+    import nibabel as nib
+
+    volume = np.asarray(nib.load(str(path)).get_fdata(), dtype=np.float32)
+    return np.ascontiguousarray(np.rot90(volume[:, :, volume.shape[2] // 2]))
+
+
+def _slices(files: pd.DataFrame, real_images: dict[str, Path]) -> pd.DataFrame:
+    """Middle slices of the first sampled volume of each run measured here, and of the real held-out image."""
+    rows = []
+    for gpu, path in real_images.items():
+        image = _middle_slice(path)
+        rows.append({"gpu": gpu, "variant": "real image", "height": image.shape[0], "width": image.shape[1],
+                     "values": image.ravel().tolist()})
+    volumes = files[files["kind"] == "sample_volume"].sort_values("path")
+    for row in volumes.drop_duplicates(["gpu", "variant"]).itertuples():
+        image = _middle_slice(row.path)
+        rows.append({"gpu": row.gpu, "variant": row.variant, "height": image.shape[0], "width": image.shape[1],
+                     "values": image.ravel().tolist()})
+    return pd.DataFrame(rows, columns=["gpu", "variant", "height", "width", "values"])
+
+
+def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """Tags first (origin, device, date of the label), rows in label then variant order."""
+    if frame.empty:
+        return pd.DataFrame(columns=TAGS + [c for c in frame.columns if c not in TAGS])
+    info = hardware.set_index("gpu")
+    frame = frame.copy()
+    for key in ("origin", "device", "date"):
+        frame[key] = frame["gpu"].map(info[key])
+    order = {g: k for k, g in enumerate(labels)}
+    variants = {v: k for k, v in enumerate(variant_order(frame["variant"].dropna().unique()))}
+    frame = frame.assign(_g=frame["gpu"].map(order), _v=frame["variant"].map(variants))
+    frame = frame.sort_values(["_g", "_v"], kind="stable").drop(columns=["_g", "_v"]).reset_index(drop=True)
+    return frame[TAGS + [c for c in frame.columns if c not in TAGS]]
+
+
+def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable[str] = (),
+            real_images: dict[str, Path] | None = None) -> dict[str, pd.DataFrame]:
+    """Every table of the bundle from the result files (see the module docstring)."""
+    from profiling.tables import read_table
+
+    files = gather(measured, shipped, measured_labels)
+    labels = _labels(files, measured_labels)
+    hardware = _hardware(files, labels, _provenances(files))
+    real = {gpu: path for gpu, path in (real_images or {}).items() if gpu in labels}
+
+    def read_rules(path: Path) -> pd.DataFrame:
+        return pd.read_csv(path)
+
+    tables = {
+        "runs": _runs(files),
+        "quality": _quality(files),
+        "losses": _per_file(files, "train_steps.csv", pd.read_csv),
+        "summaries": _per_file(files, "summary", read_table),
+        "kernels": _per_file(files, "kernels", read_table),
+        "rules": _per_file(files, "rules", read_rules),
+        "slices": _slices(files, real),
+    }
+    tagged = {name: _tag(frame, hardware, labels) for name, frame in tables.items()}
+    return {"hardware": hardware, **tagged}
+
+
+def write_bundle(tables: dict[str, pd.DataFrame], paths: dict[str, str | Path]) -> None:
+    for name, path in paths.items():
+        tables[name].to_parquet(path, index=False)
+
+
+# -- reading a bundle ---------------------------------------------------------------------------------------------
+@dataclass
+class Results:
+    """The bundle's tables of one figure or table job; a table the job did not declare is empty."""
+
+    hardware: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+
+    @classmethod
+    def load(cls, paths: dict[str, str | Path]) -> "Results":
+        """`paths`: bundle table name -> Parquet file (the job's declared inputs); `hardware` is always there."""
+        frames = {name: pd.read_parquet(path) for name, path in paths.items() if name in TABLES}
+        return cls(frames.pop("hardware"), frames)
+
+    @classmethod
+    def from_tables(cls, tables: dict[str, pd.DataFrame]) -> "Results":
+        """In memory, straight from `collect` (tests and interactive use)."""
+        tables = dict(tables)
+        return cls(tables.pop("hardware"), tables)
+
+    def table(self, name: str) -> pd.DataFrame:
+        if name not in self.tables:
+            raise KeyError(f"bundle table {name!r} was not declared as an input of this output")
+        return self.tables[name]
+
+    # -- run identity ---------------------------------------------------------------------------------------------
+    def labels(self) -> list[str]:
+        return list(self.hardware["gpu"])
+
+    def _info(self, gpu: str) -> pd.Series:
+        return self.hardware.set_index("gpu").loc[gpu]
+
+    def origin(self, gpu: str) -> str:
+        return self._info(gpu)["origin"]
+
+    def gpu_device(self, gpu: str) -> bool:
+        """True when the label's runs executed on a real GPU."""
+        return bool(self._info(gpu)["is_gpu"])
+
+    def provenance(self, gpu: str) -> dict:
+        return json.loads(self._info(gpu)["provenance"])
+
+    def panel_label(self, gpu: str) -> str:
+        info = self._info(gpu)
+        return panel_label(gpu, info["device"], info["origin"], info["date"])
+
+    def tools(self, gpu: str, phase: str | None = None) -> list[str]:
+        """Profilers with a summary for `gpu` (and `phase`), richest first."""
+        summaries = self.tables.get("summaries", pd.DataFrame(columns=["gpu", "phase", "tool"]))
+        rows = summaries[summaries["gpu"] == gpu]
+        if phase is not None:
+            rows = rows[rows["phase"] == phase]
+        present = set(rows["tool"])
+        return [t for t in TOOL_PREFERENCE if t in present] + sorted(present - set(TOOL_PREFERENCE))
+
+    def phases(self) -> list[str]:
+        """Profiled phases present (train, sample first), or both when nothing was profiled."""
+        present = set()
+        for name in ("summaries", "kernels", "rules"):
+            if name in self.tables and "phase" in self.tables[name]:
+                present |= set(self.tables[name]["phase"].dropna())
+        return [p for p in ("train", "sample") if p in present or not present] + sorted(present - {"train", "sample"})
+
+    def kernels(self, tools: Iterable[str] = TOOL_PREFERENCE) -> pd.DataFrame:
+        frame = self.table("kernels")
+        return frame[frame["tool"].isin(set(tools))] if "tool" in frame else frame
+
+    def slice_of(self, gpu: str, variant: str) -> np.ndarray | None:
+        slices = self.table("slices")
+        row = slices[(slices["gpu"] == gpu) & (slices["variant"] == variant)]
+        if row.empty:
+            return None
+        first = row.iloc[0]
+        return np.asarray(first["values"], dtype=np.float32).reshape(int(first["height"]), int(first["width"]))
+
+
+def preferred_tool(frame: pd.DataFrame, keys=("gpu", "variant", "phase")) -> pd.DataFrame:
+    """Rows of the richest tool per run (ncu, else nsys, else torch)."""
+    if frame.empty:
+        return frame
+    rank = {tool: k for k, tool in enumerate(TOOL_PREFERENCE)}
+    best = frame.assign(_rank=frame["tool"].map(rank).fillna(len(rank)))
+    best = best[best["_rank"] == best.groupby(list(keys))["_rank"].transform("min")]
+    return best.drop(columns="_rank").reset_index(drop=True)
