@@ -1,10 +1,11 @@
-"""The workflow on SLURM: the slurm-<gpu> profiles, a single-host cluster with fake GPUs, the sbatch flags.
+"""The workflow on SLURM: the base profile with its per-GPU overlays, a single-host cluster with fake GPUs, the
+sbatch flags.
 
 `test_profiles_*` read the profiles and the workflow's own rules (a dry run, seconds, no cluster).
 `test_workflow_through_slurm_*` (marker `slurm`: root, apt, a few minutes) installs and starts a one-node
-SLURM with fake GPUs (tests/slurm/), runs the whole DAG through `--profile profiles/slurm-h200` in a temporary
-copy, and reads back from SLURM itself that every GPU job asked for `--gpus=h200:1 -C h200` and no CPU job got
-a GPU. Run it with `pytest -m slurm tests/test_slurm.py`.
+SLURM with fake GPUs (tests/slurm/), runs the whole DAG through `--profile profiles/slurm --profile
+profiles/slurm-h200` in a temporary copy, and reads back from SLURM itself that every GPU job asked for
+`--gpus=h200:1 -C h200` and no CPU job got a GPU. Run it with `pytest -m slurm tests/test_slurm.py`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ FAKE_GPUS_PER_TYPE = 2  # like a 2-core workstation running two jobs at once
 
 def load_profile(name: str) -> dict:
     return yaml.safe_load((REPO / "profiles" / name / "config.yaml").read_text())
+
+
+def gpu_profile(label: str) -> dict:
+    """What Snakemake makes of `--profile profiles/slurm --profile profiles/slurm-<label>`: the later profile's keys
+    replace the earlier one's, each as a whole (set-resources and config too)."""
+    return load_profile("slurm") | load_profile(f"slurm-{label}")
 
 
 def clean_env() -> dict:
@@ -89,11 +96,15 @@ def declared_rules() -> tuple[set[str], set[str]]:
 
 
 def declared_localrules() -> set[str]:
-    """Rules named in `localrules:` directives: they run in the main Snakemake process, never through sbatch."""
-    names = set()
+    """Rules marked `localrule: True`, and the outputs of the reporting registry (report.smk generates one local rule
+    for each): they run in the main Snakemake process, never through sbatch."""
+    from reporting.registry import OUTPUTS
+
+    names = {output.id for output in OUTPUTS}
     for path in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
-        for block in re.findall(r"^localrules:((?:.*\n)(?:[ \t]+.*\n)*)", path.read_text(), flags=re.MULTILINE):
-            names |= set(re.findall(r"\w+", re.sub(r"#.*", "", block)))
+        blocks = re.split(r"^rule (\w+):\n", path.read_text(), flags=re.MULTILINE)
+        names |= {name for name, body in zip(blocks[1::2], blocks[2::2])
+                  if re.search(r"^\s+localrule: True", body.split("\nrule ")[0], flags=re.MULTILINE)}
     return names
 
 
@@ -116,7 +127,7 @@ def rules_by_gpu_need() -> tuple[set[str], set[str]]:
 @pytest.mark.parametrize("label", LABELS)
 def test_profiles_give_every_gpu_rule_one_gpu_of_their_label(label, rules_by_gpu_need):
     gpu_rules, cpu_rules = rules_by_gpu_need
-    profile = load_profile(f"slurm-{label}")
+    profile = gpu_profile(label)
     assert profile["executor"] == "slurm"
     assert profile["config"] == [f"gpus=[{label}]"]
     assert profile.get("retries") == 0
@@ -152,7 +163,7 @@ def slurm_cluster(tmp_path_factory):
         pytest.fail(installed.stderr.strip().splitlines()[-1] if installed.stderr.strip() else "install.sh failed")
 
     # Declare the node big enough for the largest GPU request of any profile, FAKE_GPUS_PER_TYPE at a time.
-    sets = [r for label in LABELS for r in load_profile(f"slurm-{label}")["set-resources"].values()]
+    sets = [r for label in LABELS for r in gpu_profile(label)["set-resources"].values()]
     cpus = FAKE_GPUS_PER_TYPE * max(r.get("cpus_per_gpu", 1) for r in sets) + 4
     mem = FAKE_GPUS_PER_TYPE * max(r.get("mem_mb", 0) for r in sets) + 16000
     state = tmp_path_factory.mktemp("slurm-state")
@@ -195,7 +206,8 @@ def test_workflow_through_slurm_gives_gpu_jobs_their_gpu(slurm_cluster, rules_by
     (copy / "emulate.yaml").write_text("emulate_gpus_on_cpu: true\n")  # not --config: that drops the profile's
     log = tmp_path / "snakemake.log"
     cmd = [sys.executable, "-m", "snakemake",
-           "--profile", f"profiles/slurm-{CLUSTER_LABEL}", "--profile", "profiles/slurm-noacct",
+           "--profile", "profiles/slurm", "--profile", f"profiles/slurm-{CLUSTER_LABEL}",
+           "--profile", "profiles/slurm-noacct",
            "--configfile", *CONFIGFILES, "emulate.yaml", "--verbose", "--directory", str(copy), "--", TARGET]
     done = run_bounded(cmd, cwd=copy, timeout=WORKFLOW_TIMEOUT_S, log=log)
     assert done.returncode == 0, f"snakemake failed (log: {log}):\n{done.stdout[-4000:]}"
@@ -204,7 +216,7 @@ def test_workflow_through_slurm_gives_gpu_jobs_their_gpu(slurm_cluster, rules_by
     assert train["provenance"]["emulated_on_cpu"] is True
 
     # 1. What the plugin asked for: its `sbatch call:` lines (printed with --verbose), against the profile.
-    profile = load_profile(f"slurm-{CLUSTER_LABEL}")
+    profile = gpu_profile(CLUSTER_LABEL)
     calls = re.findall(r"^sbatch call: (sbatch .*)$", done.stdout, flags=re.MULTILINE)
     assert calls, f"no sbatch call in the log {log}"
     submitted = {}
