@@ -122,11 +122,14 @@ def test_wrong_config_is_named(workflow_copy, overlay, message):
 
 
 def test_results_of_two_machines_merge_into_one_comparison(finished_run, tmp_path):
-    """The README's merge recipe: another machine's results/<gpu>/ tree plus ours, figures over both labels."""
+    """The README's merge recipe: another machine's results/<gpu>/ tree plus ours, tables and figures over both
+    labels without re-measuring. The other machine measures baseline only (what the comparison below needs)."""
     other = copy_workflow(tmp_path / "other")
-    (other / "emulate.yaml").write_text("gpus: [h200]\nemulate_gpus_on_cpu: true\n")
-    done = snakemake(other, "--cores", "2", "--configfile", "tests/tiny.yaml", "emulate.yaml", "--",
-                     "paper/figures/all")
+    (other / "other.yaml").write_text("gpus: [h200]\nemulate_gpus_on_cpu: true\nrun_variants: [baseline]\n")
+    measured = [f"results/h200/baseline/{name}" for name in ("quality.json", "train_steps.csv")]
+    measured += [f"results/h200/baseline/profile/{phase}/torch_{kind}" for phase in ("train", "sample")
+                 for kind in ("summary.csv", "kernels.parquet")]
+    done = snakemake(other, "--cores", "2", "--configfile", "tests/tiny.yaml", "other.yaml", "--", *measured)
     assert done.returncode == 0, done.stderr[-3000:]
 
     merged = tmp_path / "merged"
@@ -134,11 +137,11 @@ def test_results_of_two_machines_merge_into_one_comparison(finished_run, tmp_pat
     shutil.copytree(other / "results" / "h200", merged / "results" / "h200")  # keeps times, like rsync -a
     for path in [merged / "results" / "dataset", *(merged / "results" / "dataset").rglob("*")]:
         os.utime(path, (946684800, 946684800), follow_symlinks=False)  # 2000-01-01, as the README says
-    (merged / "merged.yaml").write_text("gpus: [cpu, h200]\n")
+    (merged / "merged.yaml").write_text("gpus: [cpu, h200]\nrun_variants: [baseline]\n")
     args = ("--configfile", "tests/tiny.yaml", "merged.yaml", "--rerun-triggers", "params", "input", "--")
     planned = planned_jobs(merged, *args, "paper/figures/all")
     assert planned and set(planned) <= RENDERING, planned
-    done = snakemake(merged, "--cores", "2", *args, "paper/figures/all")
+    done = snakemake(merged, "--cores", "2", *args, "paper/tables/tab06_quality.csv", "paper/figures/fig08_end_to_end.png")
     assert done.returncode == 0, done.stderr[-3000:]
     quality = (merged / "paper/tables/tab06_quality.csv").read_text()
     assert "\ncpu,baseline," in quality and "\nh200,baseline," in quality
