@@ -68,6 +68,18 @@ H200_NAMES = {
     "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8": ("gemm", "bf16"),
     "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn": ("gemm", "unknown"),
     "sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x32": ("conv_fprop", "f16"),
+    # cuDNN's transpose that also casts (bf16 in, float out) is a transpose; CUDA's lower-case type name is bf16.
+    "void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, float, float, false, true, "
+    "(cudnnKernelDataType_t)2>(cudnn::engines_precompiled::nchw2nhwc_params_t<float>, __nv_bfloat16 const*, float*)": (
+        "layout_conversion",
+        "bf16",
+    ),
+    "void at::vectorized_elementwise_kernel<8, at::bfloat16_copy_kernel_cuda(at::TensorIteratorBase &)::"
+    "[lambda(float) (instance 1)], std::array<char *, 2>>(int, T2, T3)": ("dtype_cast", "bf16"),
+    "void at::<unnamed>::ComputeInternalGradientsCUDAKernel<float>(long, const T1 *, const T1 *, "
+    "at::AccumulateType<T1, 1>::type *, at::AccumulateType<T1, 1>::type *)": ("normalization", "unknown"),
+    "void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, 0, float, float, float, 1, 0, 0, 0>"
+    "(cublasLt::cublasSplitKParams<T6>, const T4 *, const T10 *, T9 *, T5 *)": ("gemm", "unknown"),
 }
 
 
@@ -83,6 +95,7 @@ def test_class_table_is_the_reference_order() -> None:
         "conv_wgrad",
         "gemm",
         "layout_conversion",
+        "dtype_cast",
         "normalization",
         "optimizer",
         "reduction",
@@ -629,16 +642,16 @@ def small_run() -> pd.DataFrame:
     return pd.DataFrame(
         {
             "source": "ncu",
-            "kernel_class": ["conv_fprop", "conv_fprop", "layout_conversion", "elementwise"],
+            "kernel_class": ["conv_fprop", "conv_fprop", "layout_conversion", "elementwise", "dtype_cast"],
             "instances": 1,
-            "duration_ns": [100.0, 300.0, 50.0, 50.0],
-            "sm_cycles": [10.0, 20.0, 5.0, 5.0],
-            "warp_instructions": [1.0, 2.0, 3.0, 4.0],
-            "thread_instructions": [32.0, 64.0, 96.0, 128.0],
-            "ipc": [1.0, 2.0, 0.5, math.nan],
-            "tensor_pipe_pct": [10.0, 50.0, 0.0, 0.0],
-            "dram_read_bytes": [1e3, 2e3, 4e3, 8e3],
-            "dram_write_bytes": [1.0, 2.0, 3.0, 4.0],
+            "duration_ns": [100.0, 300.0, 50.0, 50.0, 25.0],
+            "sm_cycles": [10.0, 20.0, 5.0, 5.0, 1.0],
+            "warp_instructions": [1.0, 2.0, 3.0, 4.0, 0.5],
+            "thread_instructions": [32.0, 64.0, 96.0, 128.0, 16.0],
+            "ipc": [1.0, 2.0, 0.5, math.nan, 0.25],
+            "tensor_pipe_pct": [10.0, 50.0, 0.0, 0.0, 0.0],
+            "dram_read_bytes": [1e3, 2e3, 4e3, 8e3, 16e3],
+            "dram_write_bytes": [1.0, 2.0, 3.0, 4.0, 5.0],
         }
     )
 
@@ -646,18 +659,19 @@ def small_run() -> pd.DataFrame:
 def test_summarise_math() -> None:
     summary = tables.summarise(small_run())
     assert list(summary.columns) == tables.SUMMARY_COLUMNS
-    assert list(summary["kernel_class"]) == ["conv_fprop", "layout_conversion", "elementwise", "all"]
+    assert list(summary["kernel_class"]) == ["conv_fprop", "layout_conversion", "dtype_cast", "elementwise", "all"]
     conv = summary.set_index("kernel_class").loc["conv_fprop"]
-    assert conv["kernels"] == 2 and conv["time_ns"] == 400.0 and conv["time_share"] == 0.8
+    assert conv["kernels"] == 2 and conv["time_ns"] == 400.0 and conv["time_share"] == 400 / 525
     assert conv["ipc"] == pytest.approx((1.0 * 100 + 2.0 * 300) / 400)  # weighted by duration
     assert conv["tensor_pipe_pct"] == pytest.approx((10 * 100 + 50 * 300) / 400)
     assert conv["sm_cycles"] == 30.0 and conv["dram_bytes"] == 3003.0
-    assert math.isnan(conv["layout_conversion_share"])
+    assert math.isnan(conv["layout_conversion_share"]) and math.isnan(conv["dtype_cast_share"])
     everything = summary.set_index("kernel_class").loc["all"]
-    assert everything["time_ns"] == 500.0 and everything["kernels"] == 4
-    assert everything["layout_conversion_share"] == pytest.approx(0.1)
-    assert everything["tensor_pipe_pct"] == pytest.approx((1000 + 15000) / 500)
-    assert everything["warp_instructions"] == 10.0 and everything["thread_instructions"] == 320.0
+    assert everything["time_ns"] == 525.0 and everything["kernels"] == 5
+    assert everything["layout_conversion_share"] == pytest.approx(50 / 525)
+    assert everything["dtype_cast_share"] == pytest.approx(25 / 525)
+    assert everything["tensor_pipe_pct"] == pytest.approx((1000 + 15000) / 525)
+    assert everything["warp_instructions"] == 10.5 and everything["thread_instructions"] == 336.0
     # One kernel without an IPC makes the class's and the run's IPC unknown rather than biased.
     assert math.isnan(everything["ipc"])
     assert math.isnan(summary.set_index("kernel_class").loc["elementwise", "ipc"])
@@ -669,7 +683,7 @@ def test_summarise_durations_only() -> None:
     )
     summary = tables.summarise(tables.from_torch(rows)).set_index("kernel_class")
     assert summary.loc["all", "time_ns"] == 4000.0 and summary.loc["elementwise", "time_share"] == 0.75
-    assert summary.loc["all", "layout_conversion_share"] == 0.0
+    assert summary.loc["all", "layout_conversion_share"] == 0.0 and summary.loc["all", "dtype_cast_share"] == 0.0
     assert summary[["sm_cycles", "ipc", "tensor_pipe_pct", "dram_bytes"]].isna().all().all()
 
 

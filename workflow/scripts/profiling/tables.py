@@ -60,6 +60,7 @@ SUMMARY_COLUMNS = [
     "tensor_pipe_pct",  # mean weighted by duration
     "dram_bytes",  # sum of read + write
     "layout_conversion_share",  # "all" row only: layout-conversion time / all time
+    "dtype_cast_share",  # "all" row only: dtype-cast time / all time
 ]
 
 
@@ -148,6 +149,12 @@ def _summary_row(group: pd.DataFrame, total_ns: float) -> dict[str, float]:
     }
 
 
+def _class_share(df: pd.DataFrame, kernel_class: str, total_ns: float) -> float:
+    durations = df.loc[df["kernel_class"] == kernel_class, "duration_ns"]
+    class_ns = _strict_sum(durations) if len(durations) else 0.0
+    return class_ns / total_ns if total_ns > 0 else math.nan
+
+
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
     """Per-run summary (SUMMARY_COLUMNS): one row per kernel class present, in CLASS_NAMES order, then "all"."""
     sources = df["source"].unique()
@@ -159,13 +166,12 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
         group = df[df["kernel_class"] == kernel_class]
         if len(group):
             rows.append({"kernel_class": kernel_class, **_summary_row(group, total_ns)})
-    layout = df.loc[df["kernel_class"] == "layout_conversion", "duration_ns"]
-    layout_ns = _strict_sum(layout) if len(layout) else 0.0
     rows.append(
         {
             "kernel_class": "all",
             **_summary_row(df, total_ns),
-            "layout_conversion_share": layout_ns / total_ns if total_ns > 0 else math.nan,
+            "layout_conversion_share": _class_share(df, "layout_conversion", total_ns),
+            "dtype_cast_share": _class_share(df, "dtype_cast", total_ns),
         }
     )
     summary = pd.DataFrame(rows)
