@@ -190,6 +190,8 @@ def test_shipped_ncu_tables_hold_the_raw_numbers_and_the_plain_name_shares(varia
     for column, metric in [("duration_ns", "gpu__time_duration.sum"), ("sm_cycles", "sm__cycles_elapsed.max"),
                            ("warp_instructions", "smsp__inst_executed.sum"), ("tensor_pipe_pct", HMMA_PCT)]:
         assert shipped[column].to_numpy() == pytest.approx(raw[metric].to_numpy()), column
+    # ncu's other roll-ups of requested counters are not in the table.
+    assert not {"gpu_time_duration_avg", "sm_cycles_elapsed_sum", "smsp_inst_executed_max"} & set(shipped.columns)
     # The summary adds up to the step.
     total = raw["gpu__time_duration.sum"].sum()
     assert summary.loc["all", "time_ns"] == total and summary.loc["all", "kernels"] == len(raw)
@@ -201,6 +203,7 @@ def test_shipped_ncu_tables_hold_the_raw_numbers_and_the_plain_name_shares(varia
     assert summary.loc["all", "dtype_cast_share"] == pytest.approx(duration[_cast(names)].sum() / total)
     assert summary.loc["other", "time_share"] < 0.04  # what no class claims is small after GroupNorm's backward
     assert summary.loc["all", "tensor_pipe_pct"] == pytest.approx(np.average(raw[HMMA_PCT], weights=duration))
+    assert set(summary["tensor_pipe_metric"]) == {HMMA_PCT}
 
 
 def test_tf32_moves_convolutions_onto_tensor_cores():

@@ -6,8 +6,10 @@ tested too; value checks pin the hand-made samples and the H200 recordings by na
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
+from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -636,6 +638,24 @@ def test_metric_column_names() -> None:
     assert tables.metric_column("sm__throughput.avg.pct_of_peak_sustained_elapsed") == (
         "sm_throughput_avg_pct_of_peak_sustained_elapsed"
     )
+    new_metrics = {
+        "sm__inst_executed_pipe_tensor.sum": "tensor_instructions",
+        "sm__ops_path_tensor_src_tf32_dst_fp32.sum": "tensor_ops_tf32",
+        "sm__ops_path_tensor_src_bf16_dst_fp32.sum": "tensor_ops_bf16",
+        "sm__ops_path_tensor_src_fp16.sum": "tensor_ops_fp16",
+        "smsp__thread_inst_executed_pred_on.sum": "thread_instructions_pred_on",
+        "smsp__sass_inst_executed_op_global.sum": "inst_global",
+        "smsp__sass_inst_executed_op_shared.sum": "inst_shared",
+        "smsp__sass_inst_executed_op_ldgsts.sum": "inst_ldgsts",
+        "smsp__sass_inst_executed_op_tma.sum": "inst_tma",
+        "smsp__sass_inst_executed_op_branch.sum": "inst_branch",
+        "smsp__sass_thread_inst_executed_op_inter_thread_communication_pred_on.sum": (
+            "thread_inst_inter_thread_communication"
+        ),
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor_hmma_pct",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "tensor_all_pct",
+    }
+    assert {metric: tables.metric_column(metric) for metric in new_metrics} == new_metrics
 
 
 def small_run() -> pd.DataFrame:
@@ -650,6 +670,7 @@ def small_run() -> pd.DataFrame:
             "thread_instructions": [32.0, 64.0, 96.0, 128.0, 16.0],
             "ipc": [1.0, 2.0, 0.5, math.nan, 0.25],
             "tensor_pipe_pct": [10.0, 50.0, 0.0, 0.0, 0.0],
+            "tensor_pipe_metric": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
             "dram_read_bytes": [1e3, 2e3, 4e3, 8e3, 16e3],
             "dram_write_bytes": [1.0, 2.0, 3.0, 4.0, 5.0],
         }
@@ -672,6 +693,7 @@ def test_summarise_math() -> None:
     assert everything["dtype_cast_share"] == pytest.approx(25 / 525)
     assert everything["tensor_pipe_pct"] == pytest.approx((1000 + 15000) / 525)
     assert everything["warp_instructions"] == 10.5 and everything["thread_instructions"] == 336.0
+    assert set(summary["tensor_pipe_metric"]) == {small_run()["tensor_pipe_metric"][0]}
     # One kernel without an IPC makes the class's and the run's IPC unknown rather than biased.
     assert math.isnan(everything["ipc"])
     assert math.isnan(summary.set_index("kernel_class").loc["elementwise", "ipc"])
@@ -685,6 +707,7 @@ def test_summarise_durations_only() -> None:
     assert summary.loc["all", "time_ns"] == 4000.0 and summary.loc["elementwise", "time_share"] == 0.75
     assert summary.loc["all", "layout_conversion_share"] == 0.0 and summary.loc["all", "dtype_cast_share"] == 0.0
     assert summary[["sm_cycles", "ipc", "tensor_pipe_pct", "dram_bytes"]].isna().all().all()
+    assert set(summary["tensor_pipe_metric"]) == {""}
 
 
 def test_summarise_one_source_only() -> None:
@@ -708,3 +731,87 @@ def test_write_and_read_table(tmp_path: Path, suffix: str) -> None:
 def test_write_table_refuses_other_suffixes(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=".parquet or .csv"):
         tables.write_table(small_run(), tmp_path / "x.json")
+
+
+# --- real H200 profiles with the instruction-mix, tensor-op and memory-op counters ------------------------------
+# tests/fixtures/profiling/h200_small (recorded with tests/fixtures/profiling/h200_small_steps.yaml): sampling steps of
+# the fp32 baseline, TF32 and bf16 with the full counter set, training steps with the one-pass set. Expected values
+# are computed here from the raw CSV with plain pandas and ncu's own metric names.
+
+SMALL = FIXTURES / "h200_small"
+HMMA_PCT = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+ALL_PCT = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
+OPS = [f"sm__ops_path_tensor_src_{path}.sum" for path in ("tf32_dst_fp32", "bf16_dst_fp32", "fp16")]
+
+
+@cache
+def raw_csv(variant: str, phase: str) -> pd.DataFrame:
+    """The raw page as plain pandas reads it: header row, units row skipped, thousands separators removed."""
+    path = SMALL / variant / phase / "ncu_raw.csv.gz"
+    return pd.read_csv(path, skiprows=[1], thousands=",", low_memory=False).sort_values("ID").reset_index(drop=True)
+
+
+@cache
+def parsed(variant: str, phase: str) -> pd.DataFrame:
+    return ncu.parse_raw(gzip.decompress((SMALL / variant / phase / "ncu_raw.csv.gz").read_bytes()).decode())
+
+
+@cache
+def tidy_small(variant: str, phase: str) -> pd.DataFrame:
+    return tables.from_ncu(parsed(variant, phase))
+
+
+def test_tidy_table_maps_the_new_counters_and_drops_unrequested_rollups() -> None:
+    raw, tidy = raw_csv("bf16", "sample"), tidy_small("bf16", "sample")
+    mapped = {
+        "sm__inst_executed_pipe_tensor.sum": "tensor_instructions",
+        OPS[0]: "tensor_ops_tf32",
+        OPS[1]: "tensor_ops_bf16",
+        OPS[2]: "tensor_ops_fp16",
+        "smsp__thread_inst_executed_pred_on.sum": "thread_instructions_pred_on",
+        "smsp__sass_inst_executed_op_ldgsts.sum": "inst_ldgsts",
+        "smsp__sass_inst_executed_op_tma.sum": "inst_tma",
+        "smsp__sass_thread_inst_executed_op_inter_thread_communication_pred_on.sum": (
+            "thread_inst_inter_thread_communication"
+        ),
+        HMMA_PCT: "tensor_hmma_pct",
+        ALL_PCT: "tensor_all_pct",
+    }
+    for metric, column in mapped.items():
+        assert tidy[column].to_numpy() == pytest.approx(raw[metric].to_numpy()), column
+    # The raw page's other roll-ups of requested counters are not in the table...
+    assert "sm__inst_executed_pipe_tensor.avg" in raw.columns and "gpu__time_duration.max" in raw.columns
+    for dropped in ("sm_inst_executed_pipe_tensor_avg", "gpu_time_duration_max", "smsp_inst_executed_min"):
+        assert dropped not in tidy.columns
+    assert not [c for c in tidy.columns if c.startswith(("sm_pipe_tensor_op_hmma", "smsp_thread_inst_executed"))]
+    # ... while counters the table does not map stay, all roll-ups, under their sanitised names.
+    assert {f"profiler_replayer_bytes_mem_accessible_{r}" for r in ("avg", "max", "min", "sum")} <= set(tidy.columns)
+    assert len(tidy.columns) < len(raw.columns)
+
+
+def test_tensor_pipe_pct_prefers_hmma_and_falls_back_to_tensor_all_per_run() -> None:
+    raw = raw_csv("tf32", "sample")
+    duration = raw["gpu__time_duration.sum"]
+    tidy = tidy_small("tf32", "sample")
+    assert tidy["tensor_pipe_pct"].to_numpy() == pytest.approx(raw[HMMA_PCT].to_numpy())
+    assert set(tidy["tensor_pipe_metric"]) == {HMMA_PCT}
+    # Both present but different: HMMA wins (the Tensor (All) values are halved here to tell them apart).
+    halved = parsed("tf32", "sample").copy()
+    halved[ALL_PCT] = halved[ALL_PCT] / 2
+    assert tables.from_ncu(halved)["tensor_pipe_pct"].to_numpy() == pytest.approx(raw[HMMA_PCT].to_numpy())
+    # A profile that measured the tensor pipe as Tensor (All) only.
+    hmma_columns = [c for c in parsed("tf32", "sample").columns if c.startswith("sm__pipe_tensor_op_hmma_cycles")]
+    all_only = tables.from_ncu(parsed("tf32", "sample").drop(columns=hmma_columns))
+    assert all_only["tensor_pipe_pct"].to_numpy() == pytest.approx(raw[ALL_PCT].to_numpy())
+    everything = tables.summarise(all_only).set_index("kernel_class").loc["all"]
+    assert everything["tensor_pipe_metric"] == ALL_PCT
+    assert everything["tensor_pipe_pct"] == pytest.approx((raw[ALL_PCT] * duration).sum() / duration.sum())
+    assert everything["tensor_pipe_pct"] > 5  # the TF32 step is on the tensor pipe
+    # Per run, never mixed per kernel: a kernel without the HMMA value stays unknown.
+    one_missing = parsed("tf32", "sample").copy()
+    one_missing.loc[3, HMMA_PCT] = math.nan
+    mixed = tables.from_ncu(one_missing)
+    assert math.isnan(mixed.loc[3, "tensor_pipe_pct"]) and set(mixed["tensor_pipe_metric"]) == {HMMA_PCT}
+    # Neither measured: NaN, and the metric column says so.
+    neither = tables.from_ncu(parsed("tf32", "sample").drop(columns=[*hmma_columns, ALL_PCT]))
+    assert neither["tensor_pipe_pct"].isna().all() and set(neither["tensor_pipe_metric"]) == {""}
