@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from profiling import ncu, tables, torchprof
+from profiling import instructions, ncu, tables, torchprof
 from profiling.errors import ProfilingError
 from profiling.settings import ncu_settings
 
@@ -204,6 +204,42 @@ def test_shipped_ncu_tables_hold_the_raw_numbers_and_the_plain_name_shares(varia
     assert summary.loc["other", "time_share"] < 0.04  # what no class claims is small after GroupNorm's backward
     assert summary.loc["all", "tensor_pipe_pct"] == pytest.approx(np.average(raw[HMMA_PCT], weights=duration))
     assert set(summary["tensor_pipe_metric"]) == {HMMA_PCT}
+    # Tensor-op counters were not collected at 128^3, FP32 instruction counters only in the sampling steps.
+    assert summary["tensor_flop"].isna().all()
+    assert summary["fp32_flop"].notna().all() == (phase == "sample")
+
+
+def test_fp32_flop_of_the_sampling_steps():
+    summaries = {v: pd.read_csv(H200 / v / "profile" / "sample" / "ncu_summary.csv").set_index("kernel_class")
+                 for v in SAMPLED}
+    baseline = summaries["baseline"]
+    flop, seconds = baseline.loc["all", "fp32_flop"], baseline.loc["all", "time_ns"] * 1e-9
+    raw = _plain("baseline", "sample")
+    expected = (2 * raw["smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"]
+                + raw["smsp__sass_thread_inst_executed_op_fadd_pred_on.sum"]
+                + raw["smsp__sass_thread_inst_executed_op_fmul_pred_on.sum"]).sum()
+    assert flop == pytest.approx(expected)
+    # The fp32 U-Net evaluation is FFMA convolutions, below the H200's FP32 peak (67 TFLOP/s) but not far from it.
+    assert baseline.loc["conv_fprop", "fp32_flop"] > 0.95 * flop
+    assert 20e12 < flop / seconds < 67e12
+    # TF32 moves the convolution arithmetic onto the tensor cores: FFMA work almost disappears.
+    for variant in ("tf32", "tf32_channels_last"):
+        assert summaries[variant].loc["all", "fp32_flop"] < flop / 50
+
+
+@pytest.mark.parametrize("variant", SAMPLED)
+def test_instruction_mix_of_the_sampling_steps_with_the_older_counters(variant):
+    """At 128^3 only FP32/FP16 thread counters and HMMA/GMMA counts were collected: the rest is not split."""
+    shipped = pd.read_parquet(H200 / variant / "profile" / "sample" / "ncu_kernels.parquet")
+    raw = _plain(variant, "sample")
+    mix = instructions.mix_by_class(shipped).set_index("kernel_class").loc["all"]
+    thread = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
+    assert mix["mix_total"] == raw["smsp__thread_inst_executed.sum"].sum()
+    assert mix["mix_fp32_arith"] == sum(raw[thread.format(op)].sum() for op in ("ffma", "fadd", "fmul"))
+    assert mix["mix_fp16_bf16"] == raw[thread.format("hfma")].sum()
+    assert mix["mix_tensor"] == 0  # tensor math is not told from HFMA2.MMA moves without the tensor-op counters
+    assert mix["mix_not_split"] == mix["mix_total"] - mix["mix_fp32_arith"] - mix["mix_fp16_bf16"]
+    assert mix["mix_not_split"] > 0
 
 
 def test_tf32_moves_convolutions_onto_tensor_cores():

@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.autograd import DeviceType
 
-from profiling import kernels, ncu, nsys, tables, torchprof
+from profiling import instructions, kernels, ncu, nsys, tables, torchprof
 from profiling.errors import ProfilingError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "profiling"
@@ -673,6 +673,8 @@ def small_run() -> pd.DataFrame:
             "tensor_pipe_metric": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
             "dram_read_bytes": [1e3, 2e3, 4e3, 8e3, 16e3],
             "dram_write_bytes": [1.0, 2.0, 3.0, 4.0, 5.0],
+            "tensor_flop": [1e9, 3e9, 0.0, 0.0, 0.0],
+            "fp32_flop": [1e6, 2e6, 0.0, 3e6, math.nan],
         }
     )
 
@@ -686,6 +688,7 @@ def test_summarise_math() -> None:
     assert conv["ipc"] == pytest.approx((1.0 * 100 + 2.0 * 300) / 400)  # weighted by duration
     assert conv["tensor_pipe_pct"] == pytest.approx((10 * 100 + 50 * 300) / 400)
     assert conv["sm_cycles"] == 30.0 and conv["dram_bytes"] == 3003.0
+    assert conv["tensor_flop"] == 4e9 and conv["fp32_flop"] == 3e6
     assert math.isnan(conv["layout_conversion_share"]) and math.isnan(conv["dtype_cast_share"])
     everything = summary.set_index("kernel_class").loc["all"]
     assert everything["time_ns"] == 525.0 and everything["kernels"] == 5
@@ -693,9 +696,10 @@ def test_summarise_math() -> None:
     assert everything["dtype_cast_share"] == pytest.approx(25 / 525)
     assert everything["tensor_pipe_pct"] == pytest.approx((1000 + 15000) / 525)
     assert everything["warp_instructions"] == 10.5 and everything["thread_instructions"] == 336.0
+    assert everything["tensor_flop"] == 4e9
     assert set(summary["tensor_pipe_metric"]) == {small_run()["tensor_pipe_metric"][0]}
-    # One kernel without an IPC makes the class's and the run's IPC unknown rather than biased.
-    assert math.isnan(everything["ipc"])
+    # One kernel without an IPC (or a FLOP count) makes the class's and the run's value unknown rather than biased.
+    assert math.isnan(everything["ipc"]) and math.isnan(everything["fp32_flop"])
     assert math.isnan(summary.set_index("kernel_class").loc["elementwise", "ipc"])
 
 
@@ -706,7 +710,7 @@ def test_summarise_durations_only() -> None:
     summary = tables.summarise(tables.from_torch(rows)).set_index("kernel_class")
     assert summary.loc["all", "time_ns"] == 4000.0 and summary.loc["elementwise", "time_share"] == 0.75
     assert summary.loc["all", "layout_conversion_share"] == 0.0 and summary.loc["all", "dtype_cast_share"] == 0.0
-    assert summary[["sm_cycles", "ipc", "tensor_pipe_pct", "dram_bytes"]].isna().all().all()
+    assert summary[["sm_cycles", "ipc", "tensor_pipe_pct", "dram_bytes", "tensor_flop", "fp32_flop"]].isna().all().all()
     assert set(summary["tensor_pipe_metric"]) == {""}
 
 
@@ -736,12 +740,31 @@ def test_write_table_refuses_other_suffixes(tmp_path: Path) -> None:
 # --- real H200 profiles with the instruction-mix, tensor-op and memory-op counters ------------------------------
 # tests/fixtures/profiling/h200_small (recorded with tests/fixtures/profiling/h200_small_steps.yaml): sampling steps of
 # the fp32 baseline, TF32 and bf16 with the full counter set, training steps with the one-pass set. Expected values
-# are computed here from the raw CSV with plain pandas and ncu's own metric names.
+# are computed here from the raw CSV with plain pandas and ncu's own metric names, never with profiling.instructions.
 
 SMALL = FIXTURES / "h200_small"
+SAMPLED = ["baseline", "tf32", "bf16"]
+FAMILIES = [
+    "fp32",
+    "fp16",
+    "integer",
+    "bit",
+    "control",
+    "conversion",
+    "memory",
+    "uniform",
+    "misc",
+    "inter_thread_communication",
+]
 HMMA_PCT = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 ALL_PCT = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
+HMMA = "sm__inst_executed_pipe_tensor_op_hmma.sum"
+GMMA = "sm__inst_executed_pipe_tensor_op_gmma.sum"
 OPS = [f"sm__ops_path_tensor_src_{path}.sum" for path in ("tf32_dst_fp32", "bf16_dst_fp32", "fp16")]
+
+
+def family(raw: pd.DataFrame, name: str) -> pd.Series:
+    return raw[f"smsp__sass_thread_inst_executed_op_{name}_pred_on.sum"]
 
 
 @cache
@@ -759,6 +782,37 @@ def parsed(variant: str, phase: str) -> pd.DataFrame:
 @cache
 def tidy_small(variant: str, phase: str) -> pd.DataFrame:
     return tables.from_ncu(parsed(variant, phase))
+
+
+def test_ncu_counter_facts_the_mix_rests_on() -> None:
+    """What ncu 2025.3.1 reported on the H200; the instruction-mix rules in profiling.instructions follow from it."""
+    fp32 = raw_csv("baseline", "sample")
+    families = sum(family(fp32, f) for f in FAMILIES)
+    # The ten families partition the predicated-on thread instructions (exactly, in a step without wgmma).
+    assert (families == fp32["smsp__thread_inst_executed_pred_on.sum"]).all()
+    # The fp32 step keeps the HMMA pipe busy with HFMA2.MMA moves: tensor-pipe instructions, no tensor math.
+    assert fp32[HMMA].sum() == 247_619 and (fp32[OPS] == 0).all().all()
+    bf16 = raw_csv("bf16", "sample")
+    assert family(bf16, "fp16").sum() == 27_778_454 and 32 * bf16[HMMA].sum() == 27_805_088
+    math_kernels = bf16[OPS].sum(axis=1) > 0
+    # Where there is tensor math, each HMMA warp instruction is 32 thread instructions inside the fp16 family...
+    assert (family(bf16, "fp16")[math_kernels] >= 32 * bf16.loc[math_kernels, HMMA]).all()
+    # ... while HFMA2.MMA moves of partial warps count fewer threads (GroupNorm's statistics kernel).
+    moves = ~math_kernels & (bf16[HMMA] > 0)
+    assert (family(bf16, "fp16")[moves] < 32 * bf16.loc[moves, HMMA]).any()
+    # On gh100 the HMMA count includes Hopper's wgmma.
+    wgmma = bf16[GMMA] > 0
+    assert wgmma.any() and (bf16.loc[wgmma, HMMA] == bf16.loc[wgmma, GMMA]).all()
+    # Operations per HMMA instruction: m16n8k16 bf16 = 2 x 16 x 8 x 16 = 4,096; m16n8k8 TF32 = 2,048.
+    sm80 = bf16["Kernel Name"].str.startswith("sm80_xmma_fprop") & math_kernels
+    assert (bf16.loc[sm80, OPS[1]] == 4096 * bf16.loc[sm80, HMMA]).all() and sm80.any()
+    tf32 = raw_csv("tf32", "sample")
+    sm80 = tf32["Kernel Name"].str.startswith("sm80_xmma_fprop_implicit_gemm_tf32")
+    assert (tf32.loc[sm80, OPS[0]] == 2048 * tf32.loc[sm80, HMMA]).all() and sm80.any()
+    # The HMMA and Tensor (All) utilisations agree on every kernel of these steps.
+    for variant in SAMPLED:
+        raw = raw_csv(variant, "sample")
+        assert (raw[HMMA_PCT] == raw[ALL_PCT]).all()
 
 
 def test_tidy_table_maps_the_new_counters_and_drops_unrequested_rollups() -> None:
@@ -815,3 +869,104 @@ def test_tensor_pipe_pct_prefers_hmma_and_falls_back_to_tensor_all_per_run() -> 
     # Neither measured: NaN, and the metric column says so.
     neither = tables.from_ncu(parsed("tf32", "sample").drop(columns=[*hmma_columns, ALL_PCT]))
     assert neither["tensor_pipe_pct"].isna().all() and set(neither["tensor_pipe_metric"]) == {""}
+
+
+@pytest.mark.parametrize("variant", SAMPLED)
+def test_tensor_and_fp32_flop_per_kernel_and_per_class(variant: str) -> None:
+    raw, tidy = raw_csv(variant, "sample"), tidy_small(variant, "sample")
+    tensor = raw[OPS].sum(axis=1)
+    ffma, fadd, fmul = (family(raw, op) for op in ("ffma", "fadd", "fmul"))
+    assert tidy["tensor_flop"].to_numpy() == pytest.approx(tensor.to_numpy())
+    assert tidy["fp32_flop"].to_numpy() == pytest.approx((2 * ffma + fadd + fmul).to_numpy())
+    summary = tables.summarise(tidy).set_index("kernel_class")
+    by_class = tensor.groupby(tidy["kernel_class"].to_numpy()).sum()
+    assert summary.loc[by_class.index, "tensor_flop"].to_numpy() == pytest.approx(by_class.to_numpy())
+    assert summary.loc["all", "tensor_flop"] == tensor.sum()
+    expected = {"baseline": 0, "tf32": 6_424_100_864, "bf16": 7_663_386_624}[variant]
+    assert summary.loc["all", "tensor_flop"] == expected  # bf16: 7.66e9 ops for 4.64e9 model FLOPs (tile padding)
+
+
+def test_flops_are_unknown_where_not_collected() -> None:
+    tidy = tidy_small("bf16", "train")  # the one-pass training set: no tensor-op or FP32 counters
+    assert tidy["tensor_flop"].isna().all() and tidy["fp32_flop"].isna().all()
+    everything = tables.summarise(tidy).set_index("kernel_class").loc["all"]
+    assert math.isnan(everything["tensor_flop"]) and math.isnan(everything["fp32_flop"])
+
+
+def expected_mix(raw: pd.DataFrame) -> pd.DataFrame:
+    """The documented categories from a raw page with every counter collected."""
+    ops = raw[OPS].sum(axis=1)
+    fp32_arith = sum(family(raw, op) for op in ("ffma", "fadd", "fmul"))
+    tensor = (32 * raw[HMMA]).where(ops > 0, 0)
+    return pd.DataFrame(
+        {
+            "mix_fp32_arith": fp32_arith,
+            "mix_tensor": tensor,
+            "mix_fp16_bf16": family(raw, "fp16") - tensor,
+            "mix_integer": family(raw, "integer") + family(raw, "bit"),
+            "mix_memory": family(raw, "memory"),
+            "mix_control": family(raw, "control"),
+            "mix_conversion": family(raw, "conversion"),
+            "mix_other": family(raw, "fp32") - fp32_arith + family(raw, "uniform") + family(raw, "misc")
+            + family(raw, "inter_thread_communication"),
+            "mix_not_split": 0,
+            "mix_total": sum(family(raw, f) for f in FAMILIES),
+        }
+    ).astype(float)
+
+
+@pytest.mark.parametrize("variant", SAMPLED)
+def test_instruction_mix_with_every_counter(variant: str) -> None:
+    raw, tidy = raw_csv(variant, "sample"), tidy_small(variant, "sample")
+    mix = instructions.kernel_mix(tidy)
+    pd.testing.assert_frame_equal(mix[instructions.MIX_COLUMNS], expected_mix(raw), check_dtype=False)
+    assert (mix[[f"mix_{c}" for c in instructions.CATEGORY_NAMES]] >= 0).all().all()
+    assert set(mix["mix_total_metric"]) == {instructions.TOTAL_FAMILIES}
+    if variant == "baseline":  # HMMA-pipe instructions without tensor ops are not tensor math
+        assert raw[HMMA].sum() > 0 and mix["mix_tensor"].sum() == 0
+    else:
+        assert mix["mix_tensor"].sum() > 0.01 * mix["mix_total"].sum()
+    # Per class and run: sums of the kernels.
+    by_class = instructions.mix_by_class(tidy).set_index("kernel_class")
+    assert by_class.loc["all", "mix_total"] == sum(family(raw, f) for f in FAMILIES).sum()
+    assert by_class.loc["all", "kernels"] == len(raw)
+    classes = [c for c in by_class.index if c != "all"]
+    assert by_class.loc[classes, "mix_fp32_arith"].sum() == pytest.approx(by_class.loc["all", "mix_fp32_arith"])
+    conv = tidy["kernel_class"] == "conv_fprop"
+    assert by_class.loc["conv_fprop", "mix_tensor"] == expected_mix(raw).loc[conv, "mix_tensor"].sum()
+
+
+def test_instruction_mix_with_the_older_counter_set() -> None:
+    """The config's counters (FP32/FP16 thread counters, HMMA/GMMA counts, no families, no tensor ops, no pred_on)."""
+    raw = raw_csv("bf16", "sample")
+    older = [
+        "thread_inst_ffma",
+        "thread_inst_fadd",
+        "thread_inst_fmul",
+        "tensor_hmma_instructions",
+        "tensor_gmma_instructions",
+        "thread_instructions",
+        "inst_global",
+        "kernel_class",
+    ]
+    mix = instructions.kernel_mix(tidy_small("bf16", "sample")[older])
+    total = raw["smsp__thread_inst_executed.sum"]  # also counts predicated-off threads
+    fp32_arith = sum(family(raw, op) for op in ("ffma", "fadd", "fmul"))
+    assert mix["mix_total"].to_numpy() == pytest.approx(total.to_numpy())
+    assert mix["mix_fp32_arith"].to_numpy() == pytest.approx(fp32_arith.to_numpy())
+    # Tensor math cannot be told from HFMA2.MMA moves without the tensor-op counters: it is not split.
+    for category in ("tensor", "fp16_bf16", "integer", "memory", "control", "conversion", "other"):
+        assert (mix[f"mix_{category}"] == 0).all(), category
+    assert mix["mix_not_split"].to_numpy() == pytest.approx((total - fp32_arith).to_numpy())
+    assert set(mix["mix_total_metric"]) == {instructions.TOTAL_ALL_THREADS}
+
+
+def test_instruction_mix_of_the_one_pass_training_set_is_not_split() -> None:
+    raw, tidy = raw_csv("bf16", "train"), tidy_small("bf16", "train")
+    mix = instructions.kernel_mix(tidy)
+    assert mix["mix_not_split"].to_numpy() == pytest.approx(raw["smsp__thread_inst_executed.sum"].to_numpy())
+    assert (mix[[f"mix_{c}" for c in instructions.CATEGORY_NAMES if c != "not_split"]] == 0).all().all()
+    # No thread-instruction counter at all: no mix, and a class with such a kernel sums to unknown.
+    bare = tidy.drop(columns=["thread_instructions"])
+    assert instructions.kernel_mix(bare)["mix_not_split"].isna().all()
+    assert instructions.mix_by_class(bare)["mix_total"].isna().all()

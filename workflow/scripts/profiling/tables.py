@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import instructions
 from .kernels import CLASS_NAMES, classify, classify_cpu_op, precision_tag, short_name
 
 # Columns every tidy table has, in this order; metric columns (ncu only) follow.
@@ -23,7 +24,8 @@ TIDY_COLUMNS = [
     "duration_ns",  # time of those launches together (CPU rows: self time)
 ]
 # ncu tables continue with their metric columns (METRIC_COLUMNS, the families, other numeric metrics under sanitised
-# names; kept_metrics says which) and two derived columns: tensor_pipe_pct and tensor_pipe_metric (text).
+# names; kept_metrics says which) and four derived columns: tensor_pipe_pct, tensor_pipe_metric (text),
+# tensor_flop and fp32_flop.
 
 # ncu metric -> tidy column. Values arrive in ncu base units (ncu.parse_raw converts with the units row).
 METRIC_COLUMNS = {
@@ -41,7 +43,7 @@ METRIC_COLUMNS = {
     "sm__inst_executed_pipe_tensor_op_hmma.sum": "tensor_hmma_instructions",
     "sm__inst_executed_pipe_tensor.sum": "tensor_instructions",
     "sm__inst_executed_pipe_tensor_op_gmma.sum": "tensor_gmma_instructions",
-    # Tensor-core operations by source precision (ncu's roofline counts them as FLOPs).
+    # Tensor-core operations by source precision (ncu counts them as FLOPs; see instructions.tensor_flop).
     "sm__ops_path_tensor_src_tf32_dst_fp32.sum": "tensor_ops_tf32",
     "sm__ops_path_tensor_src_bf16_dst_fp32.sum": "tensor_ops_bf16",
     "sm__ops_path_tensor_src_fp16.sum": "tensor_ops_fp16",
@@ -59,7 +61,7 @@ METRIC_COLUMNS = {
     "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
 }
 # Families: warp-stall reasons, and the instruction mix at warp level (inst_<op>) and thread level
-# (thread_inst_<op>, predicated-off threads excluded).
+# (thread_inst_<op>, predicated-off threads excluded; see instructions.py for the unit and the mix built from them).
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 _WARP_MIX = re.compile(r"^smsp__sass_inst_executed_op_(\w+)\.sum$")
 _THREAD_MIX = re.compile(r"^smsp__sass_thread_inst_executed_op_(\w+?)_pred_on\.sum$")
@@ -90,6 +92,8 @@ SUMMARY_COLUMNS = [
     "layout_conversion_share",  # "all" row only: layout-conversion time / all time
     "dtype_cast_share",  # "all" row only: dtype-cast time / all time
     "tensor_pipe_metric",  # the ncu metric tensor_pipe_pct was read from (empty where none was measured)
+    "tensor_flop",  # sum of instructions.tensor_flop (NaN where not collected)
+    "fp32_flop",  # sum of instructions.fp32_flop (NaN where not collected)
 ]
 
 
@@ -147,7 +151,7 @@ def from_ncu(kernels: pd.DataFrame) -> pd.DataFrame:
     """Tidy table from ncu.parse_raw / ncu.read_report output.
 
     Numeric metrics of kept_metrics become renamed columns (text metrics are left out). Derived, in every table:
-    tensor_pipe_pct with tensor_pipe_metric (TENSOR_PIPE).
+    tensor_pipe_pct with tensor_pipe_metric (TENSOR_PIPE), tensor_flop and fp32_flop (instructions.py).
     """
     kernels = kernels.sort_values("id", kind="stable").reset_index(drop=True)
     numeric = [
@@ -167,7 +171,9 @@ def from_ncu(kernels: pd.DataFrame) -> pd.DataFrame:
             frame["tensor_pipe_pct"], frame["tensor_pipe_metric"] = frame[column], metric
             units["tensor_pipe_pct"] = units.get(column, "%")
             break
-    frame.attrs["units"] = units
+    frame["tensor_flop"] = instructions.tensor_flop(frame)
+    frame["fp32_flop"] = instructions.fp32_flop(frame)
+    frame.attrs["units"] = {**units, "tensor_flop": "flop", "fp32_flop": "flop"}
     return frame
 
 
@@ -211,6 +217,8 @@ def _summary_row(group: pd.DataFrame, total_ns: float) -> dict[str, float]:
         "ipc": _weighted_mean(column("ipc"), group["duration_ns"]),
         "tensor_pipe_pct": _weighted_mean(column("tensor_pipe_pct"), group["duration_ns"]),
         "dram_bytes": _strict_sum(column("dram_read_bytes") + column("dram_write_bytes")),
+        "tensor_flop": _strict_sum(column("tensor_flop")),
+        "fp32_flop": _strict_sum(column("fp32_flop")),
     }
 
 
