@@ -6,8 +6,10 @@ tested too; value checks pin the hand-made samples and the H200 recordings by na
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
+from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +18,7 @@ import pytest
 import torch
 from torch.autograd import DeviceType
 
-from profiling import kernels, ncu, nsys, tables, torchprof
+from profiling import instructions, kernels, ncu, nsys, tables, torchprof
 from profiling.errors import ProfilingError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "profiling"
@@ -68,6 +70,18 @@ H200_NAMES = {
     "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8": ("gemm", "bf16"),
     "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn": ("gemm", "unknown"),
     "sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x32": ("conv_fprop", "f16"),
+    # cuDNN's transpose that also casts (bf16 in, float out) is a transpose; CUDA's lower-case type name is bf16.
+    "void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, float, float, false, true, "
+    "(cudnnKernelDataType_t)2>(cudnn::engines_precompiled::nchw2nhwc_params_t<float>, __nv_bfloat16 const*, float*)": (
+        "layout_conversion",
+        "bf16",
+    ),
+    "void at::vectorized_elementwise_kernel<8, at::bfloat16_copy_kernel_cuda(at::TensorIteratorBase &)::"
+    "[lambda(float) (instance 1)], std::array<char *, 2>>(int, T2, T3)": ("dtype_cast", "bf16"),
+    "void at::<unnamed>::ComputeInternalGradientsCUDAKernel<float>(long, const T1 *, const T1 *, "
+    "at::AccumulateType<T1, 1>::type *, at::AccumulateType<T1, 1>::type *)": ("normalization", "unknown"),
+    "void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, 0, float, float, float, 1, 0, 0, 0>"
+    "(cublasLt::cublasSplitKParams<T6>, const T4 *, const T10 *, T9 *, T5 *)": ("gemm", "unknown"),
 }
 
 
@@ -83,6 +97,7 @@ def test_class_table_is_the_reference_order() -> None:
         "conv_wgrad",
         "gemm",
         "layout_conversion",
+        "dtype_cast",
         "normalization",
         "optimizer",
         "reduction",
@@ -623,22 +638,43 @@ def test_metric_column_names() -> None:
     assert tables.metric_column("sm__throughput.avg.pct_of_peak_sustained_elapsed") == (
         "sm_throughput_avg_pct_of_peak_sustained_elapsed"
     )
+    new_metrics = {
+        "sm__inst_executed_pipe_tensor.sum": "tensor_instructions",
+        "sm__ops_path_tensor_src_tf32_dst_fp32.sum": "tensor_ops_tf32",
+        "sm__ops_path_tensor_src_bf16_dst_fp32.sum": "tensor_ops_bf16",
+        "sm__ops_path_tensor_src_fp16.sum": "tensor_ops_fp16",
+        "smsp__thread_inst_executed_pred_on.sum": "thread_instructions_pred_on",
+        "smsp__sass_inst_executed_op_global.sum": "inst_global",
+        "smsp__sass_inst_executed_op_shared.sum": "inst_shared",
+        "smsp__sass_inst_executed_op_ldgsts.sum": "inst_ldgsts",
+        "smsp__sass_inst_executed_op_tma.sum": "inst_tma",
+        "smsp__sass_inst_executed_op_branch.sum": "inst_branch",
+        "smsp__sass_thread_inst_executed_op_inter_thread_communication_pred_on.sum": (
+            "thread_inst_inter_thread_communication"
+        ),
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor_hmma_pct",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "tensor_all_pct",
+    }
+    assert {metric: tables.metric_column(metric) for metric in new_metrics} == new_metrics
 
 
 def small_run() -> pd.DataFrame:
     return pd.DataFrame(
         {
             "source": "ncu",
-            "kernel_class": ["conv_fprop", "conv_fprop", "layout_conversion", "elementwise"],
+            "kernel_class": ["conv_fprop", "conv_fprop", "layout_conversion", "elementwise", "dtype_cast"],
             "instances": 1,
-            "duration_ns": [100.0, 300.0, 50.0, 50.0],
-            "sm_cycles": [10.0, 20.0, 5.0, 5.0],
-            "warp_instructions": [1.0, 2.0, 3.0, 4.0],
-            "thread_instructions": [32.0, 64.0, 96.0, 128.0],
-            "ipc": [1.0, 2.0, 0.5, math.nan],
-            "tensor_pipe_pct": [10.0, 50.0, 0.0, 0.0],
-            "dram_read_bytes": [1e3, 2e3, 4e3, 8e3],
-            "dram_write_bytes": [1.0, 2.0, 3.0, 4.0],
+            "duration_ns": [100.0, 300.0, 50.0, 50.0, 25.0],
+            "sm_cycles": [10.0, 20.0, 5.0, 5.0, 1.0],
+            "warp_instructions": [1.0, 2.0, 3.0, 4.0, 0.5],
+            "thread_instructions": [32.0, 64.0, 96.0, 128.0, 16.0],
+            "ipc": [1.0, 2.0, 0.5, math.nan, 0.25],
+            "tensor_pipe_pct": [10.0, 50.0, 0.0, 0.0, 0.0],
+            "tensor_pipe_metric": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+            "dram_read_bytes": [1e3, 2e3, 4e3, 8e3, 16e3],
+            "dram_write_bytes": [1.0, 2.0, 3.0, 4.0, 5.0],
+            "tensor_flop": [1e9, 3e9, 0.0, 0.0, 0.0],
+            "fp32_flop": [1e6, 2e6, 0.0, 3e6, math.nan],
         }
     )
 
@@ -646,20 +682,24 @@ def small_run() -> pd.DataFrame:
 def test_summarise_math() -> None:
     summary = tables.summarise(small_run())
     assert list(summary.columns) == tables.SUMMARY_COLUMNS
-    assert list(summary["kernel_class"]) == ["conv_fprop", "layout_conversion", "elementwise", "all"]
+    assert list(summary["kernel_class"]) == ["conv_fprop", "layout_conversion", "dtype_cast", "elementwise", "all"]
     conv = summary.set_index("kernel_class").loc["conv_fprop"]
-    assert conv["kernels"] == 2 and conv["time_ns"] == 400.0 and conv["time_share"] == 0.8
+    assert conv["kernels"] == 2 and conv["time_ns"] == 400.0 and conv["time_share"] == 400 / 525
     assert conv["ipc"] == pytest.approx((1.0 * 100 + 2.0 * 300) / 400)  # weighted by duration
     assert conv["tensor_pipe_pct"] == pytest.approx((10 * 100 + 50 * 300) / 400)
     assert conv["sm_cycles"] == 30.0 and conv["dram_bytes"] == 3003.0
-    assert math.isnan(conv["layout_conversion_share"])
+    assert conv["tensor_flop"] == 4e9 and conv["fp32_flop"] == 3e6
+    assert math.isnan(conv["layout_conversion_share"]) and math.isnan(conv["dtype_cast_share"])
     everything = summary.set_index("kernel_class").loc["all"]
-    assert everything["time_ns"] == 500.0 and everything["kernels"] == 4
-    assert everything["layout_conversion_share"] == pytest.approx(0.1)
-    assert everything["tensor_pipe_pct"] == pytest.approx((1000 + 15000) / 500)
-    assert everything["warp_instructions"] == 10.0 and everything["thread_instructions"] == 320.0
-    # One kernel without an IPC makes the class's and the run's IPC unknown rather than biased.
-    assert math.isnan(everything["ipc"])
+    assert everything["time_ns"] == 525.0 and everything["kernels"] == 5
+    assert everything["layout_conversion_share"] == pytest.approx(50 / 525)
+    assert everything["dtype_cast_share"] == pytest.approx(25 / 525)
+    assert everything["tensor_pipe_pct"] == pytest.approx((1000 + 15000) / 525)
+    assert everything["warp_instructions"] == 10.5 and everything["thread_instructions"] == 336.0
+    assert everything["tensor_flop"] == 4e9
+    assert set(summary["tensor_pipe_metric"]) == {small_run()["tensor_pipe_metric"][0]}
+    # One kernel without an IPC (or a FLOP count) makes the class's and the run's value unknown rather than biased.
+    assert math.isnan(everything["ipc"]) and math.isnan(everything["fp32_flop"])
     assert math.isnan(summary.set_index("kernel_class").loc["elementwise", "ipc"])
 
 
@@ -669,8 +709,9 @@ def test_summarise_durations_only() -> None:
     )
     summary = tables.summarise(tables.from_torch(rows)).set_index("kernel_class")
     assert summary.loc["all", "time_ns"] == 4000.0 and summary.loc["elementwise", "time_share"] == 0.75
-    assert summary.loc["all", "layout_conversion_share"] == 0.0
-    assert summary[["sm_cycles", "ipc", "tensor_pipe_pct", "dram_bytes"]].isna().all().all()
+    assert summary.loc["all", "layout_conversion_share"] == 0.0 and summary.loc["all", "dtype_cast_share"] == 0.0
+    assert summary[["sm_cycles", "ipc", "tensor_pipe_pct", "dram_bytes", "tensor_flop", "fp32_flop"]].isna().all().all()
+    assert set(summary["tensor_pipe_metric"]) == {""}
 
 
 def test_summarise_one_source_only() -> None:
@@ -694,3 +735,238 @@ def test_write_and_read_table(tmp_path: Path, suffix: str) -> None:
 def test_write_table_refuses_other_suffixes(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=".parquet or .csv"):
         tables.write_table(small_run(), tmp_path / "x.json")
+
+
+# --- real H200 profiles with the instruction-mix, tensor-op and memory-op counters ------------------------------
+# tests/fixtures/profiling/h200_small (recorded with tests/fixtures/profiling/h200_small_steps.yaml): sampling steps of
+# the fp32 baseline, TF32 and bf16 with the full counter set, training steps with the one-pass set. Expected values
+# are computed here from the raw CSV with plain pandas and ncu's own metric names, never with profiling.instructions.
+
+SMALL = FIXTURES / "h200_small"
+SAMPLED = ["baseline", "tf32", "bf16"]
+FAMILIES = [
+    "fp32",
+    "fp16",
+    "integer",
+    "bit",
+    "control",
+    "conversion",
+    "memory",
+    "uniform",
+    "misc",
+    "inter_thread_communication",
+]
+HMMA_PCT = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+ALL_PCT = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
+HMMA = "sm__inst_executed_pipe_tensor_op_hmma.sum"
+GMMA = "sm__inst_executed_pipe_tensor_op_gmma.sum"
+OPS = [f"sm__ops_path_tensor_src_{path}.sum" for path in ("tf32_dst_fp32", "bf16_dst_fp32", "fp16")]
+
+
+def family(raw: pd.DataFrame, name: str) -> pd.Series:
+    return raw[f"smsp__sass_thread_inst_executed_op_{name}_pred_on.sum"]
+
+
+@cache
+def raw_csv(variant: str, phase: str) -> pd.DataFrame:
+    """The raw page as plain pandas reads it: header row, units row skipped, thousands separators removed."""
+    path = SMALL / variant / phase / "ncu_raw.csv.gz"
+    return pd.read_csv(path, skiprows=[1], thousands=",", low_memory=False).sort_values("ID").reset_index(drop=True)
+
+
+@cache
+def parsed(variant: str, phase: str) -> pd.DataFrame:
+    return ncu.parse_raw(gzip.decompress((SMALL / variant / phase / "ncu_raw.csv.gz").read_bytes()).decode())
+
+
+@cache
+def tidy_small(variant: str, phase: str) -> pd.DataFrame:
+    return tables.from_ncu(parsed(variant, phase))
+
+
+def test_ncu_counter_facts_the_mix_rests_on() -> None:
+    """What ncu 2025.3.1 reported on the H200; the instruction-mix rules in profiling.instructions follow from it."""
+    fp32 = raw_csv("baseline", "sample")
+    families = sum(family(fp32, f) for f in FAMILIES)
+    # The ten families partition the predicated-on thread instructions (exactly, in a step without wgmma).
+    assert (families == fp32["smsp__thread_inst_executed_pred_on.sum"]).all()
+    # The fp32 step keeps the HMMA pipe busy with HFMA2.MMA moves: tensor-pipe instructions, no tensor math.
+    assert fp32[HMMA].sum() == 247_619 and (fp32[OPS] == 0).all().all()
+    bf16 = raw_csv("bf16", "sample")
+    assert family(bf16, "fp16").sum() == 27_778_454 and 32 * bf16[HMMA].sum() == 27_805_088
+    math_kernels = bf16[OPS].sum(axis=1) > 0
+    # Where there is tensor math, each HMMA warp instruction is 32 thread instructions inside the fp16 family...
+    assert (family(bf16, "fp16")[math_kernels] >= 32 * bf16.loc[math_kernels, HMMA]).all()
+    # ... while HFMA2.MMA moves of partial warps count fewer threads (GroupNorm's statistics kernel).
+    moves = ~math_kernels & (bf16[HMMA] > 0)
+    assert (family(bf16, "fp16")[moves] < 32 * bf16.loc[moves, HMMA]).any()
+    # On gh100 the HMMA count includes Hopper's wgmma.
+    wgmma = bf16[GMMA] > 0
+    assert wgmma.any() and (bf16.loc[wgmma, HMMA] == bf16.loc[wgmma, GMMA]).all()
+    # Operations per HMMA instruction: m16n8k16 bf16 = 2 x 16 x 8 x 16 = 4,096; m16n8k8 TF32 = 2,048.
+    sm80 = bf16["Kernel Name"].str.startswith("sm80_xmma_fprop") & math_kernels
+    assert (bf16.loc[sm80, OPS[1]] == 4096 * bf16.loc[sm80, HMMA]).all() and sm80.any()
+    tf32 = raw_csv("tf32", "sample")
+    sm80 = tf32["Kernel Name"].str.startswith("sm80_xmma_fprop_implicit_gemm_tf32")
+    assert (tf32.loc[sm80, OPS[0]] == 2048 * tf32.loc[sm80, HMMA]).all() and sm80.any()
+    # The HMMA and Tensor (All) utilisations agree on every kernel of these steps.
+    for variant in SAMPLED:
+        raw = raw_csv(variant, "sample")
+        assert (raw[HMMA_PCT] == raw[ALL_PCT]).all()
+
+
+def test_tidy_table_maps_the_new_counters_and_drops_unrequested_rollups() -> None:
+    raw, tidy = raw_csv("bf16", "sample"), tidy_small("bf16", "sample")
+    mapped = {
+        "sm__inst_executed_pipe_tensor.sum": "tensor_instructions",
+        OPS[0]: "tensor_ops_tf32",
+        OPS[1]: "tensor_ops_bf16",
+        OPS[2]: "tensor_ops_fp16",
+        "smsp__thread_inst_executed_pred_on.sum": "thread_instructions_pred_on",
+        "smsp__sass_inst_executed_op_ldgsts.sum": "inst_ldgsts",
+        "smsp__sass_inst_executed_op_tma.sum": "inst_tma",
+        "smsp__sass_thread_inst_executed_op_inter_thread_communication_pred_on.sum": (
+            "thread_inst_inter_thread_communication"
+        ),
+        HMMA_PCT: "tensor_hmma_pct",
+        ALL_PCT: "tensor_all_pct",
+    }
+    for metric, column in mapped.items():
+        assert tidy[column].to_numpy() == pytest.approx(raw[metric].to_numpy()), column
+    # The raw page's other roll-ups of requested counters are not in the table...
+    assert "sm__inst_executed_pipe_tensor.avg" in raw.columns and "gpu__time_duration.max" in raw.columns
+    for dropped in ("sm_inst_executed_pipe_tensor_avg", "gpu_time_duration_max", "smsp_inst_executed_min"):
+        assert dropped not in tidy.columns
+    assert not [c for c in tidy.columns if c.startswith(("sm_pipe_tensor_op_hmma", "smsp_thread_inst_executed"))]
+    # ... while counters the table does not map stay, all roll-ups, under their sanitised names.
+    assert {f"profiler_replayer_bytes_mem_accessible_{r}" for r in ("avg", "max", "min", "sum")} <= set(tidy.columns)
+    assert len(tidy.columns) < len(raw.columns)
+
+
+def test_tensor_pipe_pct_prefers_hmma_and_falls_back_to_tensor_all_per_run() -> None:
+    raw = raw_csv("tf32", "sample")
+    duration = raw["gpu__time_duration.sum"]
+    tidy = tidy_small("tf32", "sample")
+    assert tidy["tensor_pipe_pct"].to_numpy() == pytest.approx(raw[HMMA_PCT].to_numpy())
+    assert set(tidy["tensor_pipe_metric"]) == {HMMA_PCT}
+    # Both present but different: HMMA wins (the Tensor (All) values are halved here to tell them apart).
+    halved = parsed("tf32", "sample").copy()
+    halved[ALL_PCT] = halved[ALL_PCT] / 2
+    assert tables.from_ncu(halved)["tensor_pipe_pct"].to_numpy() == pytest.approx(raw[HMMA_PCT].to_numpy())
+    # A profile that measured the tensor pipe as Tensor (All) only.
+    hmma_columns = [c for c in parsed("tf32", "sample").columns if c.startswith("sm__pipe_tensor_op_hmma_cycles")]
+    all_only = tables.from_ncu(parsed("tf32", "sample").drop(columns=hmma_columns))
+    assert all_only["tensor_pipe_pct"].to_numpy() == pytest.approx(raw[ALL_PCT].to_numpy())
+    everything = tables.summarise(all_only).set_index("kernel_class").loc["all"]
+    assert everything["tensor_pipe_metric"] == ALL_PCT
+    assert everything["tensor_pipe_pct"] == pytest.approx((raw[ALL_PCT] * duration).sum() / duration.sum())
+    assert everything["tensor_pipe_pct"] > 5  # the TF32 step is on the tensor pipe
+    # Per run, never mixed per kernel: a kernel without the HMMA value stays unknown.
+    one_missing = parsed("tf32", "sample").copy()
+    one_missing.loc[3, HMMA_PCT] = math.nan
+    mixed = tables.from_ncu(one_missing)
+    assert math.isnan(mixed.loc[3, "tensor_pipe_pct"]) and set(mixed["tensor_pipe_metric"]) == {HMMA_PCT}
+    # Neither measured: NaN, and the metric column says so.
+    neither = tables.from_ncu(parsed("tf32", "sample").drop(columns=[*hmma_columns, ALL_PCT]))
+    assert neither["tensor_pipe_pct"].isna().all() and set(neither["tensor_pipe_metric"]) == {""}
+
+
+@pytest.mark.parametrize("variant", SAMPLED)
+def test_tensor_and_fp32_flop_per_kernel_and_per_class(variant: str) -> None:
+    raw, tidy = raw_csv(variant, "sample"), tidy_small(variant, "sample")
+    tensor = raw[OPS].sum(axis=1)
+    ffma, fadd, fmul = (family(raw, op) for op in ("ffma", "fadd", "fmul"))
+    assert tidy["tensor_flop"].to_numpy() == pytest.approx(tensor.to_numpy())
+    assert tidy["fp32_flop"].to_numpy() == pytest.approx((2 * ffma + fadd + fmul).to_numpy())
+    summary = tables.summarise(tidy).set_index("kernel_class")
+    by_class = tensor.groupby(tidy["kernel_class"].to_numpy()).sum()
+    assert summary.loc[by_class.index, "tensor_flop"].to_numpy() == pytest.approx(by_class.to_numpy())
+    assert summary.loc["all", "tensor_flop"] == tensor.sum()
+    expected = {"baseline": 0, "tf32": 6_424_100_864, "bf16": 7_663_386_624}[variant]
+    assert summary.loc["all", "tensor_flop"] == expected  # bf16: 7.66e9 ops for 4.64e9 model FLOPs (tile padding)
+
+
+def test_flops_are_unknown_where_not_collected() -> None:
+    tidy = tidy_small("bf16", "train")  # the one-pass training set: no tensor-op or FP32 counters
+    assert tidy["tensor_flop"].isna().all() and tidy["fp32_flop"].isna().all()
+    everything = tables.summarise(tidy).set_index("kernel_class").loc["all"]
+    assert math.isnan(everything["tensor_flop"]) and math.isnan(everything["fp32_flop"])
+
+
+def expected_mix(raw: pd.DataFrame) -> pd.DataFrame:
+    """The documented categories from a raw page with every counter collected."""
+    ops = raw[OPS].sum(axis=1)
+    fp32_arith = sum(family(raw, op) for op in ("ffma", "fadd", "fmul"))
+    tensor = (32 * raw[HMMA]).where(ops > 0, 0)
+    return pd.DataFrame(
+        {
+            "mix_fp32_arith": fp32_arith,
+            "mix_tensor": tensor,
+            "mix_fp16_bf16": family(raw, "fp16") - tensor,
+            "mix_integer": family(raw, "integer") + family(raw, "bit"),
+            "mix_memory": family(raw, "memory"),
+            "mix_control": family(raw, "control"),
+            "mix_conversion": family(raw, "conversion"),
+            "mix_other": family(raw, "fp32") - fp32_arith + family(raw, "uniform") + family(raw, "misc")
+            + family(raw, "inter_thread_communication"),
+            "mix_not_split": 0,
+            "mix_total": sum(family(raw, f) for f in FAMILIES),
+        }
+    ).astype(float)
+
+
+@pytest.mark.parametrize("variant", SAMPLED)
+def test_instruction_mix_with_every_counter(variant: str) -> None:
+    raw, tidy = raw_csv(variant, "sample"), tidy_small(variant, "sample")
+    mix = instructions.kernel_mix(tidy)
+    pd.testing.assert_frame_equal(mix[instructions.MIX_COLUMNS], expected_mix(raw), check_dtype=False)
+    assert (mix[[f"mix_{c}" for c in instructions.CATEGORY_NAMES]] >= 0).all().all()
+    assert set(mix["mix_total_metric"]) == {instructions.TOTAL_FAMILIES}
+    if variant == "baseline":  # HMMA-pipe instructions without tensor ops are not tensor math
+        assert raw[HMMA].sum() > 0 and mix["mix_tensor"].sum() == 0
+    else:
+        assert mix["mix_tensor"].sum() > 0.01 * mix["mix_total"].sum()
+    # Per class and run: sums of the kernels.
+    by_class = instructions.mix_by_class(tidy).set_index("kernel_class")
+    assert by_class.loc["all", "mix_total"] == sum(family(raw, f) for f in FAMILIES).sum()
+    assert by_class.loc["all", "kernels"] == len(raw)
+    classes = [c for c in by_class.index if c != "all"]
+    assert by_class.loc[classes, "mix_fp32_arith"].sum() == pytest.approx(by_class.loc["all", "mix_fp32_arith"])
+    conv = tidy["kernel_class"] == "conv_fprop"
+    assert by_class.loc["conv_fprop", "mix_tensor"] == expected_mix(raw).loc[conv, "mix_tensor"].sum()
+
+
+def test_instruction_mix_with_the_older_counter_set() -> None:
+    """The config's counters (FP32/FP16 thread counters, HMMA/GMMA counts, no families, no tensor ops, no pred_on)."""
+    raw = raw_csv("bf16", "sample")
+    older = [
+        "thread_inst_ffma",
+        "thread_inst_fadd",
+        "thread_inst_fmul",
+        "tensor_hmma_instructions",
+        "tensor_gmma_instructions",
+        "thread_instructions",
+        "inst_global",
+        "kernel_class",
+    ]
+    mix = instructions.kernel_mix(tidy_small("bf16", "sample")[older])
+    total = raw["smsp__thread_inst_executed.sum"]  # also counts predicated-off threads
+    fp32_arith = sum(family(raw, op) for op in ("ffma", "fadd", "fmul"))
+    assert mix["mix_total"].to_numpy() == pytest.approx(total.to_numpy())
+    assert mix["mix_fp32_arith"].to_numpy() == pytest.approx(fp32_arith.to_numpy())
+    # Tensor math cannot be told from HFMA2.MMA moves without the tensor-op counters: it is not split.
+    for category in ("tensor", "fp16_bf16", "integer", "memory", "control", "conversion", "other"):
+        assert (mix[f"mix_{category}"] == 0).all(), category
+    assert mix["mix_not_split"].to_numpy() == pytest.approx((total - fp32_arith).to_numpy())
+    assert set(mix["mix_total_metric"]) == {instructions.TOTAL_ALL_THREADS}
+
+
+def test_instruction_mix_of_the_one_pass_training_set_is_not_split() -> None:
+    raw, tidy = raw_csv("bf16", "train"), tidy_small("bf16", "train")
+    mix = instructions.kernel_mix(tidy)
+    assert mix["mix_not_split"].to_numpy() == pytest.approx(raw["smsp__thread_inst_executed.sum"].to_numpy())
+    assert (mix[[f"mix_{c}" for c in instructions.CATEGORY_NAMES if c != "not_split"]] == 0).all().all()
+    # No thread-instruction counter at all: no mix, and a class with such a kernel sums to unknown.
+    bare = tidy.drop(columns=["thread_instructions"])
+    assert instructions.kernel_mix(bare)["mix_not_split"].isna().all()
+    assert instructions.mix_by_class(bare)["mix_total"].isna().all()

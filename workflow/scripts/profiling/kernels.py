@@ -4,11 +4,41 @@ from __future__ import annotations
 
 import re
 
-# GPU kernel classes, matched in this order on the name as exported (demangled where the tool gives it); the
-# first class with a matching pattern wins. Copied from the checked table in shared/reference/profiling.md.
-# Matching is case-sensitive, as in that table. Consequence worth knowing: GroupNorm's backward kernels
-# (ComputeInternalGradientsCUDAKernel, GammaBeta*BackwardCUDAKernel, Compute*BackwardFusedParamsCUDAKernel)
-# match no pattern and land in "other".
+# GPU kernel classes, matched in this order on the name as exported; the first class with a matching pattern wins.
+# Names come in two spellings: torch.profiler and nsys print the demangled name ("{lambda(float)#1}",
+# "at::native::(anonymous namespace)::"), ncu's CSV a simplified one ("[lambda(float) (instance 1)]",
+# "at::<unnamed>::", template parameters as T1, T2...). Every pattern below matches both; the decision for every
+# distinct kernel name of the real H200 exports is written down in tests/fixtures/profiling/kernel_classes_h200.csv.
+# Matching is case-sensitive. The rules, class by class:
+# - conv_fprop / conv_dgrad / conv_wgrad: cuDNN convolution kernels, named by direction; cuDNN's workspace
+#   initialisation (cask_plugin init_device_workspace_kernel) goes with the convolution its template names
+#   (fprop::, dgrad::, wgrad_indexed::). ncu also spells one of them "<xmma__5x_cudnn::
+#   Warp_specialized_params_non_template<...>>": "_non_template" is the fprop parameter type (dgrad's is
+#   "_nontemplate", wgrad's has no suffix), and that kernel precedes an fprop kernel every time it was seen.
+# - gemm: cuBLAS/cuBLASLt/CUTLASS matrix products, including GEMV (cuBLAS picks it for the batch-1 linear layers)
+#   and cuBLASLt's split-K reduction, which finishes a GEMM.
+# - layout_conversion: real re-layouts only: cuDNN NCHW<->NHWC transposes (also those whose input and output
+#   types differ: a transpose that also casts is still a transpose), cuDNN tensor transforms (tensorTransformGeneric,
+#   convertTensor), cuDNN channel padding (nhwcAddPaddingKernel and friends), and PyTorch's permute copies: a
+#   direct_copy_kernel_cuda through the strided, non-vectorised path without casting (elementwise_kernel<...,
+#   gpu_kernel_impl_nocast<direct_copy_kernel_cuda ...>>).
+# - dtype_cast: PyTorch dtype conversions: direct_copy_kernel_cuda loaded/stored with casts (the contiguous
+#   unrolled_elementwise_kernel<..., LoadWithCast, StoreWithCast> and the strided casting path gpu_kernel_impl<...>),
+#   and the float->bf16/fp16/fp8 copy kernels (bfloat16_copy_kernel_cuda, float16_copy_kernel_cuda, ...).
+#   A contiguous same-dtype copy (vectorized_elementwise_kernel<..., direct_copy_kernel_cuda ...>) is neither: it
+#   falls through to elementwise.
+# - normalization: GroupNorm forward and backward (its statistics kernels, the fused-parameter kernels, the
+#   gamma/beta gradient and the elementwise kernels instantiated inside GroupNorm(Backward)KernelImplInternal),
+#   batch and layer norm.
+# - optimizer: the foreach (multi_tensor_apply) kernels of Adam and the EMA update.
+# - reduction: PyTorch's reduce_kernel.
+# - elementwise: PyTorch's elementwise kernels (vectorized, unrolled, strided, with index, scatter/gather).
+# - other: everything else (softmax, upsampling, concatenation, random numbers, cuDNN helpers): reported, never
+#   dropped.
+_TORCH = r"(?:at::)?(?:native::)?"  # at::native:: in torch/nsys names, at:: or nothing in ncu's
+# PyTorch's copy functor inside the strided (non-vectorised) TensorIterator kernel, without and with casting.
+_STRIDED = r"(?<!\w)elementwise_kernel<\d+, \d+, (?:void )?" + _TORCH
+_DIRECT_COPY = _TORCH + r"direct_copy_kernel_cuda\b"
 KERNEL_CLASSES: list[tuple[str, list[str]]] = [
     (
         "conv_fprop",
@@ -18,13 +48,50 @@ KERNEL_CLASSES: list[tuple[str, list[str]]] = [
             r"implicit_convolveNd_sgemm",
             r"conv.*fprop",
             r"convolve_common_engine",
+            r"init_device_workspace_kernel<.*\bfprop::",
+            r"init_device_workspace_kernel<xmma__5x_cudnn::Warp_specialized_params_non_template<",
         ],
     ),
     ("conv_dgrad", [r"dgrad"]),
     ("conv_wgrad", [r"wgrad"]),
-    ("gemm", [r"gemm", r"cutlass", r"nvjet", r"s884gemm", r"s1688gemm"]),
-    ("layout_conversion", [r"nchwToNhwc", r"nhwcToNchw", r"convertTensor", r"direct_copy", r"copy_kernel"]),
-    ("normalization", [r"group_norm", r"RowwiseMoments", r"ComputeFusedParams", r"batch_norm", r"layer_norm"]),
+    (
+        "gemm",
+        [r"gemm", r"cutlass", r"nvjet", r"s884gemm", r"s1688gemm", r"\bgemv", r"cublasGemv", r"splitKreduce_kernel"],
+    ),
+    (
+        "layout_conversion",
+        [
+            r"nchwToNhwc",
+            r"nhwcToNchw",
+            r"tensorTransformGeneric",
+            r"convertTensor",
+            r"(?:Add|Remove)PaddingKernel",
+            _STRIDED + "gpu_kernel_impl_nocast<" + _DIRECT_COPY,
+        ],
+    ),
+    (
+        "dtype_cast",
+        [
+            r"(?<!\w)unrolled_elementwise_kernel<" + _DIRECT_COPY + r".*\bLoadWithCast<",
+            _STRIDED + "gpu_kernel_impl<" + _DIRECT_COPY,
+            r"vectorized_templated_elementwise_kernel<.*\bdirect_copy_kernel_cuda\b",
+            r"\b(?:bfloat16|float16|float8)_copy_kernel_cuda\b",
+        ],
+    ),
+    (
+        "normalization",
+        [
+            r"group_norm",
+            r"GroupNorm",
+            r"RowwiseMoments",
+            r"ComputeFusedParams",
+            r"ComputeBackwardFusedParams",
+            r"ComputeInternalGradients",
+            r"GammaBetaBackward",
+            r"batch_norm",
+            r"layer_norm",
+        ],
+    ),
     ("optimizer", [r"multi_tensor_apply"]),
     ("reduction", [r"reduce_kernel"]),
     ("elementwise", [r"elementwise_kernel"]),
@@ -40,7 +107,8 @@ CLASS_NAMES: list[str] = [name for name, _ in KERNEL_CLASSES] + [OTHER]
 # - The class is taken from the operator's own name only: the per-parameter arithmetic of a non-foreach Adam
 #   (aten::lerp_, aten::addcmul_, ...) is elementwise; only the Optimizer.* ranges' own time and the
 #   _foreach_/_fused_ optimizer operators count as optimizer.
-# - Copies (copy_, _to_copy, contiguous, clone) are layout_conversion, like the GPU copy kernels.
+# - Copies (copy_, _to_copy, contiguous, clone) are layout_conversion: an operator name does not say whether a
+#   copy casts or re-lays out (the work of both is in aten::copy_), so CPU tables have no dtype_cast rows.
 _ELEMENTWISE_OPS = (
     "abs|add|addcdiv|addcmul|clamp|clamp_max|clamp_min|cos|div|eq|exp|fill|ge|gelu|gelu_backward|gt|le|lerp|log|"
     "lt|masked_fill|maximum|minimum|mul|ne|neg|pow|reciprocal|relu|rsqrt|rsub|sigmoid|sigmoid_backward|sign|silu|"
@@ -91,10 +159,11 @@ def classify_cpu_op(name: str) -> str:
 
 
 # Precision tags as they appear inside cuDNN/CUTLASS kernel names (reference table), plus PyTorch's demangled
-# template arguments c10::BFloat16 / c10::Half. tf32 is tested first: "f32f32_tf32f32" kernels are TF32.
+# template arguments c10::BFloat16 / c10::Half and CUDA's __nv_bfloat16 / __half. tf32 is tested first:
+# "f32f32_tf32f32" kernels are TF32.
 _PRECISION_TAGS: list[tuple[str, re.Pattern[str]]] = [
     ("tf32", re.compile(r"tf32")),
-    ("bf16", re.compile(r"bf16|BFloat16")),
+    ("bf16", re.compile(r"bf16|BFloat16|bfloat16")),
     ("f16", re.compile(r"(?<![bt])f16|c10::Half|__half")),
     ("fp32", re.compile(r"ffma|f32f32")),
 ]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import instructions
 from .kernels import CLASS_NAMES, classify, classify_cpu_op, precision_tag, short_name
 
 # Columns every tidy table has, in this order; metric columns (ncu only) follow.
@@ -22,18 +23,36 @@ TIDY_COLUMNS = [
     "instances",  # launches the row stands for: 1, except nsys summary rows (one row per kernel name)
     "duration_ns",  # time of those launches together (CPU rows: self time)
 ]
+# ncu tables continue with their metric columns (METRIC_COLUMNS, the families, other numeric metrics under sanitised
+# names; kept_metrics says which) and four derived columns: tensor_pipe_pct, tensor_pipe_metric (text),
+# tensor_flop and fp32_flop.
 
 # ncu metric -> tidy column. Values arrive in ncu base units (ncu.parse_raw converts with the units row).
 METRIC_COLUMNS = {
     "gpu__time_duration.sum": "duration_ns",
     "sm__cycles_elapsed.max": "sm_cycles",
+    "sm__cycles_active.avg": "sm_active_cycles_avg",
     "smsp__inst_executed.sum": "warp_instructions",
-    "smsp__thread_inst_executed.sum": "thread_instructions",
+    "smsp__thread_inst_executed.sum": "thread_instructions",  # also counts threads whose predicate was off
+    "smsp__thread_inst_executed_pred_on.sum": "thread_instructions_pred_on",
     "sm__inst_executed.avg.per_cycle_active": "ipc",
-    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor_pipe_pct",
+    # The tensor pipe utilisation as measured; tensor_pipe_pct is derived from one of them per run (TENSOR_PIPE).
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor_hmma_pct",
     "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "tensor_all_pct",
+    # Warp instructions on the tensor pipe (HMMA on gh100 includes HGMMA; all tensor-pipe instructions; wgmma only).
     "sm__inst_executed_pipe_tensor_op_hmma.sum": "tensor_hmma_instructions",
+    "sm__inst_executed_pipe_tensor.sum": "tensor_instructions",
     "sm__inst_executed_pipe_tensor_op_gmma.sum": "tensor_gmma_instructions",
+    # Tensor-core operations by source precision (ncu counts them as FLOPs; see instructions.tensor_flop).
+    "sm__ops_path_tensor_src_tf32_dst_fp32.sum": "tensor_ops_tf32",
+    "sm__ops_path_tensor_src_bf16_dst_fp32.sum": "tensor_ops_bf16",
+    "sm__ops_path_tensor_src_fp16.sum": "tensor_ops_fp16",
+    # Warp-level memory and branch instructions (the _WARP_MIX family would give the same names).
+    "smsp__sass_inst_executed_op_global.sum": "inst_global",
+    "smsp__sass_inst_executed_op_shared.sum": "inst_shared",
+    "smsp__sass_inst_executed_op_ldgsts.sum": "inst_ldgsts",
+    "smsp__sass_inst_executed_op_tma.sum": "inst_tma",
+    "smsp__sass_inst_executed_op_branch.sum": "inst_branch",
     "dram__bytes_read.sum": "dram_read_bytes",
     "dram__bytes_write.sum": "dram_write_bytes",
     "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
@@ -42,10 +61,21 @@ METRIC_COLUMNS = {
     "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
 }
 # Families: warp-stall reasons, and the instruction mix at warp level (inst_<op>) and thread level
-# (thread_inst_<op>, FP operations with predicated-off threads excluded).
+# (thread_inst_<op>, predicated-off threads excluded; see instructions.py for the unit and the mix built from them).
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 _WARP_MIX = re.compile(r"^smsp__sass_inst_executed_op_(\w+)\.sum$")
 _THREAD_MIX = re.compile(r"^smsp__sass_thread_inst_executed_op_(\w+?)_pred_on\.sum$")
+_FAMILIES = ((_STALL, "stall_"), (_WARP_MIX, "inst_"), (_THREAD_MIX, "thread_inst_"))
+# ncu's raw page prints, next to a requested metric such as sm__inst_executed_pipe_tensor.sum, the other roll-ups of
+# the same counter (.avg, .max, .min): the same name with another roll-up in second place.
+_ROLLUP = re.compile(r"^(?P<counter>[^.]+)\.(?:sum|avg|max|min)(?P<rest>(?:\.\w+)*)$")
+
+# The tensor pipe utilisation of a run: the first of these columns that holds a value in some row, the same for every
+# row of the run (never mixed per kernel); tensor_pipe_metric names the ncu metric it came from.
+TENSOR_PIPE = [
+    ("tensor_hmma_pct", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"),
+    ("tensor_all_pct", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+]
 
 SUMMARY_COLUMNS = [
     "source",
@@ -60,18 +90,46 @@ SUMMARY_COLUMNS = [
     "tensor_pipe_pct",  # mean weighted by duration
     "dram_bytes",  # sum of read + write
     "layout_conversion_share",  # "all" row only: layout-conversion time / all time
+    "dtype_cast_share",  # "all" row only: dtype-cast time / all time
+    "tensor_pipe_metric",  # the ncu metric tensor_pipe_pct was read from (empty where none was measured)
+    "tensor_flop",  # sum of instructions.tensor_flop (NaN where not collected)
+    "fp32_flop",  # sum of instructions.fp32_flop (NaN where not collected)
 ]
+
+
+def _mapped(metric: str) -> str | None:
+    """Tidy name of a metric the table maps on purpose (METRIC_COLUMNS or a family), else None."""
+    if metric in METRIC_COLUMNS:
+        return METRIC_COLUMNS[metric]
+    for pattern, prefix in _FAMILIES:
+        match = pattern.match(metric)
+        if match:
+            return prefix + match.group(1)
+    return None
 
 
 def metric_column(metric: str) -> str:
     """Tidy column name of an ncu metric: METRIC_COLUMNS, stall_<reason>, inst_<op>, else a sanitised name."""
-    if metric in METRIC_COLUMNS:
-        return METRIC_COLUMNS[metric]
-    for pattern, prefix in ((_STALL, "stall_"), (_WARP_MIX, "inst_"), (_THREAD_MIX, "thread_inst_")):
-        match = pattern.match(metric)
-        if match:
-            return prefix + match.group(1)
-    return re.sub(r"[^0-9a-z]+", "_", metric.lower()).strip("_")
+    return _mapped(metric) or re.sub(r"[^0-9a-z]+", "_", metric.lower()).strip("_")
+
+
+def _rollup_key(metric: str) -> tuple[str, str] | None:
+    match = _ROLLUP.match(metric)
+    return (match.group("counter"), match.group("rest")) if match else None
+
+
+def kept_metrics(metrics: list[str]) -> list[str]:
+    """The metrics of a raw page that the tidy table keeps, in their order.
+
+    The raw page does not say which metrics were requested. It adds launch statistics, device attributes and, for
+    most requested counters, their other roll-ups (.avg/.max/.min next to a requested .sum). Kept: every mapped
+    metric (METRIC_COLUMNS, the stall and instruction-mix families) and every metric that is no other roll-up of a
+    mapped metric present on the page, under its sanitised name. Dropped: the other roll-ups of mapped metrics
+    (sm__inst_executed_pipe_tensor.avg next to sm__inst_executed_pipe_tensor.sum), which would otherwise sit in
+    the table as near-duplicates of the requested value under unrelated names.
+    """
+    mapped_keys = {_rollup_key(m) for m in metrics if _mapped(m) is not None} - {None}
+    return [m for m in metrics if _mapped(m) is not None or _rollup_key(m) not in mapped_keys]
 
 
 def _tidy(source: str, device: object, names: pd.Series, instances: object, duration_ns: object) -> pd.DataFrame:
@@ -90,18 +148,32 @@ def _tidy(source: str, device: object, names: pd.Series, instances: object, dura
 
 
 def from_ncu(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Tidy table from ncu.parse_raw / ncu.read_report output; numeric metrics become renamed columns."""
+    """Tidy table from ncu.parse_raw / ncu.read_report output.
+
+    Numeric metrics of kept_metrics become renamed columns (text metrics are left out). Derived, in every table:
+    tensor_pipe_pct with tensor_pipe_metric (TENSOR_PIPE), tensor_flop and fp32_flop (instructions.py).
+    """
     kernels = kernels.sort_values("id", kind="stable").reset_index(drop=True)
-    metrics = {
-        column: metric_column(column)
+    numeric = [
+        column
         for column in kernels.columns
         if column not in {"id", "kernel_name"} and pd.api.types.is_numeric_dtype(kernels[column])
-    }
+    ]
+    metrics = {column: metric_column(column) for column in kept_metrics(numeric)}
     duration = kernels.get("gpu__time_duration.sum", pd.Series(math.nan, index=kernels.index))
     frame = _tidy("ncu", "gpu", kernels["kernel_name"], 1, duration.to_numpy())
     extra = kernels[[c for c in metrics if metrics[c] != "duration_ns"]].rename(columns=metrics)
     frame = pd.concat([frame, extra.reset_index(drop=True)], axis=1)
-    frame.attrs["units"] = {metrics[m]: u for m, u in kernels.attrs.get("units", {}).items() if m in metrics}
+    units = {metrics[m]: u for m, u in kernels.attrs.get("units", {}).items() if m in metrics}
+    frame["tensor_pipe_pct"], frame["tensor_pipe_metric"] = math.nan, ""
+    for column, metric in TENSOR_PIPE:
+        if column in frame.columns and frame[column].notna().any():
+            frame["tensor_pipe_pct"], frame["tensor_pipe_metric"] = frame[column], metric
+            units["tensor_pipe_pct"] = units.get(column, "%")
+            break
+    frame["tensor_flop"] = instructions.tensor_flop(frame)
+    frame["fp32_flop"] = instructions.fp32_flop(frame)
+    frame.attrs["units"] = {**units, "tensor_flop": "flop", "fp32_flop": "flop"}
     return frame
 
 
@@ -145,7 +217,15 @@ def _summary_row(group: pd.DataFrame, total_ns: float) -> dict[str, float]:
         "ipc": _weighted_mean(column("ipc"), group["duration_ns"]),
         "tensor_pipe_pct": _weighted_mean(column("tensor_pipe_pct"), group["duration_ns"]),
         "dram_bytes": _strict_sum(column("dram_read_bytes") + column("dram_write_bytes")),
+        "tensor_flop": _strict_sum(column("tensor_flop")),
+        "fp32_flop": _strict_sum(column("fp32_flop")),
     }
+
+
+def _class_share(df: pd.DataFrame, kernel_class: str, total_ns: float) -> float:
+    durations = df.loc[df["kernel_class"] == kernel_class, "duration_ns"]
+    class_ns = _strict_sum(durations) if len(durations) else 0.0
+    return class_ns / total_ns if total_ns > 0 else math.nan
 
 
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
@@ -159,17 +239,18 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
         group = df[df["kernel_class"] == kernel_class]
         if len(group):
             rows.append({"kernel_class": kernel_class, **_summary_row(group, total_ns)})
-    layout = df.loc[df["kernel_class"] == "layout_conversion", "duration_ns"]
-    layout_ns = _strict_sum(layout) if len(layout) else 0.0
     rows.append(
         {
             "kernel_class": "all",
             **_summary_row(df, total_ns),
-            "layout_conversion_share": layout_ns / total_ns if total_ns > 0 else math.nan,
+            "layout_conversion_share": _class_share(df, "layout_conversion", total_ns),
+            "dtype_cast_share": _class_share(df, "dtype_cast", total_ns),
         }
     )
     summary = pd.DataFrame(rows)
     summary.insert(0, "source", sources[0])
+    metrics = set(df["tensor_pipe_metric"]) - {""} if "tensor_pipe_metric" in df.columns else set()
+    summary["tensor_pipe_metric"] = metrics.pop() if len(metrics) == 1 else ""
     return summary.reindex(columns=SUMMARY_COLUMNS)
 
 
