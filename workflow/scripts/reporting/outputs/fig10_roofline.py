@@ -26,15 +26,27 @@ def peaks_for(peaks: dict, gpu: str, device: str) -> dict | None:
     return None
 
 
+TENSOR_PRECISIONS = ("tf32", "bf16", "f16")
+
+
+def kernel_flop(kernels: pd.DataFrame) -> pd.Series:
+    """FLOPs per kernel: tensor-core operations (ncu's sm__ops_path_tensor_* counters) plus FP32 arithmetic (2 x FFMA
+    + FADD + FMUL). NaN where they cannot be counted: no FP32 counters, or a tensor-precision kernel (tf32, bf16, f16
+    in its name) profiled without the tensor-op counters, whose tensor math no counter then shows."""
+    fp32 = kernels["fp32_flop"] if "fp32_flop" in kernels else pd.Series(np.nan, index=kernels.index)
+    tensor = kernels["tensor_flop"] if "tensor_flop" in kernels else pd.Series(np.nan, index=kernels.index)
+    uncounted_tensor = tensor.isna() & kernels["precision"].isin(TENSOR_PRECISIONS)
+    return (fp32 + tensor.fillna(0)).where(~uncounted_tensor)
+
+
 def roofline_points(kernels: pd.DataFrame, top: int = 12) -> pd.DataFrame:
-    """Per variant, the `top` kernels by time (grouped by short name): FP32 FLOP from thread-level FFMA x 2 + FADD +
-    FMUL, DRAM bytes read + written, intensity (FLOP/byte) and throughput (GFLOP/s)."""
-    frame = kernels.copy()
-    for column in ("thread_inst_ffma", "thread_inst_fadd", "thread_inst_fmul", "dram_read_bytes", "dram_write_bytes"):
-        frame[column] = frame[column].fillna(0) if column in frame else 0.0
-    frame["flop"] = 2 * frame["thread_inst_ffma"] + frame["thread_inst_fadd"] + frame["thread_inst_fmul"]
-    frame["bytes"] = frame["dram_read_bytes"] + frame["dram_write_bytes"]
-    grouped = frame.groupby(["variant", "short_name", "kernel_class"], as_index=False)[["flop", "bytes", "duration_ns"]].sum()
+    """Per variant, the `top` kernels by time (grouped by short name) whose FLOPs and DRAM bytes are known: FLOP,
+    DRAM bytes read + written, intensity (FLOP/byte) and throughput (GFLOP/s)."""
+    frame = kernels.assign(flop=kernel_flop(kernels))
+    frame["bytes"] = sum(frame[c].astype(float) for c in ("dram_read_bytes", "dram_write_bytes") if c in frame)
+    grouped = frame.groupby(["variant", "short_name", "kernel_class"], as_index=False).agg(
+        flop=("flop", lambda v: v.sum(min_count=len(v))), bytes=("bytes", lambda v: v.sum(min_count=len(v))),
+        duration_ns=("duration_ns", "sum"))
     grouped = grouped.sort_values(["variant", "duration_ns", "short_name"], ascending=[True, False, True])
     grouped = grouped.groupby("variant").head(top)
     grouped = grouped[(grouped["flop"] > 0) & (grouped["bytes"] > 0) & (grouped["duration_ns"] > 0)]
@@ -43,14 +55,30 @@ def roofline_points(kernels: pd.DataFrame, top: int = 12) -> pd.DataFrame:
     return grouped.reset_index(drop=True)
 
 
+def uncounted_share(kernels: pd.DataFrame) -> float:
+    """Share of the kernel time whose FLOPs could not be counted (see kernel_flop)."""
+    total = float(kernels["duration_ns"].sum())
+    missing = float(kernels.loc[kernel_flop(kernels).isna(), "duration_ns"].sum())
+    return missing / total if total > 0 else np.nan
+
+
+CEILINGS = (("fp32_tflops", "FP32", "-"), ("tf32_tensor_tflops", "TF32 tensor", "--"),
+            ("bf16_tensor_tflops", "BF16 tensor", ":"))
+
+
 def build(job):
     results = job.results
     peaks = yaml.safe_load(job.files["peaks"].read_text())
     kernels = results.kernels(["ncu"])
-    needs = ["thread_inst_ffma", "dram_read_bytes"]
-    what = "FP32 instruction or DRAM counters"
-    rows, left_out = rows_with_data(results, lambda g, p: has(ncu_rows(kernels, g, p), needs), what)
-    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 1, width=7.5, height=5,
+    needs = ["dram_read_bytes"]
+    what = "FLOP or DRAM counters"
+
+    def drawable(gpu: str, phase: str) -> bool:
+        data = ncu_rows(kernels, gpu, phase)
+        return has(data, needs) and not roofline_points(data).empty
+
+    rows, left_out = rows_with_data(results, drawable, what)
+    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 1, width=8, height=5.2,
                             left_out=left_out)
     used = set()
     for (gpu, phase), (ax,) in zip(rows, axes):
@@ -58,11 +86,11 @@ def build(job):
         ax.set_title("top kernels on the roofline, Nsight Compute", loc="left")
         data = ncu_rows(kernels, gpu, phase)
         if not has(data, needs):
-            say(ax, absent_reason(results, gpu, phase, what))
+            say(ax, absent_reason(results, gpu, phase, "DRAM counters"))
             continue
         points = roofline_points(data)
         if points.empty:
-            say(ax, f"no kernel with FP32 FLOP and DRAM traffic in the {phase} step on {gpu}")
+            say(ax, f"no kernel of the {phase} step on {gpu} with counted FLOPs and DRAM traffic")
             continue
         for k, variant in enumerate(variant_order(points["variant"])):
             part = points[points["variant"] == variant]
@@ -77,19 +105,25 @@ def build(job):
         if ceiling:
             xs = np.logspace(np.log10(lo), np.log10(hi), 200)
             bw = ceiling["dram_bandwidth_gbs"]
-            for value, text, style in ((ceiling.get("fp32_tflops"), "FP32", "-"),
-                                       (ceiling.get("tf32_tensor_tflops"), "TF32 tensor", "--")):
-                if value:
+            for key, text, style in CEILINGS:
+                if ceiling.get(key):
+                    value = ceiling[key]
                     ax.plot(xs, np.minimum(xs * bw, value * 1e3), style, color="black", linewidth=1)
-                    ax.annotate(f"{text} peak {value:g} TFLOP/s (datasheet)", (hi, value * 1e3),
-                                ha="right", va="bottom", fontsize=7)
-            ax.annotate(f"DRAM {bw:g} GB/s (datasheet)", (lo * 1.5, lo * 1.5 * bw), fontsize=7, va="bottom")
+                    ax.annotate(f"{text} {value:g} TFLOP/s", (hi, value * 1e3), ha="right", va="bottom", fontsize=7)
+            ax.annotate(f"DRAM {bw:g} GB/s (datasheet ceilings)", (lo * 1.5, lo * 1.5 * bw), fontsize=7,
+                        va="bottom")
         else:
             ax.annotate(f"no datasheet ceilings for {gpu} in data/gpu_peaks.yaml", (0.02, 0.95),
                         xycoords="axes fraction", fontsize=8, va="top")
+        missing = {v: uncounted_share(run) for v, run in data.groupby("variant")}
+        missing = {v: share for v, share in missing.items() if share > 0.005}
+        if missing:
+            text = ", ".join(f"{v} {share:.0%}" for v, share in sorted(missing.items()))
+            ax.annotate(f"not drawn, FLOPs not counted (tensor kernels profiled without tensor-op counters):\n{text}"
+                        " of kernel time", (0.01, 0.98), xycoords="axes fraction", fontsize=7, va="top")
         ax.set_xlim(lo, hi)
-        ax.set_xlabel("arithmetic intensity (FP32 FLOP per DRAM byte)")
-        ax.set_ylabel("achieved FP32 throughput (GFLOP/s)")
+        ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
+        ax.set_ylabel("achieved throughput (GFLOP/s: tensor + FP32)")
         legend = ax.legend(fontsize=8, title="variant (marker)", loc="lower right")
         for handle in legend.legend_handles:
             handle.set_facecolor("white")
