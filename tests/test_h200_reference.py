@@ -159,20 +159,6 @@ def _config_metrics(phase: str) -> list[str]:
     return ncu_settings(NCU_CONFIG, "sm90", phase, METRIC_SETS)["metrics"]
 
 
-# The sampling steps of these variants were recorded (2026-11-30) with the paper's set alone, before the sampling
-# phase also collected the instruction mix and the tensor-op counters (data/reference/h200/README.md).
-SAMPLED_WITH_PAPER_SET = {"baseline", "tf32", "tf32_channels_last"}
-
-
-def _recorded_sample_metrics(variant: str) -> list[str]:
-    if variant not in SAMPLED_WITH_PAPER_SET:
-        return _config_metrics("sample")
-    phase = {**NCU_CONFIG, "by_phase": {**NCU_CONFIG["by_phase"], "sample": {"metrics": "paper"}}}
-    arch = NCU_CONFIG["by_architecture"]["sm90"]
-    phase["by_architecture"] = {"sm90": {**arch, "by_phase": {"train": arch["by_phase"]["train"]}}}
-    return ncu_settings(phase, "sm90", "sample", METRIC_SETS)["metrics"]
-
-
 @pytest.fixture(scope="module", params=VARIANTS)
 def train_step(request) -> tuple[str, pd.DataFrame, pd.DataFrame]:
     raw = _raw(request.param, "train")
@@ -275,7 +261,7 @@ def test_tf32_moves_convolutions_onto_tensor_cores():
 @pytest.mark.parametrize("variant", SAMPLED)
 def test_sampling_step_with_the_full_set_and_rule_results(variant):
     raw = _raw(variant, "sample")
-    assert set(_recorded_sample_metrics(variant)) <= set(raw.columns)
+    assert set(_config_metrics("sample")) <= set(raw.columns)
     assert raw["profiler__replayer_passes"].nunique() == 1 and raw["profiler__replayer_passes"].iloc[0] > 1
     step = H200 / variant / "profile" / "sample"
     details = ncu.parse_details(gzip.decompress((step / "ncu_details.csv.gz").read_bytes()).decode())
