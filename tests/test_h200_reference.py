@@ -131,7 +131,7 @@ def test_shipped_runs_carry_their_provenance():
 # --- Nsight Compute over whole steps: four variants' training steps, three variants' sampling steps -------------
 
 VARIANTS = ["baseline", "tf32", "channels_last", "tf32_channels_last"]
-SAMPLED = ["baseline", "tf32", "tf32_channels_last"]
+SAMPLED = ["baseline", "tf32", "channels_last", "tf32_channels_last"]
 
 
 @cache
