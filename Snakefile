@@ -14,6 +14,7 @@ include: "workflow/rules/profile.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/bench.smk"
 
 
 # Plotting, tables and the manifest take seconds: on a cluster they run on the submitting node.
