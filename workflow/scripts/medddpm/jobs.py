@@ -21,7 +21,7 @@ from .sampling import UNetEvaluation
 from .settings import SampleSettings, TrainSettings, as_dict
 from .training import Trainer, data_batches
 from .unet import parameter_count
-from .variants import autocast, compile_model, prepare_input, prepare_model
+from .variants import autocast, compile_model, compiles_on, prepare_input, prepare_model
 
 
 def write_json(path: Path, payload: dict) -> None:
@@ -160,7 +160,8 @@ def warm_up_sampling(diffusion, evaluate: UNetEvaluation, condition: torch.Tenso
 def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoint: Path, dataset_dir: Path,
                  out_json: Path, out_steps: Path, out_volumes: list[Path]) -> None:
     diffusion = load_weights(workload, run, checkpoint, "ema")
-    compiled = compile_model(diffusion, run.variant)
+    compile_model(diffusion, run.variant)
+    compiled = compiles_on(run.variant, run.device)
     evaluate = UNetEvaluation(diffusion, run.variant, run.device)
     masks = heldout_masks(dataset_dir)[: len(out_volumes)]
     images = heldout_images(dataset_dir)
@@ -205,8 +206,8 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
             "volume_seconds_measured": [float(v) / 1e3 for v in per_volume],
             # Median step time x T: the full-chain cost, also when a timing run stopped chains early.
             "volume_seconds_estimate": timing["median_ms"] * diffusion.num_timesteps / 1e3,
-            # Compilation and CUDA graph capture (with the few evaluations they run), before any chain: null when
-            # the variant neither compiles nor captures on this device.
+            # Compilation (the U-Net, or the fused norm's kernels) and CUDA graph capture, with the few evaluations
+            # they run, before any chain: null when the variant neither compiles nor captures on this device.
             "compile_seconds": warm_seconds if compiled or evaluate.graphs else None,
             "cuda_graph_captures": evaluate.captures,
             **peak_memory(run.device),

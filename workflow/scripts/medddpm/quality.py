@@ -89,9 +89,9 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
         "forward_relative_error": relative_error(out, out64),
         "gradient_relative_error": relative_error(flat(grads), flat(grads64)),
         "sampling_forward_relative_error": relative_error(sampled, out64),
-        "execution": {"compiled": compiled, "cuda_graph": evaluate.graphs, "fused_norm_act": variant.fused_norm_act,
-                      "checkpointing": variant.checkpointing, "autocast": variant.autocast,
-                      "channels_last": variant.channels_last},
+        "execution": {"unet_compiled": compiled, "cuda_graph": evaluate.graphs,
+                      "fused_norm_act": variant.fused_norm_act, "checkpointing": variant.checkpointing,
+                      "autocast": variant.autocast, "channels_last": variant.channels_last},
         "reference_device": str(run.device),
         "input_shape": list(target.shape[2:]),
     }

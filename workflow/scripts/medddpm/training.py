@@ -18,7 +18,7 @@ from torch import nn
 
 from .diffusion import GaussianDiffusion
 from .settings import TrainSettings
-from .variants import Variant, autocast, compile_model, prepare_input
+from .variants import Variant, autocast, compile_model, compiles_on, prepare_input
 
 __all__ = ["EMA", "Trainer", "TrainSettings", "cycle", "data_batches"]
 
@@ -88,7 +88,8 @@ class Trainer:
         self.ema_model = copy.deepcopy(diffusion)
         options = {"fused": True} if variant.fused_adam else {}
         self.optimizer = torch.optim.Adam(diffusion.parameters(), lr=settings.lr, **options)
-        self.compiled = compile_model(diffusion, variant)
+        compile_model(diffusion, variant)
+        self.compiled = compiles_on(variant, device)
         self.step_index = 0
         self._ready: deque[dict] = deque()
 
@@ -145,9 +146,10 @@ class Trainer:
         return self._to_device(self._ready[0])
 
     def warm_up_compiled(self) -> float | None:
-        """Compile the U-Net's forward and backward ahead of the loop, on the real input shape with random numbers
-        of its own (the loop's generator and data order stay untouched) and the gradients dropped after it.
-        Returns the wall-clock seconds this took (compilation plus one micro-batch), None when nothing compiles."""
+        """Compile ahead of the loop (the U-Net's forward and backward, or the fused norm's kernels), on the real
+        input shape with random numbers of its own (the loop's generator and data order stay untouched) and the
+        gradients dropped after it. Returns the wall-clock seconds this took (compilation plus one micro-batch),
+        None when nothing compiles."""
         if not self.compiled:
             return None
         condition, target = self.resident_batch()

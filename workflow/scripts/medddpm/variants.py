@@ -19,7 +19,7 @@ from .switches import Variant
 from .unet import fuse_norm_act, group_norm_silu, set_checkpointing
 
 __all__ = ["Variant", "apply_backend", "backend_flags", "prepare_model", "prepare_input", "compile_model",
-           "autocast", "memory_format", "AUTOCAST_DTYPES"]
+           "compiles_on", "autocast", "memory_format", "AUTOCAST_DTYPES"]
 
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -106,6 +106,12 @@ def compile_model(model: nn.Module, variant: Variant) -> bool:
         return False
     _denoiser(model).compile(fullgraph=True, dynamic=False, mode=variant.compile)
     return True
+
+
+def compiles_on(variant: Variant, device: torch.device) -> bool:
+    """Whether the variant compiles anything on this device: the U-Net (`compile`), or on CUDA the fused norm on
+    its own. Compilation then happens at the first calls, which the jobs time apart as compile_seconds."""
+    return variant.compiles or (variant.fused_norm_act and torch.device(device).type == "cuda")
 
 
 def prepare_input(x: torch.Tensor, variant: Variant) -> torch.Tensor:
