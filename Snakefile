@@ -13,6 +13,7 @@ include: "workflow/rules/quality.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/bench.smk"
 
 
 rule all:

@@ -98,8 +98,15 @@ def a100_files(tmp_path_factory) -> list[Path]:
     """A synthetic a100 measured here: tf32 halves the convolutions' cycles, instructions and time, and trains in
     50 ms per sample against baseline's 100."""
     root = tmp_path_factory.mktemp("a100")
-    return write_run(root, "a100", "baseline", 100.0, 2.0, 1.5, 1.0) + write_run(root, "a100", "tf32", 50.0, 1.0,
-                                                                                 10.0, 1.07)
+    files = write_run(root, "a100", "baseline", 100.0, 2.0, 1.5, 1.0) + write_run(root, "a100", "tf32", 50.0, 1.0,
+                                                                                  10.0, 1.07)
+    # The bench of both: 1 ms of model FLOPs at the device's measured bf16 rate (1 % and 2 % of it).
+    bench = pd.DataFrame({"variant": ["baseline", "tf32"], "switches": ["fp32", "TF32"],
+                          "train_ms_per_sample": [100.0, 50.0], "train_fraction_of_bf16_rate": [0.01, 0.02],
+                          "sample_volume_s": [40.0, 20.0], "sample_fraction_of_bf16_rate": [0.05, 0.1],
+                          "train_speedup_vs_baseline": [1.0, 2.0]})
+    bench.to_csv(root / "results" / "a100" / "bench.csv", index=False)
+    return files + [root / "results" / "a100" / "bench.csv"]
 
 
 @pytest.fixture(scope="module")
@@ -358,6 +365,21 @@ def test_optimization_impact_ratios_and_speedups(built, tables):
     assert bar_heights(speed[0]) == pytest.approx([1.0, 2.0])
     text = texts(fig)
     assert "0.59" in text  # a100 tf32 SM cycles: 10e6 / 17e6
+
+
+def test_ladder_draws_every_rung_against_the_flop_floor(built):
+    fig = built["fig11_optimization_ladder"]
+    train = axes_titled(fig, "training per sample (ms, log)")[0]
+    assert bar_heights(train) == pytest.approx([100.0, 50.0])  # slowest first when no run order is configured
+    floors = [line.get_ydata()[0] for line in train.get_lines()]
+    assert floors == pytest.approx([1.0])  # 100 ms x 1 % = 50 ms x 2 %
+    sample = axes_titled(fig, "sampling per volume (s, log)")[0]
+    assert [line.get_ydata()[0] for line in sample.get_lines()] == pytest.approx([2.0])
+    mix = axes_titled(fig, "training step: kernel time by class")[0]
+    assert sum(bar_heights(mix)) == pytest.approx(200.0)  # two profiled rungs, 100 % each
+    frontier = built["tab07_frontier"].frame.set_index(["gpu", "variant"])
+    assert frontier.loc[("a100", "tf32"), "train_speedup_vs_baseline"] == 2.0
+    assert list(frontier.index.get_level_values("gpu").unique()) == ["a100"]  # no shipped bench yet
 
 
 def test_claims_and_optimization_tables(built):

@@ -1,11 +1,18 @@
-"""Variant switches really change the backend flags and the memory format; labels are checked."""
+"""Variant switches really change the backend flags, the memory format and the execution, never the function;
+labels are checked."""
+
+import copy
 
 import pytest
 import torch
 
 from measurement.devices import DeviceMismatch, resolve_device
-from medddpm.unet import UNet3D, UNetConfig
-from medddpm.variants import Variant, apply_backend, backend_flags, prepare_input, prepare_model
+from medddpm.diffusion import GaussianDiffusion
+from medddpm.sampling import UNetEvaluation
+from medddpm.training import EMA
+from medddpm.unet import AttentionBlock, ResBlock, UNet3D, UNetConfig, parameter_count, set_checkpointing
+from medddpm.variants import Variant, apply_backend, autocast, backend_flags, prepare_input, prepare_model
+from unet_helpers import forward_backward, tiny_inputs, tiny_unet
 
 HARDWARE = {"cpu": {"device": "cpu"}, "h200": {"device": "cuda", "name_pattern": "H200"}}
 
@@ -64,3 +71,119 @@ def test_undefined_label_and_emulation():
     with pytest.raises(DeviceMismatch, match="not defined"):
         resolve_device("mi300", HARDWARE)
     assert resolve_device("h200", HARDWARE, emulate_gpus_on_cpu=True) == torch.device("cpu")
+
+
+# The switches beyond the paper: each changes how the same function is computed, never the function.
+
+CPU = torch.device("cpu")
+PAPER = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
+
+
+def test_defaults_are_upstream_behaviour():
+    variant = Variant.from_config("baseline", PAPER)
+    assert variant.switches() == {**PAPER, "cudnn_benchmark": False, "autocast": None, "compile": None,
+                                  "fused_norm_act": False, "checkpointing": "attention", "fused_adam": False,
+                                  "foreach_ema": False, "cuda_graphs": False}
+    model = prepare_model(UNet3D(UNetConfig()), variant, CPU)
+    assert parameter_count(model) == 40_226_433
+    assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))
+    assert not any(m.use_checkpoint for m in model.modules() if isinstance(m, ResBlock))
+
+
+@pytest.mark.parametrize(
+    "switches, message",
+    [
+        ({"compile": "fastest"}, "compile 'fastest'"),
+        ({"checkpointing": "some"}, "checkpointing 'some'"),
+        ({"autocast": "float8"}, "autocast 'float8'"),
+        ({"cuda_graphs": True, "compile": "reduce-overhead"}, "captures CUDA graphs itself"),
+    ],
+)
+def test_invalid_switch_values_are_named(switches, message):
+    with pytest.raises(ValueError, match=message):
+        Variant.from_config("x", {**PAPER, **switches})
+
+
+def test_switches_without_meaning_on_a_cpu_say_so():
+    everything = Variant("all", True, True, True, True, "bfloat16", None, True, "all", True, True, True)
+    effective = everything.effective_on(CPU)
+    for switch in ("cudnn_tf32", "matmul_tf32", "cudnn_benchmark", "cuda_graphs", "fused_norm_act"):
+        assert effective[switch] is False, switch
+    for switch in ("channels_last", "autocast", "checkpointing", "fused_adam", "foreach_ema", "compile"):
+        assert effective[switch] is True, switch
+    assert set(effective) == set(everything.switches())
+    assert Variant("c", False, False, False, compile="default", fused_norm_act=True).effective_on("cpu")[
+        "fused_norm_act"] is True  # inductor fuses it on a CPU too
+    assert all(Variant("g", True, True, True, cuda_graphs=True).effective_on("cuda").values())
+
+
+@pytest.mark.parametrize("mode", ["none", "all"])
+def test_checkpointing_modes_give_the_same_gradients_under_bf16_autocast(mode):
+    """Recomputation runs under the forward's autocast state (upstream's own checkpoint fails in bf16 there)."""
+    x, t = tiny_inputs()
+    context = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    reference = tiny_unet()
+    out_ref, grads_ref = forward_backward(reference, x, t, context())  # upstream: attention recomputed
+    model = tiny_unet()
+    set_checkpointing(model, mode)
+    assert all(m.use_checkpoint == (mode == "all") for m in model.modules() if isinstance(m, ResBlock))
+    out, grads = forward_backward(model, x, t, context())
+    torch.testing.assert_close(out, out_ref, rtol=0, atol=0)
+    for name in grads:
+        torch.testing.assert_close(grads[name], grads_ref[name], msg=name)
+    assert all(torch.isfinite(g).all() for g in grads.values())
+
+
+def test_foreach_ema_gives_the_same_numbers_as_the_per_parameter_loop():
+    average, current = tiny_unet(1), tiny_unet(2)
+    average = average.to(memory_format=torch.channels_last_3d)
+    looped, multi = copy.deepcopy(average), copy.deepcopy(average)
+    for _ in range(3):
+        EMA(0.995).update_model_average(looped, current)
+        EMA(0.995, foreach=True).update_model_average(multi, current)
+    for a, b in zip(looped.parameters(), multi.parameters()):
+        assert torch.equal(a, b)
+    assert not torch.equal(next(looped.parameters()), next(average.parameters()))
+
+
+def test_fused_adam_takes_the_same_steps():
+    """The same gradients (computed once, so that noise-level gradients cannot diverge between the runs) give the
+    same Adam steps, up to float32 rounding of the update."""
+    x, t = tiny_inputs()
+    _, grads = forward_backward(tiny_unet(), x, t)
+    states = []
+    for fused in (False, True):
+        model = tiny_unet()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, **({"fused": True} if fused else {}))
+        for scale in (1.0, -0.5):
+            for name, parameter in model.named_parameters():
+                parameter.grad = grads[name] * scale
+            optimizer.step()
+        states.append(model.state_dict())
+    for name in states[0]:
+        torch.testing.assert_close(states[1][name], states[0][name], rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_sampling_evaluation_without_cuda_graphs_is_the_plain_u_net():
+    torch.manual_seed(0)
+    diffusion = GaussianDiffusion(tiny_unet(), timesteps=4).eval()
+    evaluate = UNetEvaluation(diffusion, Variant("g", False, False, False, cuda_graphs=True), CPU)
+    assert evaluate.graphs is False  # CUDA graphs need CUDA: never pretended on a CPU
+    x = torch.randn(1, 1, 8, 8, 8)
+    condition = torch.ones(1, 2, 8, 8, 8)
+    t = torch.tensor([2])
+    with torch.no_grad():
+        assert torch.equal(evaluate(x, condition, t), diffusion.denoise(x, condition, t))
+        chain = [v for _, v in diffusion.sample_steps(condition, torch.Generator().manual_seed(0), 2, evaluate)]
+        plain = [v for _, v in diffusion.sample_steps(condition, torch.Generator().manual_seed(0), 2)]
+    assert all(torch.equal(a, b) for a, b in zip(chain, plain)) and evaluate.captures == 0
+
+
+def test_bf16_variant_trains_with_checkpointed_attention_on_cpu():
+    variant = Variant("bf16", False, False, True, autocast="bfloat16", fused_norm_act=True)
+    model = prepare_model(tiny_unet(), variant, CPU)
+    x, t = tiny_inputs()
+    with autocast(variant, CPU):
+        out = model(prepare_input(x, variant), t)
+    out.float().abs().mean().backward()  # backward outside autocast, through the recomputed attention
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())

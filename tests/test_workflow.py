@@ -184,3 +184,56 @@ def test_editing_a_figure_module_rerenders_only_that_figure_byte_identically(fin
     shared.write_text(shared.read_text() + "\n")
     planned = planned_jobs(workdir, *TINY, "paper/figures/all")
     assert set(planned) == RENDERING, planned
+
+
+def test_profile_jobs_rerun_when_their_warm_up_changes_and_not_for_the_timed_steps(finished_run):
+    """Each job's params are what it depends on: the profiler's warm-up reprofiles, the training job's step counts
+    do not (and retrain only)."""
+    (finished_run / "warm.yaml").write_text("profiling: {warmup_steps: 2}\n")
+    planned = planned_jobs(finished_run, "--configfile", "tests/tiny.yaml", "warm.yaml", "--", "paper/figures/all")
+    assert planned.get("profile_torch") == 4 and "train" not in planned and "sample" not in planned
+    (finished_run / "steps.yaml").write_text("train: {measured_steps: 3}\n")
+    planned = planned_jobs(finished_run, "--configfile", "tests/tiny.yaml", "steps.yaml", "--", "paper/figures/all")
+    assert planned.get("train") == 2 and "profile_torch" not in planned
+
+
+def test_bench_target_prints_the_table_of_every_variant(finished_run, tmp_path):
+    workdir = tmp_path / "wf"
+    shutil.copytree(finished_run, workdir, symlinks=True)
+    assert planned_jobs(workdir, *TINY, "bench") == {"device_rates": 1, "bench_table": 1, "bench": 1}
+    done = snakemake(workdir, "--cores", "2", *TINY, "bench")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "# Bench: cpu" in done.stdout and "| channels_last | fp32, channels-last |" in done.stdout
+    rates = json.loads((workdir / "results/cpu/device_rates.json").read_text())
+    assert rates["device_kind"] == "cpu" and rates["bf16_matmul_tflops"] > 0
+    assert rates["provenance"]["hardware_label"] == "cpu"
+    table = (workdir / "results/cpu/bench.csv").read_text().splitlines()
+    assert len(table) == 3 and table[0].startswith("variant,switches,train_ms_per_sample,")
+
+
+def test_a_variant_with_every_switch_runs_through_its_jobs(finished_run, tmp_path):
+    """Every switch at once through training, sampling and the quality check (torch.compile left out: inductor's
+    code generation takes minutes on a CPU; tests/test_compile.py traces it), each one marked effective or not."""
+    workdir = tmp_path / "wf"
+    shutil.copytree(finished_run, workdir, symlinks=True)
+    (workdir / "every.yaml").write_text(
+        "variants:\n  every: {cudnn_tf32: true, matmul_tf32: true, channels_last: true, cudnn_benchmark: true,"
+        " autocast: bfloat16, fused_norm_act: true, checkpointing: all, fused_adam: true, foreach_ema: true,"
+        " cuda_graphs: true}\nrun_variants: [baseline, channels_last, every]\n")
+    args = ("--configfile", "tests/tiny.yaml", "every.yaml", "--")
+    assert planned_jobs(workdir, *args, "results/cpu/every/quality.json") == {"train": 1, "sample": 1, "quality": 1}
+    done = snakemake(workdir, "--cores", "2", *args, "results/cpu/every/quality.json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    train = json.loads((workdir / "results/cpu/every/train.json").read_text())
+    effective = train["provenance"]["switches_effective"]
+    assert not any(effective[s] for s in ("cudnn_tf32", "matmul_tf32", "cudnn_benchmark", "cuda_graphs",
+                                          "fused_norm_act"))
+    assert all(effective[s] for s in ("autocast", "channels_last", "checkpointing", "fused_adam", "foreach_ema"))
+    assert train["compile_seconds"] is None and train["bare_loop"]["step_time"]["n"] == 1
+    assert train["parameters"] == json.loads((workdir / "results/cpu/baseline/train.json").read_text())["parameters"]
+    sample = json.loads((workdir / "results/cpu/every/sample.json").read_text())
+    assert sample["cuda_graph_captures"] == 0 and sample["compile_seconds"] is None
+    numeric = json.loads((workdir / "results/cpu/every/quality.json").read_text())["numeric"]
+    assert numeric["execution"]["fused_norm_act"] and numeric["execution"]["checkpointing"] == "all"
+    for key in ("forward_relative_error", "gradient_relative_error", "sampling_forward_relative_error"):
+        assert 1e-5 < numeric[key] < 5e-2, key  # bfloat16: about 1e-2 at most, never float32-exact

@@ -79,11 +79,6 @@ def measured(pattern):
     return expand(pattern, gpu=config["gpus"], variant=config["run_variants"])
 
 
-def job_settings(*sections):
-    """The config sections a job depends on, as params, so that changing them reruns exactly those jobs."""
-    return {section: config[section] for section in sections}
-
-
 wildcard_constraints:
     phase="|".join(config["profiling"]["phases"]),
     tool="torch|ncu|nsys",
@@ -150,7 +145,8 @@ def measured_result_files():
     runs = measured("results/{gpu}/{variant}/train.json") + measured("results/{gpu}/{variant}/sample.json")
     runs += measured("results/{gpu}/{variant}/quality.json") + measured("results/{gpu}/{variant}/train_steps.csv")
     runs += measured("results/{gpu}/{variant}/samples/sample_000.nii.gz")
-    return runs + profile_summaries() + profile_kernel_tables() + ncu_rule_tables()
+    bench = expand("results/{gpu}/bench.csv", gpu=config["gpus"])
+    return runs + bench + profile_summaries() + profile_kernel_tables() + ncu_rule_tables()
 
 
 def reporting_code():

@@ -2,6 +2,15 @@
 # config (`hardware.<label>.profilers`, `auto` = torch.profiler everywhere, ncu/nsys where installed).
 
 
+def profiled_train_params(wildcards):
+    """The training settings a profiled step depends on: the loop's (not how many steps the train job times) for a
+    training step, the seed of the initial weights for a sampling step."""
+    keys = ["seed"]
+    if wildcards.phase == "train":
+        keys += ["lr", "gradient_accumulation", "ema_decay", "ema_update_every", "ema_start_step"]
+    return {key: config["train"][key] for key in keys}
+
+
 rule profile_torch:
     input:
         dataset=PREPARED,
@@ -19,8 +28,12 @@ rule profile_torch:
     params:
         tool="torch",
         settings=config["profiling"]["torch"],
-        variant=lambda wildcards: config["variants"][wildcards.variant],
-        workload=job_settings("model", "diffusion", "train"),
+        device=device_params,
+        variant=variant_params,
+        model=config["model"],
+        diffusion=config["diffusion"],
+        train=profiled_train_params,
+        warmup_steps=config["profiling"]["warmup_steps"],
     message:
         "torch.profiler: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
     script:
@@ -46,8 +59,12 @@ rule profile_ncu:
     params:
         tool="ncu",
         settings=lambda wildcards: ncu_settings(wildcards.gpu, wildcards.phase),
-        variant=lambda wildcards: config["variants"][wildcards.variant],
-        workload=job_settings("model", "diffusion", "train"),
+        device=device_params,
+        variant=variant_params,
+        model=config["model"],
+        diffusion=config["diffusion"],
+        train=profiled_train_params,
+        warmup_steps=config["profiling"]["warmup_steps"],
     message:
         "Nsight Compute: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
     script:
@@ -70,8 +87,12 @@ rule profile_nsys:
     params:
         tool="nsys",
         settings=config["profiling"]["nsys"],
-        variant=lambda wildcards: config["variants"][wildcards.variant],
-        workload=job_settings("model", "diffusion", "train"),
+        device=device_params,
+        variant=variant_params,
+        model=config["model"],
+        diffusion=config["diffusion"],
+        train=profiled_train_params,
+        warmup_steps=config["profiling"]["warmup_steps"],
     message:
         "Nsight Systems: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
     script:

@@ -15,8 +15,11 @@ rule quality:
     resources:
         gpu=gpus_needed,
     params:
-        variant=lambda wildcards: config["variants"][wildcards.variant],
-        settings=job_settings("quality"),
+        device=device_params,
+        variant=variant_params,
+        model=config["model"],
+        diffusion=config["diffusion"],
+        quality=config["quality"],
     message:
         "Numeric fidelity and image quality of {wildcards.variant} on {wildcards.gpu}"
     script:

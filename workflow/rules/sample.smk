@@ -15,8 +15,11 @@ rule sample:
     resources:
         gpu=gpus_needed,
     params:
-        variant=lambda wildcards: config["variants"][wildcards.variant],
-        settings=job_settings("sample"),
+        device=device_params,
+        variant=variant_params,
+        model=config["model"],
+        diffusion=config["diffusion"],
+        sample=config["sample"],
     message:
         "Sampling held-out masks with {wildcards.variant} on {wildcards.gpu}"
     script:

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from medddpm.settings import params_dict
 from profiling.errors import ProfilingError
 from profiling.runner import profile_ncu, profile_nsys, profile_torch
 from profiling.target import RANGE
@@ -11,9 +12,11 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 
 def main() -> None:
-    config, wildcards, out = snakemake.config, snakemake.wildcards, snakemake.output
+    wildcards, out = snakemake.wildcards, snakemake.output
     scripts = Path(snakemake.scriptdir)
-    spec = {"config": config, "gpu": wildcards.gpu, "variant": wildcards.variant, "phase": wildcards.phase,
+    # The profiled program gets what this job depends on (the workload's params), not the whole config.
+    workload = {key: value for key, value in params_dict(snakemake.params).items() if key not in ("tool", "settings")}
+    spec = {"params": workload, "variant": wildcards.variant, "phase": wildcards.phase,
             "dataset": snakemake.input.dataset, "repo": str(repo_root(snakemake.scriptdir)), "nvtx_range": RANGE}
     log = Path(snakemake.log.tool)  # the profiler's own output, next to this job's log
     log.unlink(missing_ok=True)

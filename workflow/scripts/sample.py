@@ -2,19 +2,22 @@
 
 from pathlib import Path
 
+from medddpm.build import Workload
 from medddpm.jobs import run_sampling
-from medddpm.runs import start_run
+from medddpm.runs import start_job
+from medddpm.settings import SampleSettings, from_mapping, params_dict
 from ruleio import repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 
 def main() -> None:
-    run = start_run(snakemake.config, snakemake.wildcards.gpu, snakemake.wildcards.variant,
-                    repo_root(snakemake.scriptdir))
+    params = params_dict(snakemake.params)
+    run = start_job(params, snakemake.wildcards.variant, repo_root(snakemake.scriptdir))
     out = snakemake.output
-    run_sampling(snakemake.config, run, Path(snakemake.input.checkpoint), Path(snakemake.input.dataset),
-                 Path(out.summary), Path(out.steps), [Path(p) for p in out.volumes])
+    run_sampling(Workload.from_params(params["model"], params["diffusion"]),
+                 from_mapping(SampleSettings, params["sample"], "sample"), run, Path(snakemake.input.checkpoint),
+                 Path(snakemake.input.dataset), Path(out.summary), Path(out.steps), [Path(p) for p in out.volumes])
 
 
 run_job(snakemake.log[0], main)

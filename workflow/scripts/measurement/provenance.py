@@ -13,7 +13,8 @@ import torch
 
 
 def config_digest(config: dict) -> str:
-    """sha256 of the config as canonical JSON: equal configs give equal digests."""
+    """sha256 of a configuration as canonical JSON: equal configurations give equal digests. Jobs pass what they
+    used (their rule's params), not the whole workflow config, so the digest changes exactly when their inputs do."""
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -82,12 +83,13 @@ def device_record(device: torch.device) -> dict:
     return record
 
 
-def provenance(device: torch.device, config: dict, repo: Path, label: str, emulated: bool) -> dict:
+def provenance(device: torch.device, used: dict, repo: Path, label: str, emulated: bool) -> dict:
+    """Where and how a result was measured; `used` is the configuration the job used (digested)."""
     return {
         "hardware_label": label,
         "emulated_on_cpu": emulated,
         **device_record(device),
-        "config_digest": config_digest(config),
+        "config_digest": config_digest(used),
         "workflow_commit": workflow_commit(repo),
         "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -1,28 +1,45 @@
-"""Builds the U-Net and the diffusion from the config's `model` and `diffusion` sections."""
+"""Builds the U-Net and the diffusion from the `model` and `diffusion` settings."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 from .diffusion import GaussianDiffusion
+from .settings import DiffusionSettings, from_mapping
 from .unet import UNet3D, UNetConfig
 
 
-def unet_config(model: dict) -> UNetConfig:
-    return UNetConfig(
-        in_channels=model["in_channels"],
-        out_channels=model["out_channels"],
-        base_width=model["base_width"],
-        channel_mult=tuple(model["channel_mult"]),
-        num_res_blocks=model["num_res_blocks"],
-        attention_downsample_rates=tuple(model["attention_downsample_rates"]),
-        num_heads=model["num_heads"],
-        dropout=model["dropout"],
-        checkpoint_attention=model["checkpoint_attention"],
-    )
+def unet_config(model: dict | UNetConfig) -> UNetConfig:
+    """The network's shape from the config's `model` section (or a UNetConfig, returned as it is)."""
+    if isinstance(model, UNetConfig):
+        return model
+    return from_mapping(UNetConfig, model, "model")
 
 
-def build_diffusion(model: dict, diffusion: dict, seed: int) -> GaussianDiffusion:
+def diffusion_settings(diffusion: dict | DiffusionSettings) -> DiffusionSettings:
+    if isinstance(diffusion, DiffusionSettings):
+        return diffusion
+    return from_mapping(DiffusionSettings, diffusion, "diffusion")
+
+
+def build_diffusion(model: dict | UNetConfig, diffusion: dict | DiffusionSettings, seed: int) -> GaussianDiffusion:
     """The same seed gives the same initial weights, so every variant starts from one network."""
     torch.manual_seed(seed)
-    return GaussianDiffusion(UNet3D(unet_config(model)), timesteps=diffusion["timesteps"])
+    return GaussianDiffusion(UNet3D(unet_config(model)), timesteps=diffusion_settings(diffusion).timesteps)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The network and the diffusion of a job, as its rule's `model` and `diffusion` params describe them."""
+
+    unet: UNetConfig
+    diffusion: DiffusionSettings
+
+    @classmethod
+    def from_params(cls, model: dict, diffusion: dict) -> Workload:
+        return cls(unet_config(model), diffusion_settings(diffusion))
+
+    def build(self, seed: int) -> GaussianDiffusion:
+        return build_diffusion(self.unet, self.diffusion, seed)

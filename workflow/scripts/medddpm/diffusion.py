@@ -8,7 +8,7 @@ predicted x0 is clamped to [-1, 1], the posterior log-variance is clipped at 1e-
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -75,12 +75,14 @@ class GaussianDiffusion(nn.Module):
         return (noise - self.denoise(x_noisy, condition, t)).abs().mean()
 
     def p_sample(
-        self, x: torch.Tensor, condition: torch.Tensor, step: int, generator: torch.Generator | None = None
+        self, x: torch.Tensor, condition: torch.Tensor, step: int, generator: torch.Generator | None = None,
+        denoise: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """One ancestral step x_t -> x_{t-1}."""
+        """One ancestral step x_t -> x_{t-1}. `denoise` evaluates the U-Net (default `self.denoise`; a variant may
+        pass a compiled or graph-replaying evaluation of the same function)."""
         ndim = x.ndim
         t = torch.full((x.shape[0],), step, device=x.device, dtype=torch.long)
-        eps = self.denoise(x, condition, t)
+        eps = (denoise or self.denoise)(x, condition, t)
         x_start = _gather(self.sqrt_recip_alphas_cumprod, t, ndim) * x - _gather(
             self.sqrt_recipm1_alphas_cumprod, t, ndim
         ) * eps
@@ -98,6 +100,7 @@ class GaussianDiffusion(nn.Module):
         condition: torch.Tensor,
         generator: torch.Generator | None = None,
         max_steps: int | None = None,
+        denoise: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     ) -> Iterator[tuple[int, torch.Tensor]]:
         """Yield (t, x_t-1) over the reversed chain, from pure noise; `max_steps` stops early (timing runs)."""
         shape = (condition.shape[0], 1, *condition.shape[2:])
@@ -108,7 +111,7 @@ class GaussianDiffusion(nn.Module):
         if max_steps is not None:
             steps = steps[:max_steps]
         for step in steps:
-            x = self.p_sample(x, condition, step, generator)
+            x = self.p_sample(x, condition, step, generator, denoise)
             yield step, x
 
 

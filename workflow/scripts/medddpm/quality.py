@@ -11,11 +11,13 @@ import pandas as pd
 import torch
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
-from .build import build_diffusion
+from .build import Workload
 from .dataset import PreparedPairs
 from .diffusion import GaussianDiffusion
 from .runs import Run
-from .variants import autocast, prepare_input, prepare_model
+from .sampling import UNetEvaluation
+from .settings import QualitySettings
+from .variants import autocast, compile_model, prepare_input, prepare_model
 
 DATA_RANGE = 2.0  # images live in [-1, 1]
 
@@ -36,51 +38,63 @@ def _forward_backward(diffusion: GaussianDiffusion, x, condition, t, noise):
     return out.detach(), grads
 
 
-def numeric_error(config: dict, run: Run, checkpoint: Path, dataset_dir: Path) -> dict:
-    """One U-Net forward and its parameter gradients, under the variant, against float64 on the same inputs.
+def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkpoint: Path, dataset_dir: Path) -> dict:
+    """One U-Net forward and its parameter gradients, through the variant's own execution path, against float64
+    on the same inputs; and the forward of a sampling step through the variant's sampling path.
 
-    The inputs are a real training case noised at a fixed step, cropped at its centre to `quality.reference_shape`
-    when set (the U-Net is fully convolutional, and float64 convolutions are slow: at 128^3 one float64 forward and
-    backward takes minutes on an H200); the weights are the trained model's (at initialisation the output
-    convolution is zero, which would make every relative error undefined).
+    The variant's path is everything its switches change: TF32, autocast, channels-last, the fused GroupNorm + SiLU,
+    checkpointing, torch.compile (forward and backward) and, for the sampling forward, CUDA graph replay. The float64
+    reference is the plain network. The inputs are a real training case noised at a fixed step, cropped at its
+    centre to `reference_shape` when set (the U-Net is fully convolutional, and float64 convolutions are slow: at
+    128^3 one float64 forward and backward takes minutes on an H200); the weights are the trained model's (at
+    initialisation the output convolution is zero, which would make every relative error undefined).
     """
-    seed = config["quality"]["seed"]
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]
     case = PreparedPairs(dataset_dir, "train")[0]
-    generator = torch.Generator().manual_seed(seed)
-    crop = config["quality"]["reference_shape"]
+    generator = torch.Generator().manual_seed(quality.seed)
+    crop = quality.reference_shape
     target = centre_crop(case["target"].unsqueeze(0), crop).contiguous()
     condition = centre_crop(case["input"].unsqueeze(0), crop).contiguous()
     noise = torch.randn(target.shape, generator=generator)
-    t = torch.tensor([config["diffusion"]["timesteps"] // 2])
+    t = torch.tensor([workload.diffusion.timesteps // 2], device=run.device)
+    variant = run.variant
 
-    results = {}
-    outputs = {}
-    for precision in ("variant", "float64"):
-        diffusion = build_diffusion(config["model"], config["diffusion"], config["train"]["seed"])
+    def build() -> GaussianDiffusion:
+        diffusion = workload.build(0)
         diffusion.load_state_dict(state)
-        diffusion.to(run.device)
-        if precision == "float64":
-            diffusion.double()
-            cast = lambda x: x.to(run.device, torch.float64)  # noqa: E731
-            context = torch.autocast(run.device.type, enabled=False)
-        else:
-            prepare_model(diffusion, run.variant)
-            cast = lambda x: prepare_input(x.to(run.device), run.variant)  # noqa: E731
-            context = autocast(run.variant, run.device)
-        x = diffusion.q_sample(cast(target), t.to(run.device), cast(noise))
-        with context:
-            outputs[precision] = _forward_backward(diffusion, x, cast(condition), t.to(run.device), cast(noise))
-        del diffusion
-    out, grads = outputs["variant"]
-    out64, grads64 = outputs["float64"]
-    results["forward_relative_error"] = relative_error(out, out64)
-    results["gradient_relative_error"] = relative_error(
-        torch.cat([g.flatten().cpu().double() for g in grads]), torch.cat([g.flatten().cpu().double() for g in grads64])
-    )
-    results["reference_device"] = str(run.device)
-    results["input_shape"] = list(target.shape[2:])
-    return results
+        return diffusion.to(run.device)
+
+    reference = build().double()
+    as64 = lambda v: v.to(run.device, torch.float64)  # noqa: E731
+    x64 = reference.q_sample(as64(target), t, as64(noise))
+    with torch.autocast(run.device.type, enabled=False):
+        out64, grads64 = _forward_backward(reference, x64, as64(condition), t, as64(noise))
+    del reference
+
+    diffusion = build()
+    prepare_model(diffusion, variant, run.device)
+    compiled = compile_model(diffusion, variant)
+    cast = lambda v: prepare_input(v.to(run.device), variant)  # noqa: E731
+    x = diffusion.q_sample(cast(target), t, cast(noise))
+    with autocast(variant, run.device):
+        out, grads = _forward_backward(diffusion, x, cast(condition), t, cast(noise))
+    # The sampling path: no gradients, weights as constants, compiled and/or replayed from a CUDA graph.
+    diffusion.zero_grad(set_to_none=True)
+    diffusion.requires_grad_(False).eval()
+    evaluate = UNetEvaluation(diffusion, variant, run.device)
+    with torch.no_grad(), autocast(variant, run.device):
+        sampled = evaluate(x, cast(condition), t).clone()
+    flat = lambda gs: torch.cat([g.flatten().cpu().double() for g in gs])  # noqa: E731
+    return {
+        "forward_relative_error": relative_error(out, out64),
+        "gradient_relative_error": relative_error(flat(grads), flat(grads64)),
+        "sampling_forward_relative_error": relative_error(sampled, out64),
+        "execution": {"unet_compiled": compiled, "cuda_graph": evaluate.graphs,
+                      "fused_norm_act": variant.fused_norm_act, "checkpointing": variant.checkpointing,
+                      "autocast": variant.autocast, "channels_last": variant.channels_last},
+        "reference_device": str(run.device),
+        "input_shape": list(target.shape[2:]),
+    }
 
 
 def centre_crop(volume: torch.Tensor, shape: list[int] | None) -> torch.Tensor:

@@ -11,6 +11,7 @@ import torch
 from measurement.devices import resolve_device
 from measurement.provenance import provenance
 
+from .settings import DeviceSpec, from_mapping
 from .variants import Variant, apply_backend, backend_flags
 
 
@@ -22,20 +23,28 @@ class Run:
     provenance: dict
 
 
-def start_run(config: dict, label: str, variant_name: str, repo: Path) -> Run:
-    """Check the label against the device, set the variant's backend switches, record provenance."""
-    device = resolve_device(label, config["hardware"], config["emulate_gpus_on_cpu"])
-    variant = Variant.from_config(variant_name, config["variants"][variant_name])
+def start_run(spec: DeviceSpec, variant: Variant, repo: Path, params: dict) -> Run:
+    """Check the label against the device, set the variant's backend switches, record provenance.
+
+    `params` is everything the job was given (its rule's params); provenance carries its digest.
+    """
+    device = resolve_device(spec.label, spec.hardware(), spec.emulate_gpus_on_cpu)
     apply_backend(variant)
-    emulated = config["hardware"][label]["device"] != device.type
-    record = provenance(device, config, repo, label, emulated)
+    emulated = spec.device != device.type
+    record = provenance(device, params, repo, spec.label, emulated)
     record.update(
         variant=variant.name,
         switches=variant.switches(),
         switches_effective=variant.effective_on(device),
         backend_flags=backend_flags(),
     )
-    return Run(label, variant, device, record)
+    return Run(spec.label, variant, device, record)
+
+
+def start_job(params: dict, variant_name: str, repo: Path) -> Run:
+    """`start_run` from a job's params: `device` (DeviceSpec fields) and `variant` (its switches)."""
+    return start_run(from_mapping(DeviceSpec, params["device"], "device"),
+                     Variant.from_config(variant_name, params["variant"]), repo, params)
 
 
 def reset_peak_memory(device: torch.device) -> None:

@@ -1,36 +1,51 @@
-"""The upstream training loop: Adam, gradient accumulation, EMA, one `loss.item()` per micro-batch."""
+"""The upstream training loop: Adam, gradient accumulation, EMA, one `loss.item()` per micro-batch.
+
+Upstream's trainer feeds batches from a DataLoader with pinned memory and four worker processes: by the time a step
+asks for its batch, the batch is assembled and pinned, and the step only copies it to the GPU. `Trainer.prefetch`
+does the same assembling and pinning before the timed region, so the timed step holds the same work as upstream's
+(the copy from pinned memory, `loss.item()`, Adam, the EMA rule) and no more.
+"""
 
 from __future__ import annotations
 
 import copy
+import time
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from .diffusion import GaussianDiffusion
-from .variants import Variant, autocast, prepare_input
+from .settings import TrainSettings
+from .variants import Variant, autocast, compile_model, compiles_on, prepare_input
 
-
-@dataclass(frozen=True)
-class TrainSettings:
-    lr: float = 1e-5
-    gradient_accumulation: int = 2
-    ema_decay: float = 0.995
-    ema_update_every: int = 10
-    ema_start_step: int = 2000
+__all__ = ["EMA", "Trainer", "TrainSettings", "cycle", "data_batches"]
 
 
 class EMA:
-    """Exponential moving average of the weights, as upstream: old * beta + (1 - beta) * new."""
+    """Exponential moving average of the weights, as upstream: old * beta + (1 - beta) * new.
 
-    def __init__(self, beta: float):
+    `foreach` does the same arithmetic with one multi-tensor kernel per operation instead of three kernels per
+    parameter: the same three roundings in the same order (old * beta, (1 - beta) * new, their sum), so the same
+    numbers.
+    """
+
+    def __init__(self, beta: float, foreach: bool = False):
         self.beta = beta
+        self.foreach = foreach
 
     @torch.no_grad()
     def update_model_average(self, ma_model: nn.Module, current_model: nn.Module) -> None:
-        for ma_param, current in zip(ma_model.parameters(), current_model.parameters()):
+        averages = list(ma_model.parameters())
+        currents = list(current_model.parameters())
+        if self.foreach:
+            averages = [p.data for p in averages]
+            scaled = torch._foreach_mul([p.data for p in currents], 1 - self.beta)
+            torch._foreach_mul_(averages, self.beta)
+            torch._foreach_add_(averages, scaled)
+            return
+        for ma_param, current in zip(averages, currents):
             ma_param.data = ma_param.data * self.beta + (1 - self.beta) * current.data
 
 
@@ -39,8 +54,18 @@ def cycle(loader) -> Iterator:
         yield from loader
 
 
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 class Trainer:
-    """One `step()` = one optimizer step over `gradient_accumulation` micro-batches, then the EMA rule."""
+    """One `step()` = one optimizer step over `gradient_accumulation` micro-batches, then the EMA rule.
+
+    The variant's optimizer switches (fused Adam, foreach EMA) and torch.compile apply here; the model-level
+    switches (checkpointing, fused norm, memory format) are applied to `diffusion` before (variants.prepare_model).
+    The EMA copy is taken before compiling, so it is a plain module with the same state_dict keys.
+    """
 
     def __init__(
         self,
@@ -50,6 +75,7 @@ class Trainer:
         device: torch.device,
         settings: TrainSettings,
         generator: torch.Generator,
+        pin_memory: bool = False,
     ):
         self.diffusion = diffusion
         self.batches = batches
@@ -57,18 +83,43 @@ class Trainer:
         self.device = device
         self.settings = settings
         self.generator = generator
-        self.ema = EMA(settings.ema_decay)
+        self.pin_memory = pin_memory
+        self.ema = EMA(settings.ema_decay, foreach=variant.foreach_ema)
         self.ema_model = copy.deepcopy(diffusion)
-        self.optimizer = torch.optim.Adam(diffusion.parameters(), lr=settings.lr)
+        options = {"fused": True} if variant.fused_adam else {}
+        self.optimizer = torch.optim.Adam(diffusion.parameters(), lr=settings.lr, **options)
+        compile_model(diffusion, variant)
+        self.compiled = compiles_on(variant, device)
         self.step_index = 0
+        self._ready: deque[dict] = deque()
+
+    def prefetch(self) -> None:
+        """Assemble (and pin) the batches of the next optimizer step now, outside any timed region."""
+        while len(self._ready) < self.settings.gradient_accumulation:
+            batch = next(self.batches)
+            if self.pin_memory:
+                batch = {key: value.pin_memory() for key, value in batch.items()}
+            self._ready.append(batch)
+
+    def _next_batch(self) -> dict:
+        if not self._ready:
+            self.prefetch()
+        return self._ready.popleft()
+
+    def _to_device(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        # From pinned memory the copy is asynchronous and the caching host allocator keeps the buffer until it ends.
+        condition = prepare_input(batch["input"].to(self.device, non_blocking=True), self.variant)
+        target = prepare_input(batch["target"].to(self.device, non_blocking=True), self.variant)
+        return condition, target
+
+    def loss(self, target: torch.Tensor, condition: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        with autocast(self.variant, self.device):
+            loss = self.diffusion.loss(target, condition, generator)
+        return loss.sum() / target.shape[0]
 
     def micro_batch(self) -> float:
-        data = next(self.batches)
-        condition = prepare_input(data["input"].to(self.device), self.variant)
-        target = prepare_input(data["target"].to(self.device), self.variant)
-        with autocast(self.variant, self.device):
-            loss = self.diffusion.loss(target, condition, self.generator)
-        loss = loss.sum() / target.shape[0]
+        condition, target = self._to_device(self._next_batch())
+        loss = self.loss(target, condition, self.generator)
         # Upstream prints loss.item() every micro-batch: a host synchronisation that is part of the workload.
         value = loss.item()
         (loss / self.settings.gradient_accumulation).backward()
@@ -88,6 +139,36 @@ class Trainer:
             self.ema_model.load_state_dict(self.diffusion.state_dict())
         else:
             self.ema.update_model_average(self.ema_model, self.diffusion)
+
+    def resident_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(condition, target) of the next batch, copied to the device, without consuming it."""
+        self.prefetch()
+        return self._to_device(self._ready[0])
+
+    def warm_up_compiled(self) -> float | None:
+        """Compile ahead of the loop (the U-Net's forward and backward, or the fused norm's kernels), on the real
+        input shape with random numbers of its own (the loop's generator and data order stay untouched) and the
+        gradients dropped after it. Returns the wall-clock seconds this took (compilation plus one micro-batch),
+        None when nothing compiles."""
+        if not self.compiled:
+            return None
+        condition, target = self.resident_batch()
+        generator = torch.Generator(device=self.device).manual_seed(self.settings.seed + 7919)
+        _synchronize(self.device)
+        started = time.perf_counter()
+        self.loss(target, condition, generator).backward()
+        _synchronize(self.device)
+        seconds = time.perf_counter() - started
+        self.optimizer.zero_grad(set_to_none=True)
+        return seconds
+
+    def bare_step(self, condition: torch.Tensor, target: torch.Tensor, generator: torch.Generator) -> None:
+        """One optimizer step as the bare loop of the upstream comparison: forward, backward and Adam on resident
+        tensors, with no `loss.item()`, no EMA and no data loading."""
+        for _ in range(self.settings.gradient_accumulation):
+            (self.loss(target, condition, generator) / self.settings.gradient_accumulation).backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad()
 
     def checkpoint(self) -> dict:
         """Plain tensors and numbers only, so that `torch.load(..., weights_only=True)` reads it."""

@@ -4,6 +4,10 @@ Every upstream quirk that changes which kernels run is kept on purpose, because 
 performance study: GroupNorm computed in float32, attention recomputed in backward (upstream hard-wires
 checkpointing for attention blocks only), 1x1 Conv1d projections with einsum attention, additive time embedding,
 zero-initialised output convolutions, trilinear upsampling followed by a 3x3x3 convolution.
+
+Two execution strategies can be switched after construction without touching the parameters (so a checkpoint of
+one variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), and
+GroupNorm + SiLU as one layout-preserving function (`fuse_norm_act`).
 """
 
 from __future__ import annotations
@@ -32,8 +36,6 @@ class UNetConfig:
     num_heads: int = 1
     dropout: float = 0.0
     groups: int = 32
-    # Upstream recomputes attention in backward; kept switchable only so that a variant can measure its cost.
-    checkpoint_attention: bool = True
 
 
 class GroupNorm32(nn.GroupNorm):
@@ -84,8 +86,15 @@ class ResBlock(nn.Module):
         self.skip_connection = (
             nn.Identity() if out_channels == channels else nn.Conv3d(channels, out_channels, 1)
         )
+        # Upstream never recomputes ResBlocks; the memory variant (checkpointing "all") does.
+        self.use_checkpoint = False
 
     def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        if self.use_checkpoint and torch.is_grad_enabled():
+            return checkpoint(self._forward, x, emb, use_reentrant=False)
+        return self._forward(x, emb)
+
+    def _forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
         h = self.in_layers(x)
         emb_out = self.emb_layers(emb).type(h.dtype)
         h = h + emb_out[:, :, None, None, None]
@@ -114,7 +123,7 @@ class QKVAttentionLegacy(nn.Module):
 class AttentionBlock(nn.Module):
     """Self-attention over all voxels of a level, with 1x1 Conv1d projections and a zero-initialised output."""
 
-    def __init__(self, channels: int, num_heads: int, groups: int, use_checkpoint: bool):
+    def __init__(self, channels: int, num_heads: int, groups: int, use_checkpoint: bool = True):
         super().__init__()
         self.norm = GroupNorm32(groups, channels)
         self.qkv = nn.Conv1d(channels, channels * 3, 1)
@@ -123,6 +132,9 @@ class AttentionBlock(nn.Module):
         self.use_checkpoint = use_checkpoint
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Non-reentrant checkpointing: torch.compile traces it without a graph break, and the recomputation runs
+        # under the autocast state of the forward (upstream's own checkpoint Function recomputes outside autocast
+        # and fails in bf16).
         if self.use_checkpoint and torch.is_grad_enabled():
             return checkpoint(self._forward, x, use_reentrant=False)
         return self._forward(x)
@@ -178,7 +190,7 @@ class UNet3D(nn.Module):
         self.time_embed = nn.Sequential(nn.Linear(width, emb_dim), nn.SiLU(), nn.Linear(emb_dim, emb_dim))
 
         def attention(channels: int) -> AttentionBlock:
-            return AttentionBlock(channels, config.num_heads, groups, config.checkpoint_attention)
+            return AttentionBlock(channels, config.num_heads, groups)
 
         ch = config.channel_mult[0] * width
         self.input_blocks = nn.ModuleList([TimestepSequential(nn.Conv3d(config.in_channels, ch, 3, padding=1))])
@@ -233,6 +245,69 @@ class UNet3D(nn.Module):
         for block in self.output_blocks:
             h = block(torch.cat([h, skips.pop()], dim=1), emb)
         return self.out(h).type(x.dtype)
+
+
+CHECKPOINTING_MODES = ("attention", "none", "all")
+
+
+def set_checkpointing(model: nn.Module, mode: str) -> None:
+    """Which blocks recompute their forward in backward: "attention" (upstream), "none", or "all" (every ResBlock
+    too: activations of a ResBlock are then freed after its forward, at the price of computing it twice)."""
+    if mode not in CHECKPOINTING_MODES:
+        raise ValueError(f"checkpointing {mode!r} is not one of {CHECKPOINTING_MODES}")
+    for module in model.modules():
+        if isinstance(module, AttentionBlock):
+            module.use_checkpoint = mode in ("attention", "all")
+        elif isinstance(module, ResBlock):
+            module.use_checkpoint = mode == "all"
+
+
+def group_norm_silu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int, eps: float) -> torch.Tensor:
+    """GroupNorm32 followed by SiLU as one function of plain tensor operations, in the input's own memory format.
+
+    The same arithmetic as the reference: statistics and affine transform in (at least) float32, the result cast
+    back to the input's dtype before SiLU. Splitting the channel axis into (groups, channels per group) is a view
+    for contiguous and channels_last_3d tensors alike, and every operation after it keeps its input's layout, so
+    a channels-last activation stays channels-last (the native GroupNorm kernel converts it to contiguous and back).
+    Compiled (on its own or inside the compiled U-Net), it becomes one reduction and one element-wise kernel.
+    """
+    batch, channels = x.shape[:2]
+    compute = torch.promote_types(x.dtype, torch.float32)
+    grouped = x.to(compute).unflatten(1, (groups, channels // groups))
+    var, mean = torch.var_mean(grouped, dim=tuple(range(2, grouped.ndim)), correction=0, keepdim=True)
+    normed = ((grouped - mean) * torch.rsqrt(var + eps)).flatten(1, 2)
+    affine = (1, channels) + (1,) * (x.ndim - 2)
+    y = normed * weight.to(compute).reshape(affine) + bias.to(compute).reshape(affine)
+    return F.silu(y.to(x.dtype))
+
+
+class GroupNormSiLU(GroupNorm32):
+    """GroupNorm32 and the SiLU after it in one module, with GroupNorm32's parameters (the same state_dict keys:
+    the SiLU it replaces holds none). `kernel` is `group_norm_silu` or a compiled version of it."""
+
+    def __init__(self, norm: GroupNorm32, kernel=group_norm_silu):
+        super().__init__(norm.num_groups, norm.num_channels, eps=norm.eps, affine=norm.affine, device="meta")
+        self.weight, self.bias = norm.weight, norm.bias
+        self.kernel = kernel
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.kernel(x, self.weight, self.bias, self.num_groups, self.eps)
+
+
+def fuse_norm_act(model: nn.Module, kernel=group_norm_silu) -> int:
+    """Replace every GroupNorm32 directly followed by SiLU in a Sequential by GroupNormSiLU (the SiLU by Identity,
+    keeping the indices and so the state_dict keys). Returns how many pairs were fused. The attention blocks' norm
+    is followed by a projection, not SiLU, and stays as it is."""
+    fused = 0
+    for module in list(model.modules()):
+        if not isinstance(module, nn.Sequential):
+            continue
+        for i in range(len(module) - 1):
+            if type(module[i]) is GroupNorm32 and isinstance(module[i + 1], nn.SiLU):
+                module[i] = GroupNormSiLU(module[i], kernel)
+                module[i + 1] = nn.Identity()
+                fused += 1
+    return fused
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -1,54 +1,32 @@
-"""Variants of the optimization matrix: named sets of switches applied to the PyTorch backends and the model.
+"""Variants of the optimization matrix applied to the PyTorch backends and the model.
 
-A variant is data from the config (`variants: {name: {switch: value}}`), so a user adds one without code.
+A variant is data from the config (`variants: {name: {switch: value}}`, ``medddpm.switches.Variant``), so a user
+adds one without code. The switches change precision (TF32, autocast), layout (channels-last), fusion (GroupNorm +
+SiLU, torch.compile), scheduling (CUDA graphs, fused optimizer and EMA) and memory strategy (checkpointing), never
+the function: every variant has the same parameters and state_dict keys.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, fields
 
 import torch
 from torch import nn
 
+from .switches import Variant
+from .unet import fuse_norm_act, group_norm_silu, set_checkpointing
+
+__all__ = ["Variant", "apply_backend", "backend_flags", "prepare_model", "prepare_input", "compile_model",
+           "compiles_on", "autocast", "memory_format", "AUTOCAST_DTYPES"]
+
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    cudnn_tf32: bool
-    matmul_tf32: bool
-    channels_last: bool
-    cudnn_benchmark: bool = False
-    autocast: str | None = None
-
-    @classmethod
-    def from_config(cls, name: str, switches: dict) -> Variant:
-        known = {f.name for f in fields(cls)} - {"name"}
-        unknown = set(switches) - known
-        if unknown:
-            raise ValueError(f"variant {name!r}: unknown switch(es) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(name=name, **switches)
-
-    @property
-    def memory_format(self) -> torch.memory_format:
-        return torch.channels_last_3d if self.channels_last else torch.contiguous_format
-
-    def switches(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k != "name"}
-
-    def effective_on(self, device: torch.device) -> dict:
-        """Which switches mean something on this device (TF32 and cuDNN exist only on CUDA GPUs)."""
-        cuda = device.type == "cuda"
-        return {
-            "cudnn_tf32": cuda,
-            "matmul_tf32": cuda,
-            "cudnn_benchmark": cuda,
-            "channels_last": True,
-            "autocast": self.autocast is None or cuda or self.autocast == "bfloat16",
-        }
+# Every GroupNorm site of the U-Net has its own shape (about 20 at 128^3, times grad mode and layout) and torch
+# compiles one static-shape kernel per shape; dynamo's default limit of 8 per function would send the rest back to
+# eager silently.
+NORM_RECOMPILE_LIMIT = 64
 
 
 def _set_tf32(cudnn: bool, matmul: bool) -> None:
@@ -83,12 +61,61 @@ def apply_backend(variant: Variant) -> None:
     torch.backends.cudnn.benchmark = variant.cudnn_benchmark
 
 
-def prepare_model(model: nn.Module, variant: Variant) -> nn.Module:
-    return model.to(memory_format=variant.memory_format)
+def memory_format(variant: Variant) -> torch.memory_format:
+    return torch.channels_last_3d if variant.channels_last else torch.contiguous_format
+
+
+def _raise_recompile_limit(limit: int) -> None:
+    config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):  # the newer name first; both exist on 2.7+
+        if hasattr(config, name) and getattr(config, name) < limit:
+            setattr(config, name, limit)
+
+
+@functools.cache
+def compiled_group_norm_silu():
+    """`group_norm_silu` compiled on its own (static shapes, no graph break): one fused kernel per norm site."""
+    _raise_recompile_limit(NORM_RECOMPILE_LIMIT)
+    return torch.compile(group_norm_silu, dynamic=False, fullgraph=True)
+
+
+def _denoiser(model: nn.Module) -> nn.Module:
+    return getattr(model, "denoiser", model)
+
+
+def prepare_model(model: nn.Module, variant: Variant, device: torch.device | None = None) -> nn.Module:
+    """Apply the variant's model-level switches in place: checkpointing, fused GroupNorm + SiLU, memory format.
+
+    `model` is the U-Net or the diffusion holding it. The fused norm is compiled on its own on CUDA when the U-Net
+    itself is not compiled (inside a compiled U-Net, torch.compile fuses the plain function with everything else).
+    Parameters stay the same objects, so an optimizer may be built before or after.
+    """
+    denoiser = _denoiser(model)
+    set_checkpointing(denoiser, variant.checkpointing)
+    if variant.fused_norm_act:
+        on_cuda = device is not None and torch.device(device).type == "cuda"
+        fuse_norm_act(denoiser, compiled_group_norm_silu() if on_cuda and not variant.compiles else group_norm_silu)
+    return model.to(memory_format=memory_format(variant))
+
+
+def compile_model(model: nn.Module, variant: Variant) -> bool:
+    """Compile the U-Net in place (`nn.Module.compile`: the state_dict keys stay the same) with the variant's mode,
+    the whole graph at once (fullgraph: a graph break is an error) and static shapes. Compilation itself happens
+    at the first call; returns whether anything was compiled."""
+    if variant.compile is None:
+        return False
+    _denoiser(model).compile(fullgraph=True, dynamic=False, mode=variant.compile)
+    return True
+
+
+def compiles_on(variant: Variant, device: torch.device) -> bool:
+    """Whether the variant compiles anything on this device: the U-Net (`compile`), or on CUDA the fused norm on
+    its own. Compilation then happens at the first calls, which the jobs time apart as compile_seconds."""
+    return variant.compiles or (variant.fused_norm_act and torch.device(device).type == "cuda")
 
 
 def prepare_input(x: torch.Tensor, variant: Variant) -> torch.Tensor:
-    return x.contiguous(memory_format=variant.memory_format)
+    return x.contiguous(memory_format=memory_format(variant))
 
 
 @contextlib.contextmanager

@@ -43,35 +43,50 @@ def profiled_region(device: torch.device, torch_trace: Path | None):
 
 
 def run(spec: dict) -> None:
+    """Build the variant's training or sampling path from the spec's params, warm it up (compilation, CUDA graph
+    capture, cuDNN autotuning happen there), then profile one step."""
+    from medddpm.build import Workload
+    from medddpm.dataset import PreparedPairs
     from medddpm.jobs import make_trainer
-    from medddpm.runs import start_run
-    from medddpm.variants import autocast, prepare_input
+    from medddpm.runs import start_job
+    from medddpm.sampling import UNetEvaluation
+    from medddpm.settings import TrainSettings, from_mapping
+    from medddpm.variants import autocast, compile_model, prepare_input, prepare_model
 
-    config = spec["config"]
-    run_ = start_run(config, spec["gpu"], spec["variant"], Path(spec["repo"]))
-    trainer = make_trainer(config, run_, Path(spec["dataset"]))
-    warmup = config["profiling"]["warmup_steps"]
+    params = spec["params"]
+    run_ = start_job(params, spec["variant"], Path(spec["repo"]))
+    workload = Workload.from_params(params["model"], params["diffusion"])
+    train = from_mapping(TrainSettings, params["train"], "train")
+    warmup = params["warmup_steps"]
     trace = Path(spec["torch_trace"]) if spec.get("torch_trace") else None
     if spec["phase"] == "train":
+        trainer = make_trainer(workload, train, run_, Path(spec["dataset"]))
+        trainer.warm_up_compiled()
         for _ in range(warmup):
+            trainer.prefetch()
             trainer.step()
         # Profile a steady-state step: one that updates the EMA average (every `ema_update_every` steps once past
         # `ema_start_step`), so the profile holds forward, backward of every micro-batch, Adam and the EMA update.
-        settings = trainer.settings
-        trainer.step_index = -(-settings.ema_start_step // settings.ema_update_every) * settings.ema_update_every
+        trainer.step_index = -(-train.ema_start_step // train.ema_update_every) * train.ema_update_every
+        trainer.prefetch()  # batch assembly and pinning stay outside, as in the timed training step
         with profiled_region(run_.device, trace):
             trainer.step()
     else:
-        diffusion = trainer.ema_model.eval()
-        batch = next(trainer.batches)
-        condition = prepare_input(batch["input"].to(run_.device), run_.variant)
-        x = prepare_input(torch.randn_like(batch["target"]).to(run_.device), run_.variant)
+        # The sampling path of the sample job (initial weights: the kernels do not depend on the values).
+        diffusion = workload.build(train.seed).to(run_.device)
+        prepare_model(diffusion, run_.variant, run_.device)
+        diffusion.requires_grad_(False).eval()
+        compile_model(diffusion, run_.variant)
+        evaluate = UNetEvaluation(diffusion, run_.variant, run_.device)
+        batch = PreparedPairs(Path(spec["dataset"]), "train")[0]
+        condition = prepare_input(batch["input"].unsqueeze(0).to(run_.device), run_.variant)
+        x = prepare_input(torch.randn_like(batch["target"].unsqueeze(0)).to(run_.device), run_.variant)
         step = diffusion.num_timesteps // 2
         with torch.no_grad(), autocast(run_.variant, run_.device):
             for _ in range(warmup):
-                diffusion.p_sample(x, condition, step)
+                diffusion.p_sample(x, condition, step, denoise=evaluate)
             with profiled_region(run_.device, trace):
-                diffusion.p_sample(x, condition, step)
+                diffusion.p_sample(x, condition, step, denoise=evaluate)
     print(json.dumps({"profiled": spec["phase"], "variant": spec["variant"], "device": str(run_.device)}))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read.
-BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "rules", "slices")
+BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "rules", "slices", "bench")
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,10 @@ OUTPUTS: list[Output] = [
     Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
            reads=("runs", "summaries", "quality"), files={"claims": "data/paper_claims.yaml"}),
     Output("tab06_quality", "Numeric fidelity and image quality per variant", reads=("quality",)),
+    Output("fig11_optimization_ladder", "From baseline to the fastest variant: time per rung against the FLOP floor, "
+           "and what each rung changed in the kernel mix", reads=("bench", "summaries"), config=("run_variants",)),
+    Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
+           "volume, peak GiB, compile s", reads=("bench",)),
 ]
 BY_ID = {output.id: output for output in OUTPUTS}
 

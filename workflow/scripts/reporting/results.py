@@ -27,18 +27,20 @@ SHIPPED = "shipped reference"
 RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
 # Name endings of the files a shipped set contributes (the rules may ship them gzipped).
 SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "_summary.csv", "_kernels.parquet",
-                 "ncu_rules.csv", "ncu_rules.csv.gz")
+                 "ncu_rules.csv", "ncu_rules.csv.gz", "bench.csv")
 # Preference among tools for one (gpu, variant, phase): the richest first.
 TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
 # The bundle: one Parquet file per table.
-TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "rules", "slices")
+TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "rules", "slices", "bench")
 
 
 def file_keys(path: Path) -> dict:
     """gpu, variant, phase, tool and kind of a result file, from its path (kind None: not a result file)."""
     path = Path(path)
     name = path.name
+    if name == "bench.csv":  # <root>/<gpu>/bench.csv: every variant of the label against its device's ceilings
+        return {"gpu": path.parent.name, "variant": None, "phase": None, "tool": None, "kind": "bench"}
     if name in RUN_FILES:
         return {"gpu": path.parents[1].name, "variant": path.parent.name, "phase": None, "tool": None, "kind": name}
     if path.parent.name == "samples" and name.endswith(".nii.gz"):
@@ -185,8 +187,8 @@ def _per_file(files: pd.DataFrame, kind: str, read) -> pd.DataFrame:
     frames = []
     for row in files[files["kind"] == kind].itertuples():
         frame = read(row.path).drop(columns="source", errors="ignore")
-        keys = {"gpu": row.gpu, "variant": row.variant}
-        if row.phase is not None:
+        keys = {"gpu": row.gpu} if pd.isna(row.variant) else {"gpu": row.gpu, "variant": row.variant}
+        if pd.notna(row.phase):
             keys["phase"] = row.phase
         if kind in ("summary", "kernels"):
             keys["tool"] = row.tool
@@ -253,6 +255,7 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
         "kernels": _per_file(files, "kernels", read_table),
         "rules": _per_file(files, "rules", read_rules),
         "slices": _slices(files, real),
+        "bench": _per_file(files, "bench", pd.read_csv),
     }
     tagged = {name: _tag(frame, hardware, labels) for name, frame in tables.items()}
     return {"hardware": hardware, **tagged}

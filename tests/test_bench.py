@@ -1,0 +1,85 @@
+"""The bench: measured device ceilings and the per-variant table built from train.json / sample.json."""
+
+import json
+
+import pytest
+import torch
+
+from measurement.bench import bench_frame, bench_markdown, describe_switches
+from measurement.rates import RateSettings, device_rates
+from medddpm.switches import Variant
+
+
+def test_cpu_rates_are_measured_and_say_they_are_a_cpus():
+    rates = device_rates(torch.device("cpu"), RateSettings(cpu_matmul_size=64, cpu_copy_mib=1, warmup=1, repeats=3))
+    assert rates["device_kind"] == "cpu" and "CPU's" in rates["note"]
+    assert [m["dtype"] for m in rates["matmul"]] == ["bfloat16", "float32"]  # a CPU: fp32 too
+    first = rates["matmul"][0]
+    assert first["n"] == 64 and first["time"]["n"] == 3 and first["flop"] == 2 * 64**3
+    assert rates["bf16_matmul_tflops"] == pytest.approx(first["flop"] / first["time"]["median_ms"] / 1e9)
+    assert rates["copy"]["bytes_moved"] == 2 * 2**20 and rates["copy_gb_per_s"] > 0
+
+
+def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare=None, peak=2**30):
+    folder = tmp_path / "results" / "h200" / variant
+    folder.mkdir(parents=True)
+    full = Variant.from_config(variant, switches).switches()
+    train = {"provenance": {"switches": full, "device_name": "NVIDIA H200", "torch": "2.11.0",
+                            "measured_at": "2026-12-01T00:00:00+00:00"},
+             "settings": {"gradient_accumulation": 2}, "volume_shape": [8, 8, 8],
+             "step_time": {"median_ms": step_ms, "q1_ms": step_ms - 2, "q3_ms": step_ms + 2},
+             "train_ms_per_sample": step_ms / 2, "peak_memory_bytes": peak, "peak_memory_kind": "cuda_max_allocated",
+             "compile_seconds": compile_s, "bare_loop_ms_per_sample": bare}
+    sample = {"volume_shape": [8, 8, 8], "timesteps": 250, "step_time": {"median_ms": sample_ms, "q1_ms": sample_ms,
+              "q3_ms": sample_ms}, "volume_seconds_estimate": sample_ms * 250 / 1e3, "peak_memory_bytes": peak // 2,
+              "compile_seconds": compile_s}
+    (folder / "train.json").write_text(json.dumps(train))
+    (folder / "sample.json").write_text(json.dumps(sample))
+    return folder / "train.json", folder / "sample.json"
+
+
+def _flops(shape, checkpointing):
+    extra = {"none": 0, "attention": 1e9, "all": 4e9}[checkpointing]
+    return {"forward": {"total": 5e12}, "train_micro_batch": {"total": 16e12 + extra}, "shape": shape}
+
+
+def test_bench_table_rows_rates_and_speedups(tmp_path):
+    paper = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
+    files = [
+        _write(tmp_path, "baseline", paper, 2400.0, 200.0),
+        _write(tmp_path, "tf32", {**paper, "cudnn_tf32": True, "matmul_tf32": True}, 480.0, 90.0, bare=230.0),
+        _write(tmp_path, "frontier", {**paper, "autocast": "bfloat16", "compile": "default", "cuda_graphs": True},
+               200.0, 25.0, compile_s=70.5, bare=98.0),
+    ]
+    rates = {"bf16_matmul_tflops": 800.0, "copy_gb_per_s": 4300.0, "device_kind": "cuda", "note": None,
+             "matmul": [{"n": 8192, "time": {"n": 10}}]}
+    frame = bench_frame([t for t, _ in files], [s for _, s in files], rates, _flops).set_index("variant")
+    assert frame.loc["tf32", "train_ms_per_sample"] == 240.0
+    assert frame.loc["tf32", "train_ms_per_sample_q1"] == 239.0 and frame.loc["tf32", "train_ms_per_sample_q3"] == 241.0
+    # Model FLOPs (no recomputation) per second, and as a fraction of the measured bf16 rate.
+    assert frame.loc["frontier", "train_model_tflops"] == pytest.approx(16e12 / 0.1 / 1e12)
+    assert frame.loc["frontier", "train_fraction_of_bf16_rate"] == pytest.approx(160 / 800)
+    assert frame.loc["frontier", "train_executed_tflop_per_sample"] == pytest.approx(16.001)
+    assert frame.loc["frontier", "sample_model_tflops"] == pytest.approx(5e12 / 0.025 / 1e12)
+    assert frame.loc["frontier", "train_speedup_vs_baseline"] == pytest.approx(12.0)
+    assert frame.loc["frontier", "train_speedup_vs_tf32"] == pytest.approx(2.4)
+    assert frame.loc["frontier", "sample_speedup_vs_tf32"] == pytest.approx(3.6)
+    assert frame.loc["frontier", "sample_volume_s"] == pytest.approx(6.25)
+    assert frame.loc["frontier", "train_compile_s"] == 70.5
+    assert frame.loc["frontier", "bare_loop_gap_pct"] == pytest.approx(100 * (100 / 98 - 1))
+    assert frame.loc["frontier", "switches"] == "bfloat16 autocast, compile default, cuda graphs"
+    text = bench_markdown(frame.reset_index(), "h200", rates, {"device_name": "NVIDIA H200", "torch": "2.11.0",
+                                                               "measured_at": "2026-12-01"},
+                          {"forward": {"total": 5e12}, "train_micro_batch": {"total": 16e12}, "shape": [8, 8, 8]})
+    assert "| frontier | bfloat16 autocast, compile default, cuda graphs | 100.0 (99.0-101.0) | 160 | 20.0 % |" in text
+    assert "| baseline | fp32 |" in text and "- / -" in text  # nothing compiled: no compile time
+    assert "20 ms per training sample" in text  # the floor at the measured bf16 rate
+
+
+def test_switch_descriptions():
+    assert describe_switches({"cudnn_tf32": True, "matmul_tf32": False}) == "tf32 conv"
+    assert describe_switches({"cudnn_tf32": True, "matmul_tf32": True, "channels_last": True,
+                              "checkpointing": "all"}) == "tf32, channels-last, checkpointing all"
+    assert describe_switches({"autocast": "bfloat16", "cuda_graphs": True, "fused_adam": True},
+                             {"cuda_graphs": False, "fused_adam": True}) == (
+        "bfloat16 autocast, fused adam, cuda graphs (no effect here)")

@@ -1,0 +1,87 @@
+"""torch.compile of the whole U-Net: one graph (fullgraph, no break) forward and backward, with attention
+checkpointing on (non-reentrant torch.utils.checkpoint), off, and on every block, computing what the eager network
+computes.
+
+Traced with the `aot_eager` backend: dynamo captures the forward graph (a graph break is an error under
+fullgraph) and AOTAutograd the joint forward/backward graph, checkpoint regions included, exactly as for inductor;
+only the code generation is left out (inductor's C++ code generation for this network takes minutes on a CPU).
+"""
+
+import copy
+
+import pytest
+import torch
+
+from medddpm.training import Trainer, TrainSettings
+from medddpm.diffusion import GaussianDiffusion
+from medddpm.unet import set_checkpointing
+from medddpm.variants import Variant, prepare_model
+from unet_helpers import forward_backward, tiny_inputs, tiny_unet
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("checkpointing", ["attention", "none", "all"])
+def test_whole_unet_compiles_as_one_graph_forward_and_backward(checkpointing):
+    model = tiny_unet()
+    set_checkpointing(model, checkpointing)
+    x, t = tiny_inputs()
+    expected_out, expected_grads = forward_backward(model, x, t)
+    compiled = copy.deepcopy(model)
+    compiled.compile(fullgraph=True, dynamic=False, backend="aot_eager")
+    out, grads = forward_backward(compiled, x, t)
+    torch.testing.assert_close(out, expected_out)
+    assert list(grads) == list(expected_grads)
+    for name in grads:
+        torch.testing.assert_close(grads[name], expected_grads[name], msg=name)
+    assert list(compiled.state_dict()) == list(model.state_dict())  # in-place compile keeps the keys
+
+
+def test_dynamo_sees_one_graph_and_no_break():
+    model = tiny_unet()
+    x, t = tiny_inputs()
+    explanation = torch._dynamo.explain(model)(x, t)
+    assert explanation.graph_break_count == 0 and explanation.graph_count == 1
+
+
+def _batches(shape=(8, 8, 8)):
+    generator = torch.Generator().manual_seed(3)
+    image = torch.rand(1, 1, *shape, generator=generator) * 2 - 1
+    mask = (torch.rand(1, 2, *shape, generator=generator) > 0.5).float() * 2 - 1
+    while True:
+        yield {"input": mask, "target": image}
+
+
+def test_frontier_switches_compile_and_train_like_eager(monkeypatch):
+    """The switches together (bf16 autocast, channels-last, fused norm, fused Adam, foreach EMA; upstream's attention
+    recomputation) through the training loop, compiled, against the same loop in eager mode."""
+    calls = []
+    original = torch.nn.Module.compile
+
+    def compile_with_aot_eager(self, **options):
+        calls.append(options)
+        original(self, fullgraph=options["fullgraph"], dynamic=options["dynamic"], backend="aot_eager")
+
+    monkeypatch.setattr(torch.nn.Module, "compile", compile_with_aot_eager)
+    switches = dict(cudnn_tf32=True, matmul_tf32=True, channels_last=True, autocast="bfloat16", fused_norm_act=True,
+                    fused_adam=True, foreach_ema=True)
+    settings = TrainSettings(lr=1e-3, gradient_accumulation=1, ema_update_every=1, ema_start_step=0)
+    losses, states = {}, {}
+    for mode in (None, "default"):
+        variant = Variant("frontier", compile=mode, **switches)
+        diffusion = prepare_model(GaussianDiffusion(tiny_unet(), timesteps=10), variant, torch.device("cpu"))
+        trainer = Trainer(diffusion, _batches(), variant, torch.device("cpu"), settings,
+                          torch.Generator().manual_seed(0))
+        compile_seconds = trainer.warm_up_compiled()
+        assert (compile_seconds is None) == (mode is None)
+        losses[mode] = [trainer.step() for _ in range(2)]
+        states[mode] = trainer.checkpoint()
+    assert calls == [{"fullgraph": True, "dynamic": False, "mode": "default"}]
+    assert list(states["default"]["model"]) == list(states[None]["model"])  # same keys, compiled or not
+    assert list(states["default"]["ema"]) == list(states[None]["model"])
+    torch.testing.assert_close(losses["default"], losses[None], rtol=2e-2, atol=1e-3)

@@ -1,0 +1,166 @@
+"""The paths only a CUDA GPU exercises (skipped elsewhere): the fused norm compiled on its own, torch.compile with
+inductor's GPU code, CUDA graph capture and replay for sampling, fused Adam and pinned, non-blocking batch copies,
+and the device ceilings. Run on a GPU machine with `python3 -m pytest tests/test_gpu_paths.py` (about 2.5 minutes
+on an H200 with torch 2.11, most of it compiling the whole-head U-Net).
+"""
+
+import copy
+import time
+
+import pytest
+import torch
+
+from measurement.rates import RateSettings, device_rates
+from medddpm.diffusion import GaussianDiffusion
+from medddpm.sampling import UNetEvaluation
+from medddpm.training import Trainer, TrainSettings
+from medddpm.unet import GroupNorm32, GroupNormSiLU, UNet3D, UNetConfig, parameter_count
+from medddpm.variants import Variant, apply_backend, autocast, compiled_group_norm_silu, prepare_input, prepare_model
+from unet_helpers import forward_backward, tiny_inputs, tiny_unet
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+CUDA = torch.device("cuda")
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _relative(a, b):
+    a, b = a.detach().double(), b.detach().double()
+    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
+
+
+@pytest.mark.parametrize("dtype, layout", [(torch.float32, torch.contiguous_format),
+                                           (torch.bfloat16, torch.channels_last_3d)], ids=["fp32", "bf16-cl3d"])
+def test_compiled_fused_norm_matches_groupnorm32_then_silu(dtype, layout):
+    torch.manual_seed(0)
+    norm = GroupNorm32(32, 128).to(CUDA)
+    with torch.no_grad():
+        norm.weight.normal_(1.0, 0.3)
+        norm.bias.normal_(0.0, 0.3)
+    reference = torch.nn.Sequential(norm, torch.nn.SiLU())
+    fused = GroupNormSiLU(copy.deepcopy(norm), compiled_group_norm_silu())
+    base = torch.randn(2, 128, 12, 16, 10, device=CUDA) * 2 + 1
+    grad = torch.randn_like(base).to(dtype).contiguous(memory_format=layout)
+    results = []
+    for module in (reference, fused):
+        x = base.to(dtype).contiguous(memory_format=layout).requires_grad_(True)
+        out = module(x)
+        out.backward(grad)
+        results.append((out, x.grad, *[p.grad for p in module.parameters()]))
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-2
+    for got, expected in zip(results[1], results[0]):
+        assert _relative(got, expected) < tolerance
+    assert results[1][0].is_contiguous(memory_format=layout)
+
+
+def test_eager_unet_with_compiled_fused_norms_in_channels_last_bf16():
+    """Every norm site compiles its own kernel (more sites than dynamo's default recompile limit of 8)."""
+    x, t = tiny_inputs(shape=(16, 16, 16))
+    x, t = x.to(CUDA), t.to(CUDA)
+    outputs = {}
+    for fused in (False, True):
+        variant = Variant("v", True, True, True, autocast="bfloat16", fused_norm_act=fused)
+        model = prepare_model(tiny_unet().to(CUDA), variant, CUDA)
+        with autocast(variant, CUDA):
+            outputs[fused] = forward_backward(model, prepare_input(x, variant), t)
+    assert _relative(outputs[True][0], outputs[False][0]) < 2e-2
+    for name, grad in outputs[True][1].items():
+        assert torch.isfinite(grad).all(), name
+
+
+def test_bf16_backward_through_recomputed_attention_on_cuda():
+    """Upstream's checkpoint fails here ("Input type (BFloat16) and bias type (float)"); ours recomputes under
+    the forward's autocast state."""
+    x, t = tiny_inputs(shape=(16, 16, 16))
+    x, t = x.to(CUDA), t.to(CUDA)
+    grads = {}
+    for mode in ("attention", "none"):
+        variant = Variant("bf16", True, True, False, autocast="bfloat16", checkpointing=mode)
+        model = prepare_model(tiny_unet().to(CUDA), variant, CUDA)
+        grads[mode] = forward_backward(model, x, t, torch.autocast("cuda", dtype=torch.bfloat16))[1]
+    for name in grads["none"]:
+        assert _relative(grads["attention"][name], grads["none"][name]) < 1e-2, name
+
+
+def test_cuda_graph_sampling_replays_the_same_evaluation():
+    variant = Variant("g", True, True, False, cuda_graphs=True)
+    apply_backend(variant)
+    diffusion = GaussianDiffusion(tiny_unet(), timesteps=8).to(CUDA).requires_grad_(False).eval()
+    condition = torch.ones(1, 2, 16, 16, 16, device=CUDA)
+    evaluate = UNetEvaluation(diffusion, variant, CUDA)
+    assert evaluate.graphs
+    with torch.no_grad():
+        graphed = [v.clone() for _, v in diffusion.sample_steps(
+            condition, torch.Generator(CUDA).manual_seed(0), 4, evaluate)]
+        plain = [v for _, v in diffusion.sample_steps(condition, torch.Generator(CUDA).manual_seed(0), 4)]
+    assert evaluate.captures == 1
+    for a, b in zip(graphed, plain):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _batches(shape, seed=3):
+    generator = torch.Generator().manual_seed(seed)
+    image = torch.rand(1, 1, *shape, generator=generator) * 2 - 1
+    mask = (torch.rand(1, 2, *shape, generator=generator) > 0.5).float() * 2 - 1
+    while True:
+        yield {"input": mask, "target": image}
+
+
+def test_frontier_rung_trains_and_samples_the_whole_head_network():
+    """The ladder's top rung on the faithful network (64^3 to keep it short): compiled bf16 training with fused
+    Adam, foreach EMA, cuDNN autotuning, pinned non-blocking copies; then sampling with the compiled U-Net replayed
+    from a CUDA graph, against the same compiled U-Net without the graph."""
+    shape = (64, 64, 64)
+    variant = Variant("frontier", True, True, False, cudnn_benchmark=True, autocast="bfloat16", compile="default",
+                      checkpointing="none", fused_adam=True, foreach_ema=True, cuda_graphs=True)
+    apply_backend(variant)
+    torch.manual_seed(0)
+    diffusion = prepare_model(GaussianDiffusion(UNet3D(UNetConfig()), timesteps=250).to(CUDA), variant, CUDA)
+    keys = list(diffusion.state_dict())
+    settings = TrainSettings(ema_update_every=1, ema_start_step=1)
+    trainer = Trainer(diffusion, _batches(shape), variant, CUDA, settings, torch.Generator(CUDA).manual_seed(0),
+                      pin_memory=True)
+    compile_seconds = trainer.warm_up_compiled()
+    times = []
+    for _ in range(3):
+        trainer.prefetch()
+        assert all(b["input"].is_pinned() for b in trainer._ready)
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        losses = trainer.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+        assert all(0 < loss < 2 for loss in losses)
+    condition, target = trainer.resident_batch()
+    generator = torch.Generator(CUDA).manual_seed(1)
+    trainer.bare_step(condition, target, generator)
+    state = trainer.checkpoint()
+    assert list(state["model"]) == keys and list(state["ema"]) == keys
+    print(f"\nfrontier 64^3: compile {compile_seconds:.1f} s, steps {[round(t * 1e3, 1) for t in times]} ms")
+
+    sampler = GaussianDiffusion(UNet3D(UNetConfig()), timesteps=250)
+    sampler.load_state_dict(state["ema"])
+    sampler = prepare_model(sampler.to(CUDA), variant, CUDA).requires_grad_(False).eval()
+    assert parameter_count(sampler.denoiser) == 40_226_433
+    sampler.denoiser.compile(fullgraph=True, dynamic=False, mode=variant.compile)
+    evaluate = UNetEvaluation(sampler, variant, CUDA)
+    x = torch.randn(1, 1, *shape, device=CUDA)
+    t = torch.tensor([125], device=CUDA)
+    with torch.no_grad(), autocast(variant, CUDA):
+        replayed = evaluate(x, condition, t).clone()
+        direct = sampler.denoise(x, condition, t)
+        chain = [v for _, v in sampler.sample_steps(condition, torch.Generator(CUDA).manual_seed(0), 3, evaluate)]
+    assert evaluate.captures == 1 and len(chain) == 3 and all(torch.isfinite(v).all() for v in chain)
+    torch.testing.assert_close(replayed, direct, rtol=1e-2, atol=1e-3)
+
+
+def test_device_rates_on_the_gpu():
+    rates = device_rates(CUDA, RateSettings(gpu_matmul_size=4096, gpu_copy_mib=256, warmup=2, repeats=5))
+    assert rates["device_kind"] == "cuda" and rates["note"] is None and len(rates["matmul"]) == 1
+    assert rates["bf16_matmul_tflops"] > 10 and rates["copy_gb_per_s"] > 100
+    print(f"\nbf16 4096^3: {rates['bf16_matmul_tflops']:.0f} TFLOP/s, copy {rates['copy_gb_per_s']:.0f} GB/s")

@@ -1,0 +1,60 @@
+"""Params are the contract between the rules and the jobs: scripts read only what their rule declares, and the
+library takes typed settings whose defaults are the schema's."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from measurement.rates import RateSettings
+from medddpm.settings import (DeviceSpec, DiffusionSettings, QualitySettings, SampleSettings, TrainSettings,
+                              from_mapping)
+from medddpm.switches import Variant
+from medddpm.unet import UNetConfig
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())["properties"]
+JOBS = ["train.py", "sample.py", "assess_quality.py", "profile_run.py", "device_rates.py", "bench_table.py"]
+
+
+@pytest.mark.parametrize("script", JOBS)
+def test_job_scripts_read_no_config(script):
+    text = (REPO / "workflow/scripts" / script).read_text()
+    assert "snakemake.config" not in text
+    assert set(re.findall(r"snakemake\.(\w+)", text)) <= {"params", "input", "output", "wildcards", "log", "scriptdir"}
+
+
+@pytest.mark.parametrize(
+    "section, cls",
+    [("train", TrainSettings), ("sample", SampleSettings), ("quality", QualitySettings),
+     ("diffusion", DiffusionSettings), ("model", UNetConfig), ("bench", RateSettings)],
+)
+def test_settings_have_one_field_per_config_key(section, cls):
+    """config.yaml holds every value and the schema every key: each key reaches the library as a typed field."""
+    properties = set(SCHEMA[section]["properties"])
+    fields = {f.name for f in dataclasses.fields(cls)}
+    assert properties <= fields, f"{section}: keys without a field: {sorted(properties - fields)}"
+    config = yaml.safe_load((REPO / "config.yaml").read_text())[section]
+    assert set(config) == properties, f"config.yaml's {section} differs from the schema's keys"
+
+
+def test_variant_switches_left_out_keep_upstreams_behaviour():
+    properties = SCHEMA["variants"]["additionalProperties"]["properties"]
+    fields = {f.name for f in dataclasses.fields(Variant)}
+    assert set(properties) == fields - {"name"}
+    plain = Variant.from_config("plain", {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False})
+    assert (plain.autocast, plain.compile, plain.checkpointing) == (None, None, "attention")
+    assert not any((plain.cudnn_benchmark, plain.fused_norm_act, plain.fused_adam, plain.foreach_ema,
+                    plain.cuda_graphs))
+    for key in set(properties) - {"cudnn_tf32", "matmul_tf32", "channels_last"}:
+        assert "left out" in " ".join(properties[key]["description"].split()).lower(), key  # the schema says what
+
+
+def test_unknown_setting_is_named():
+    with pytest.raises(ValueError, match="unknown key.*'lr_schedule'"):
+        from_mapping(TrainSettings, {"lr": 1e-5, "lr_schedule": "cosine"}, "train")
+    spec = from_mapping(DeviceSpec, {"label": "h200", "device": "cuda", "name_pattern": "H200"}, "device")
+    assert spec.hardware() == {"h200": {"device": "cuda", "name_pattern": "H200"}}
+    assert QualitySettings.from_params({"reference_shape": [16, 16, 16]}).reference_shape == (16, 16, 16)

@@ -1,0 +1,38 @@
+"""A U-Net small enough for many CPU tests: every block kind of the faithful network (ResBlocks with and without a
+skip convolution, attention in the encoder, middle and decoder, down- and upsampling), 1.8 M parameters at 8^3."""
+
+import torch
+
+from medddpm.unet import UNet3D, UNetConfig
+
+TINY = UNetConfig(base_width=32, channel_mult=(1, 2), attention_downsample_rates=(2,))
+TINY_SHAPE = (8, 8, 8)
+
+
+def tiny_unet(seed: int = 0) -> UNet3D:
+    """The tiny U-Net with every parameter drawn at random: the zero-initialised output convolutions of a fresh
+    network would make most gradients zero and hide differences."""
+    torch.manual_seed(seed)
+    model = UNet3D(TINY)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.05)
+    return model
+
+
+def tiny_inputs(seed: int = 1, shape=TINY_SHAPE):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, TINY.in_channels, *shape, generator=generator)
+    return x, torch.tensor([3])
+
+
+def forward_backward(model, x, t, context=None):
+    """Output and parameter gradients (by name) of one forward and backward of an L1-like loss."""
+    model.zero_grad(set_to_none=True)
+    if context is None:
+        out = model(x, t)
+    else:
+        with context:
+            out = model(x, t)
+    out.float().abs().mean().backward()
+    return out.detach(), {name: p.grad.detach().clone() for name, p in model.named_parameters()}

@@ -1,0 +1,87 @@
+"""A variant of the optimization matrix as plain data: a name and its switches (no torch import).
+
+The workflow reads variants from the config (`variants: {name: {switch: value}}`) when it builds the DAG, so this
+module stays importable without PyTorch; ``medddpm.variants`` applies the switches to backends and models.
+Every switch is optional except the paper's three, and its default is the faithful upstream behaviour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+AUTOCAST_DTYPES = ("bfloat16", "float16")
+# torch.compile modes; the two marked True capture CUDA graphs themselves (inductor's cudagraph trees).
+COMPILE_MODES = {"default": False, "reduce-overhead": True, "max-autotune-no-cudagraphs": False, "max-autotune": True}
+CHECKPOINTING = ("attention", "none", "all")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Switches that change precision, layout, fusion, scheduling or memory strategy, never the function."""
+
+    name: str
+    cudnn_tf32: bool
+    matmul_tf32: bool
+    channels_last: bool
+    cudnn_benchmark: bool = False
+    autocast: str | None = None
+    compile: str | None = None
+    fused_norm_act: bool = False
+    checkpointing: str = "attention"
+    fused_adam: bool = False
+    foreach_ema: bool = False
+    cuda_graphs: bool = False
+
+    def __post_init__(self):
+        problems = []
+        if self.autocast is not None and self.autocast not in AUTOCAST_DTYPES:
+            problems.append(f"autocast {self.autocast!r} is not one of {list(AUTOCAST_DTYPES)} or null")
+        if self.compile is not None and self.compile not in COMPILE_MODES:
+            problems.append(f"compile {self.compile!r} is not one of {list(COMPILE_MODES)} or null")
+        if self.checkpointing not in CHECKPOINTING:
+            problems.append(f"checkpointing {self.checkpointing!r} is not one of {list(CHECKPOINTING)}")
+        if self.cuda_graphs and self.compile is not None and COMPILE_MODES[self.compile]:
+            problems.append(f"cuda_graphs with compile mode {self.compile!r}, which captures CUDA graphs itself "
+                            "(use 'default' or 'max-autotune-no-cudagraphs' with cuda_graphs)")
+        if problems:
+            raise ValueError(f"variant {self.name!r}: " + "; ".join(problems))
+
+    @classmethod
+    def from_config(cls, name: str, switches: dict) -> Variant:
+        known = {f.name for f in fields(cls)} - {"name"}
+        unknown = set(switches) - known
+        if unknown:
+            raise ValueError(f"variant {name!r}: unknown switch(es) {sorted(unknown)}; known: {sorted(known)}")
+        return cls(name=name, **switches)
+
+    def switches(self) -> dict:
+        """Every switch with its value, defaults included (a stable description of the variant)."""
+        return {k: v for k, v in asdict(self).items() if k != "name"}
+
+    @property
+    def compiles(self) -> bool:
+        return self.compile is not None
+
+    def effective_on(self, device) -> dict:
+        """Which switches mean something on this device (a torch.device or its type, 'cpu' or 'cuda').
+
+        TF32, cuDNN and CUDA graphs exist only on CUDA GPUs. torch.compile works on a CPU too (inductor writes
+        C++). The fused GroupNorm + SiLU is one kernel on CUDA (compiled on its own, or inside the compiled U-Net)
+        and under `compile` on a CPU; on a CPU without `compile` the same arithmetic runs unfused, so it is marked
+        without effect there.
+        """
+        kind = getattr(device, "type", device)
+        cuda = kind == "cuda"
+        return {
+            "cudnn_tf32": cuda,
+            "matmul_tf32": cuda,
+            "cudnn_benchmark": cuda,
+            "channels_last": True,
+            "autocast": self.autocast is None or cuda or self.autocast == "bfloat16",
+            "compile": True,
+            "fused_norm_act": cuda or self.compiles,
+            "checkpointing": True,
+            "fused_adam": True,
+            "foreach_ema": True,
+            "cuda_graphs": cuda,
+        }
