@@ -725,8 +725,8 @@ def test_summarise_one_source_only() -> None:
 def test_write_and_read_table(tmp_path: Path, suffix: str) -> None:
     tidy = tables.from_ncu(ncu.parse_raw(HANDMADE_RAW.read_text()))
     path = tmp_path / f"kernels{suffix}"
-    tables.write_table(tidy, path)
-    back = tables.read_table(path)
+    tables.save_frame(tidy, path)
+    back = tables.load_frame(path)
     assert list(back.columns) == list(tidy.columns)
     assert back["duration_ns"].to_numpy() == pytest.approx(tidy["duration_ns"].to_numpy())
     assert list(back["name"]) == list(tidy["name"])
@@ -734,7 +734,7 @@ def test_write_and_read_table(tmp_path: Path, suffix: str) -> None:
 
 def test_write_table_refuses_other_suffixes(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=".parquet or .csv"):
-        tables.write_table(small_run(), tmp_path / "x.json")
+        tables.save_frame(small_run(), tmp_path / "x.json")
 
 
 # --- real H200 profiles with the instruction-mix, tensor-op and memory-op counters ------------------------------

@@ -175,6 +175,13 @@ def output_files(output):
     }
 
 
+def extraction_code():
+    """The parsers and kernel classes behind every extracted table: editing them re-extracts (seconds of CPU per
+    profile), never re-profiles."""
+    modules = ("csvpages", "errors", "instructions", "kernels", "ncu", "nsys", "tables", "torchprof", "units")
+    return [f"workflow/scripts/profiling/{module}.py" for module in modules]
+
+
 def profile_inputs(wildcards):
     prefix = f"results/{wildcards.gpu}/{wildcards.variant}/profile/{wildcards.phase}"
     if wildcards.tool == "torch":

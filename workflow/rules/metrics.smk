@@ -4,6 +4,7 @@
 rule extract_profile:
     input:
         unpack(profile_inputs),
+        code=extraction_code(),
     output:
         kernels="results/{gpu}/{variant}/profile/{phase}/{tool}_kernels.parquet",
         summary="results/{gpu}/{variant}/profile/{phase}/{tool}_summary.csv",
@@ -22,6 +23,7 @@ rule extract_profile:
 rule extract_ncu_rules:
     input:
         details="results/{gpu}/{variant}/profile/{phase}/ncu_details.csv",
+        code=extraction_code(),
     output:
         rules="results/{gpu}/{variant}/profile/{phase}/ncu_rules.csv",
     log:

@@ -14,7 +14,7 @@ def main() -> None:
         rules = ncu.parse_details(Path(snakemake.input.details).read_text())
     except ProfilingError as error:
         raise JobError(str(error)) from None
-    tables.write_table(rules, snakemake.output.rules)
+    tables.save_frame(rules, snakemake.output.rules)
     print(f"{len(rules)} rule results for {rules['kernel_id'].nunique() if len(rules) else 0} kernels")
 
 

@@ -30,8 +30,8 @@ def main() -> None:
             ncu.validate_kernels(gpu_rows)  # the backward pass must be in a training-step profile
     except ProfilingError as error:
         raise JobError(str(error)) from None
-    tables.write_table(kernels, out.kernels)
-    tables.write_table(tables.summarise(kernels), out.summary)
+    tables.save_frame(kernels, out.kernels)
+    tables.save_frame(tables.summarise(kernels), out.summary)
     print(f"{len(kernels)} rows from {tool}; classes: {kernels['kernel_class'].value_counts().to_dict()}")
 
 

@@ -254,7 +254,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     return summary.reindex(columns=SUMMARY_COLUMNS)
 
 
-def write_table(df: pd.DataFrame, path: str | Path) -> None:
+def save_frame(df: pd.DataFrame, path: str | Path) -> None:
     """Write a table as Parquet (.parquet) or CSV (.csv), without the index."""
     path = Path(path)
     if path.suffix == ".parquet":
@@ -265,8 +265,8 @@ def write_table(df: pd.DataFrame, path: str | Path) -> None:
         raise ValueError(f"{path}: table files end in .parquet or .csv")
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """Read a table written by write_table."""
+def load_frame(path: str | Path) -> pd.DataFrame:
+    """Read a table written by save_frame."""
     path = Path(path)
     if path.suffix == ".parquet":
         return pd.read_parquet(path)

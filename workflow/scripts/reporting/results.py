@@ -237,7 +237,7 @@ def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.D
 def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable[str] = (),
             real_images: dict[str, Path] | None = None) -> dict[str, pd.DataFrame]:
     """Every table of the bundle from the result files (see the module docstring)."""
-    from profiling.tables import read_table
+    from profiling.tables import load_frame
 
     files = gather(measured, shipped, measured_labels)
     labels = _labels(files, measured_labels)
@@ -251,8 +251,8 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
         "runs": _runs(files),
         "quality": _quality(files),
         "losses": _per_file(files, "train_steps.csv", pd.read_csv),
-        "summaries": _per_file(files, "summary", read_table),
-        "kernels": _per_file(files, "kernels", read_table),
+        "summaries": _per_file(files, "summary", load_frame),
+        "kernels": _per_file(files, "kernels", load_frame),
         "rules": _per_file(files, "rules", read_rules),
         "slices": _slices(files, real),
         "bench": _per_file(files, "bench", pd.read_csv),
