@@ -8,6 +8,8 @@ from snakemake.utils import min_version, validate
 # The workflow's packages (workflow/scripts) serve the DAG's input functions too.
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 
+from medddpm.switches import Variant  # noqa: E402 (importable once the path is set)
+
 min_version("9.0")
 
 
@@ -49,6 +51,38 @@ def check_config(config):
 
 
 check_config(config)
+
+# Every variant is checked once, when the DAG is built: a bad switch is one line naming the variant.
+for _name, _switches in config["variants"].items():
+    try:
+        Variant.from_config(_name, _switches)
+    except (TypeError, ValueError) as _error:
+        raise WorkflowError(f"config: {_error}")
+
+
+def device_params(wildcards):
+    """What a job of a hardware label depends on about its device: the kind, how to recognise it, emulation."""
+    spec = config["hardware"][wildcards.gpu]
+    return {
+        "label": wildcards.gpu,
+        "device": spec["device"],
+        "name_pattern": spec.get("name_pattern"),
+        "emulate_gpus_on_cpu": config["emulate_gpus_on_cpu"],
+    }
+
+
+def variant_params(wildcards):
+    """Every switch of the job's variant, defaults included, so that changing one reruns that variant's jobs."""
+    return Variant.from_config(wildcards.variant, config["variants"][wildcards.variant]).switches()
+
+
+def profiled_train_params(wildcards):
+    """The training settings a profiled step depends on: the loop's (not how many steps the train job times) for a
+    training step, the seed of the initial weights for a sampling step."""
+    keys = ["seed"]
+    if wildcards.phase == "train":
+        keys += ["lr", "gradient_accumulation", "ema_decay", "ema_update_every", "ema_start_step"]
+    return {key: config["train"][key] for key in keys}
 
 
 wildcard_constraints:

@@ -2,15 +2,6 @@
 # config (`hardware.<label>.profilers`, `auto` = torch.profiler everywhere, ncu/nsys where installed).
 
 
-def profiled_train_params(wildcards):
-    """The training settings a profiled step depends on: the loop's (not how many steps the train job times) for a
-    training step, the seed of the initial weights for a sampling step."""
-    keys = ["seed"]
-    if wildcards.phase == "train":
-        keys += ["lr", "gradient_accumulation", "ema_decay", "ema_update_every", "ema_start_step"]
-    return {key: config["train"][key] for key in keys}
-
-
 rule profile_torch:
     input:
         dataset=PREPARED,
