@@ -68,5 +68,10 @@ done
 if [ $status -eq 0 ]; then
     : >"$pids_file"
     [ "$(cat "$registry" 2>/dev/null)" = "$statedir" ] && rm -f "$registry"
+    # The configuration start.sh wrote goes too: with it and no slurmctld, every `scontrol show config` (the SLURM
+    # executor plugin runs one whenever Snakemake starts) waits 9 s for a controller that is gone.
+    for conf in /etc/slurm/slurm.conf /etc/slurm/gres.conf; do
+        [ -f "$conf" ] && [[ "$(head -n 1 "$conf")" == "# medddpm-test-slurm"* ]] && rm -f "$conf"
+    done
 fi
 exit $status
