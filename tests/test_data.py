@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from medddpm.dataset import PreparedPairs, heldout_images, heldout_masks, load_condition
+from medddpm.dataset import PreparedPairs, load_condition
+from medddpm.prepare import heldout_images, heldout_masks
 from medddpm.prepare import DatasetError, prepare_dataset, read_wholehead_pairs, scale_slices, split_cases
 from medddpm import synthetic
 from medddpm.synthetic import write_synthetic_dataset

@@ -22,7 +22,6 @@ from profiling.tables import summarise
 from reporting import claims, derived, render
 from reporting.registry import BY_ID, OUTPUTS, markdown_list
 from reporting.results import MEASURED, SHIPPED, SHIPPED_NAMES, Results, collect, panel_label
-from reporting.style import apply_style, save
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "data" / "reference" / "h200"

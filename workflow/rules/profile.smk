@@ -18,7 +18,6 @@ rule profile_torch:
         gpu=gpus_needed,
     params:
         tool="torch",
-        settings=config["profiling"]["torch"],
         device=device_params,
         variant=variant_params,
         model=config["model"],

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from medddpm.build import Workload
-from medddpm.dataset import heldout_images
+from medddpm.prepare import heldout_images
 from medddpm.jobs import write_json
 from medddpm.quality import image_similarity, loss_curve_deviation, numeric_error, summarise_similarity
 from medddpm.runs import start_job

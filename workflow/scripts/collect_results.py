@@ -1,7 +1,7 @@
 """Snakemake job: every result measured here and every shipped reference set, read once into the tables the
 figures and tables draw on (reporting.results)."""
 
-from medddpm.dataset import heldout_images
+from medddpm.prepare import heldout_images
 from reporting.results import collect, write_bundle
 from ruleio import run_job
 

@@ -20,14 +20,14 @@ def main() -> None:
             "dataset": snakemake.input.dataset, "repo": str(repo_root(snakemake.scriptdir)), "nvtx_range": RANGE}
     log = Path(snakemake.log.tool)  # the profiler's own output, next to this job's log
     log.unlink(missing_ok=True)
-    settings = snakemake.params.settings
     try:
         if snakemake.params.tool == "torch":
-            profile_torch(spec, scripts, Path(out.trace), log, settings["timeout_minutes"] * 60)
+            profile_torch(spec, Path(out.trace), log)
         elif snakemake.params.tool == "ncu":
-            profile_ncu(spec, scripts, settings, Path(out.report), Path(out.raw), Path(out.details), log)
+            profile_ncu(spec, scripts, snakemake.params.settings, Path(out.report), Path(out.raw), Path(out.details),
+                        log)
         else:
-            profile_nsys(spec, scripts, settings, Path(out.report), Path(out.kern_sum), log)
+            profile_nsys(spec, scripts, snakemake.params.settings, Path(out.report), Path(out.kern_sum), log)
     except ProfilingError as error:
         raise JobError(f"{error} (tool output: {log})") from None
     print(f"{snakemake.params.tool} profile written; the profiler's output is in {log}")

@@ -9,7 +9,6 @@ Image and mask go through the same swap, so they stay aligned.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import nibabel as nib
@@ -17,24 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from medddpm.prepare import MANIFEST_NAME, DatasetError
-
-
-def _manifest_files(out_dir: Path, split: str, role: str) -> list[Path]:
-    """Paths of the prepared `role` ("image" or "mask") files of `split`, in index order, from the manifest."""
-    manifest = json.loads((Path(out_dir) / MANIFEST_NAME).read_text())
-    entries = [f for f in manifest["files"] if f["split"] == split and f["role"] == role]
-    return [Path(out_dir) / f["path"] for f in sorted(entries, key=lambda f: f["index"])]
-
-
-def heldout_masks(out_dir: Path) -> list[Path]:
-    """The prepared one-hot masks of the held-out cases (conditions for sampling), in index order."""
-    return _manifest_files(out_dir, "heldout", "mask")
-
-
-def heldout_images(out_dir: Path) -> list[Path]:
-    """The prepared images of the held-out cases (references for evaluation), in index order."""
-    return _manifest_files(out_dir, "heldout", "image")
+from medddpm.prepare import MANIFEST_NAME, DatasetError, manifest_files
 
 
 def load_condition(mask_path: Path) -> torch.Tensor:
@@ -62,8 +44,8 @@ class PreparedPairs(Dataset):
     """
 
     def __init__(self, out_dir: Path, split: str = "train") -> None:
-        self.images = _manifest_files(out_dir, split, "image")
-        self.masks = _manifest_files(out_dir, split, "mask")
+        self.images = manifest_files(out_dir, split, "image")
+        self.masks = manifest_files(out_dir, split, "mask")
         if not self.images or len(self.images) != len(self.masks):
             raise DatasetError(f"{Path(out_dir) / MANIFEST_NAME}: no complete image/mask pairs in split {split!r}")
         self._cache: dict[int, dict[str, torch.Tensor]] = {}

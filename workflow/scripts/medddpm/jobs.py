@@ -14,7 +14,8 @@ from tqdm import tqdm
 from measurement.timing import DeviceTimer, summary
 
 from .build import Workload
-from .dataset import PreparedPairs, heldout_images, heldout_masks, load_condition
+from .dataset import PreparedPairs, load_condition
+from .prepare import heldout_images, heldout_masks
 from .prepare import write_nifti
 from .runs import Run, peak_memory, reset_peak_memory
 from .sampling import UNetEvaluation

@@ -219,3 +219,20 @@ def prepare_dataset(
         }
         (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def manifest_files(out_dir: Path, split: str, role: str) -> list[Path]:
+    """Paths of the prepared `role` ("image" or "mask") files of `split`, in index order, from the manifest."""
+    manifest = json.loads((Path(out_dir) / MANIFEST_NAME).read_text())
+    entries = [f for f in manifest["files"] if f["split"] == split and f["role"] == role]
+    return [Path(out_dir) / f["path"] for f in sorted(entries, key=lambda f: f["index"])]
+
+
+def heldout_masks(out_dir: Path) -> list[Path]:
+    """The prepared one-hot masks of the held-out cases (conditions for sampling), in index order."""
+    return manifest_files(out_dir, "heldout", "mask")
+
+
+def heldout_images(out_dir: Path) -> list[Path]:
+    """The prepared images of the held-out cases (references for evaluation), in index order."""
+    return manifest_files(out_dir, "heldout", "image")

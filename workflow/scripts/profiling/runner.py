@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -66,10 +67,13 @@ def run_tool(argv: Sequence[str], scripts_dir: Path, timeout_s: float, log: Path
         raise ProfilingError(f"{tool} run failed with exit code {done.returncode}: {last[0].strip()}")
 
 
-def profile_torch(spec: dict, scripts_dir: Path, trace: Path, log: Path, timeout_s: float) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        argv = target_argv({**spec, "torch_trace": str(trace)}, Path(tmp))
-        run_tool(argv, scripts_dir, timeout_s, log, lambda text, code: None, "torch")
+def profile_torch(spec: dict, trace: Path, log: Path) -> None:
+    """torch.profiler in the job's own process: a library, unlike ncu and nsys, so no second interpreter (and no
+    second import of torch) is needed; the profiled program's output goes to the tool log."""
+    from .target import run
+
+    with open(log, "a") as out, contextlib.redirect_stdout(out):
+        run({**spec, "torch_trace": str(trace)})
     if not trace.exists():
         raise ProfilingError(f"torch.profiler wrote no trace {trace}; fix: see the job's log")
 

@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..derived import ncu_headline, relative_to, speedup
-from ..panels import absent_reason, rows_figure, say, variant_bars, variant_color, xticks
+from ..panels import absent_reason, rows_figure, say, variant_bars, variant_color
 from ..results import variant_order
 
 RATIOS = [("sm_cycles", "SM cycles"), ("warp_instructions", "warp instructions"), ("ipc", "IPC")]
