@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read.
-BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "rules", "slices", "bench")
+BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench")
 
 
 @dataclass(frozen=True)
@@ -52,18 +52,19 @@ OUTPUTS: list[Output] = [
            reads=("summaries",)),
     Output("fig02_top_kernels", "Top kernels of a training step with their class and precision", reads=("kernels",)),
     Output("fig03_instruction_mix", "Executed instructions by kind (FP32, tensor, integer, memory, control, ...)",
-           reads=("kernels", "summaries")),
-    Output("fig04_memory_system", "DRAM traffic and cache hit rates per kernel class", reads=("kernels", "summaries")),
-    Output("fig05_warp_states", "Warp stall reasons and achieved occupancy", reads=("kernels", "summaries")),
+           reads=("ncu_kernels", "summaries")),
+    Output("fig04_memory_system", "DRAM traffic and cache hit rates per kernel class",
+           reads=("ncu_kernels", "summaries")),
+    Output("fig05_warp_states", "Warp stall reasons and achieved occupancy", reads=("ncu_kernels", "summaries")),
     Output("fig06_priority_scores", "Nsight Compute's estimated speedups by rule and kernel class",
-           reads=("rules", "kernels", "summaries")),
+           reads=("rules", "ncu_kernels", "summaries")),
     Output("fig07_optimization_impact", "SM cycles, instructions, IPC and tensor use relative to baseline; speed-ups",
            reads=("summaries", "runs")),
     Output("fig08_end_to_end", "Training time per sample, sampling time per volume and peak memory", reads=("runs",)),
     Output("fig09_quality", "Loss curves, SSIM/PSNR and sample slices per variant",
            reads=("losses", "quality", "slices")),
     Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
-           reads=("kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}),
+           reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}),
     Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch"),
     Output("tab02_workload", "Model and diffusion settings, parameters, FLOPs per step, dataset",
            files={"dataset": "results/dataset/prepared"}, config=("model", "diffusion", "train", "dataset")),

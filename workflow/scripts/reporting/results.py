@@ -32,7 +32,12 @@ SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv",
 TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
 # The bundle: one Parquet file per table.
-TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "rules", "slices", "bench")
+TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench")
+# The kernels of every tool with the columns all tools share; Nsight Compute's kernels with every metric apart
+# (a CPU run adds tens of thousands of operator rows that have none: reading them with 500 metric columns would
+# cost each figure a second).
+KERNEL_IDENTITY = ["phase", "tool", "launch", "name", "short_name", "kernel_class", "precision", "instances",
+                   "duration_ns"]
 
 
 def file_keys(path: Path) -> dict:
@@ -257,6 +262,9 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
         "slices": _slices(files, real),
         "bench": _per_file(files, "bench", pd.read_csv),
     }
+    kernels = tables.pop("kernels")
+    tables["ncu_kernels"] = kernels[kernels["tool"] == "ncu"] if "tool" in kernels else kernels
+    tables["kernels"] = kernels.reindex(columns=["gpu", "variant", *KERNEL_IDENTITY])
     tagged = {name: _tag(frame, hardware, labels) for name, frame in tables.items()}
     return {"hardware": hardware, **tagged}
 
@@ -324,12 +332,16 @@ class Results:
     def phases(self) -> list[str]:
         """Profiled phases present (train, sample first), or both when nothing was profiled."""
         present = set()
-        for name in ("summaries", "kernels", "rules"):
+        for name in ("summaries", "kernels", "ncu_kernels", "rules"):
             if name in self.tables and "phase" in self.tables[name]:
                 present |= set(self.tables[name]["phase"].dropna())
         return [p for p in ("train", "sample") if p in present or not present] + sorted(present - {"train", "sample"})
 
     def kernels(self, tools: Iterable[str] = TOOL_PREFERENCE) -> pd.DataFrame:
+        """Kernels of `tools`: Nsight Compute's with every metric (`ncu_kernels`) when only ncu is asked for, else
+        the shared columns of every tool (`kernels`)."""
+        if list(tools) == ["ncu"]:
+            return self.table("ncu_kernels")
         frame = self.table("kernels")
         return frame[frame["tool"].isin(set(tools))] if "tool" in frame else frame
 
