@@ -33,7 +33,8 @@ def check_config(config):
                             f"{config['quality']['ssim_kernel']}")
     if config["sample"]["masks"] > config["dataset"]["heldout"]:
         raise WorkflowError(
-            f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout ({config['dataset']['heldout']})"
+            f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout "
+            f"({config['dataset']['heldout']})"
         )
     if config["dataset"]["heldout"] >= config["dataset"]["cases"] and config["dataset"]["source"] == "synthetic":
         raise WorkflowError("config: dataset.heldout must leave at least one training case")

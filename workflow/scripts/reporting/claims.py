@@ -91,7 +91,8 @@ def evaluate(claim: dict, gpu: str, ctx: dict) -> tuple[str, str]:
     optimized = list(ctx["optimized"])
     if measure in ("reduction_ratio", "ipc_gain", "tensor_utilisation"):
         head = ctx["headline"].set_index("variant") if len(ctx["headline"]) else pd.DataFrame()
-        metric = {"reduction_ratio": claim.get("metric"), "ipc_gain": "ipc", "tensor_utilisation": "tensor_pipe_pct"}[measure]
+        metric = {"reduction_ratio": claim.get("metric"), "ipc_gain": "ipc",
+                  "tensor_utilisation": "tensor_pipe_pct"}[measure]
         if head.empty or "baseline" not in head.index or pd.isna(head.loc["baseline", metric]):
             return _not_measurable(f"no Nsight Compute training-step profile of baseline on {gpu}")
         others = [v for v in variant_order(head.index) if v in optimized and not pd.isna(head.loc[v, metric])]
@@ -156,7 +157,8 @@ def claims_table(claims: dict, results: Results) -> tuple[pd.DataFrame, list[str
     that states the claim's rule; and the notes (one rule per claim)."""
     summaries = results.table("summaries")
     headline = ncu_headline(summaries)
-    ncu_train = summaries[(summaries["tool"] == "ncu") & (summaries["phase"] == "train")] if len(summaries) else summaries
+    ncu_train = (summaries[(summaries["tool"] == "ncu") & (summaries["phase"] == "train")] if len(summaries)
+                 else summaries)
     train = preferred_tool(summaries[summaries["phase"] == "train"]) if len(summaries) else summaries
     quality, runs = results.table("quality"), results.table("runs")
 

@@ -44,7 +44,8 @@ def ncu_headline(summaries: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     columns = ["gpu", "variant", *NCU_HEADLINE]
     if summaries.empty:
         return pd.DataFrame(columns=columns)
-    rows = summaries[(summaries["tool"] == "ncu") & (summaries["phase"] == phase) & (summaries["kernel_class"] == "all")]
+    rows = summaries[(summaries["tool"] == "ncu") & (summaries["phase"] == phase)
+                     & (summaries["kernel_class"] == "all")]
     return rows.reindex(columns=columns).reset_index(drop=True)
 
 

@@ -53,7 +53,8 @@ def absent_reason(results: Results, gpu: str, phase: str, what: str = "") -> str
     if not tools:
         return f"no Nsight Compute data for {gpu} ({phase}{shipped}): no {phase}-step profile"
     names = " and ".join(TOOL_NAMES.get(t, t) for t in tools)
-    return f"no Nsight Compute data for {gpu} ({phase}{shipped}): {names} measure{'s' if len(tools) == 1 else ''} durations only"
+    verb = "measures" if len(tools) == 1 else "measure"
+    return f"no Nsight Compute data for {gpu} ({phase}{shipped}): {names} {verb} durations only"
 
 
 def rows_figure(titles: list[str], ncols: int, width: float = 5.2, height: float = 3.9, ratios=None,

@@ -2,7 +2,8 @@
 figure and table draws on.
 
 A result file belongs to a run by its path: ``<root>/<gpu>/<variant>/<file>`` (``train.json``, ``sample.json``,
-``quality.json``, ``train_steps.csv``, ``samples/sample_000.nii.gz``) or ``<root>/<gpu>/<variant>/profile/<phase>/<file>``
+``quality.json``, ``train_steps.csv``, ``samples/sample_000.nii.gz``), ``<root>/<gpu>/bench.csv``, or
+``<root>/<gpu>/<variant>/profile/<phase>/<file>``
 (``<tool>_summary.csv``, ``<tool>_kernels.parquet``, ``ncu_rules.csv``, shipped gzipped as ``ncu_rules.csv.gz``), with
 ``<root>`` either ``results`` (measured here) or ``data/reference`` (shipped). A shipped label that is also measured
 here is left out: measured wins.

@@ -21,7 +21,8 @@ def priority_scores(rules: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["variant", "rule", "kernel_class", "saving_pct"])
     rows = []
     for variant, run in rules.groupby("variant"):
-        times = kernels[kernels["variant"] == variant][["launch", "duration_ns", "kernel_class"]] if len(kernels) else None
+        times = kernels.loc[kernels["variant"] == variant, ["launch", "duration_ns", "kernel_class"]] if len(kernels) \
+            else None
         run = run.drop(columns=["kernel_class"], errors="ignore")
         if times is not None and len(times):
             run = run.merge(times.rename(columns={"launch": "kernel_id"}), on="kernel_id", how="left")

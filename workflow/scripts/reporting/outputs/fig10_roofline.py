@@ -21,7 +21,8 @@ def peaks_for(peaks: dict, gpu: str, device: str) -> dict | None:
     if gpu in peaks:
         return peaks[gpu]
     for entry in peaks.values():
-        if isinstance(entry, dict) and entry.get("name_pattern") and re.search(entry["name_pattern"], device or "", re.I):
+        pattern = entry.get("name_pattern") if isinstance(entry, dict) else None
+        if pattern and re.search(pattern, device or "", re.I):
             return entry
     return None
 

@@ -26,7 +26,8 @@ def workload_rows(settings: dict, manifest: dict, counted: dict) -> list[tuple[s
          f"{counted['train_executed'] * train['gradient_accumulation'] / 1e12:.3f} TFLOP"),
         ("diffusion steps T (cosine schedule, L1 on noise)", str(settings["diffusion"]["timesteps"])),
         ("optimizer", f"Adam lr {train['lr']:g}, gradient accumulation {train['gradient_accumulation']}"),
-        ("EMA", f"decay {train['ema_decay']}, every {train['ema_update_every']} steps from step {train['ema_start_step']}"),
+        ("EMA", f"decay {train['ema_decay']}, every {train['ema_update_every']} steps from step "
+                f"{train['ema_start_step']}"),
         ("dataset", f"{data['source']}: {manifest['counts']['train']} training cases, "
                     f"{manifest['counts']['heldout']} held-out"),
         ("timed steps (warm-up + measured)", f"{train['warmup_steps']} + {train['measured_steps']}"),
@@ -47,7 +48,8 @@ def counted(settings: dict) -> dict:
         parameters = parameter_count(UNet3D(unet))
     model, executed = unet_flops(unet, shape, "none"), unet_flops(unet, shape, "attention")
     return {"parameters": parameters, "forward": model["forward"]["total"],
-            "train_model": model["train_micro_batch"]["total"], "train_executed": executed["train_micro_batch"]["total"]}
+            "train_model": model["train_micro_batch"]["total"],
+            "train_executed": executed["train_micro_batch"]["total"]}
 
 
 def build(job) -> Table:
