@@ -271,13 +271,13 @@ def test_ncu_claims_without_profiles_are_not_measurable():
 
 def test_quality_claim_needs_every_variant_and_switches_that_act():
     quality = pd.DataFrame({"variant": ["baseline", "tf32"], "ssim_vs_baseline": [1.0, 0.9901],
-                            "forward_rel_error": [1e-7, 0.0099]})
+                            "forward_rel_error": [1e-7, 0.0099], "ssim_vs_real": [0.3, 0.31]})
     assert claims.evaluate(claim("quality"), "g", ctx(quality=quality))[1] == claims.REPRODUCED
     for bad in (quality.assign(ssim_vs_baseline=[1.0, 0.99]), quality.assign(forward_rel_error=[1e-7, 0.01])):
         assert claims.evaluate(claim("quality"), "g", ctx(quality=bad))[1] == claims.CONTRADICTED
     # Every optimized variant must pass, not any: a second variant failing fails the claim.
     two = pd.concat([quality, pd.DataFrame({"variant": ["channels_last"], "ssim_vs_baseline": [0.5],
-                                            "forward_rel_error": [1e-7]})])
+                                            "forward_rel_error": [1e-7], "ssim_vs_real": [0.3]})])
     runs = ctx()["runs"]
     runs = pd.concat([runs, runs.iloc[1:].assign(variant="channels_last")])
     assert claims.evaluate(claim("quality"), "g", ctx(quality=two, runs=runs))[1] == claims.CONTRADICTED
@@ -286,6 +286,10 @@ def test_quality_claim_needs_every_variant_and_switches_that_act():
     measured, verdict = claims.evaluate(claim("quality"), "g", ctx(quality=quality, runs=idle))
     assert verdict == claims.NOT_MEASURABLE and "cudnn_tf32 had no effect" in measured
     assert claims.evaluate(claim("quality"), "g", ctx(quality=quality.iloc[:1]))[1] == claims.NOT_MEASURABLE
+    # Models that sample noise (SSIM against the real images under the claim's bound): noise compared with noise.
+    noise = quality.assign(ssim_vs_real=[0.299, 0.31])
+    measured, verdict = claims.evaluate(claim("quality"), "g", ctx(quality=noise))
+    assert verdict == claims.NOT_MEASURABLE and "noise with noise" in measured
 
 
 @pytest.mark.parametrize("conv_share, verdict", [(0.51, claims.REPRODUCED), (0.5, claims.CONTRADICTED)])

@@ -120,6 +120,12 @@ def evaluate(claim: dict, gpu: str, ctx: dict) -> tuple[str, str]:
         idle = _unexercised(ctx, gpu, variant_order(rows["variant"]))
         if idle:
             return idle
+        base = qual[qual["variant"] == "baseline"]["ssim_vs_real"].astype(float) if len(qual) else pd.Series()
+        if base.empty or base.isna().all() or float(base.iloc[0]) < claim["trained_ssim_min"]:
+            shown = "no baseline quality check" if base.empty or base.isna().all() else \
+                f"baseline samples' SSIM vs real images {float(base.iloc[0]):.2g}"
+            return _not_measurable(f"the models do not synthesise images yet ({shown} < {claim['trained_ssim_min']}):"
+                                   " unchanged quality would compare noise with noise")
         ssim = rows["ssim_vs_baseline"].astype(float)
         error = rows["forward_rel_error"].astype(float)
         if ssim.isna().any() or error.isna().any():
