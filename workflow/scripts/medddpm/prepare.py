@@ -195,8 +195,8 @@ def check_same_grid(data: np.ndarray, affine: np.ndarray, path: Path, ref_data: 
     difference = float(np.abs(affine - ref_affine).max())
     if difference > AFFINE_TOLERANCE:
         raise DatasetError(
-            f"{path}: affine differs from that of {ref_path.name} (largest difference {difference:.4g}); a mask and "
-            f"its image must lie on one grid"
+            f"{path}: affine differs from that of {ref_path.name} (largest difference {difference:.4g}); the files "
+            f"of one case must lie on one grid"
         )
 
 
