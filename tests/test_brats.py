@@ -394,3 +394,35 @@ def test_bad_folders_raise_one_clear_line_and_write_nothing(make, tmp_path):
     assert named in message and "\n" not in message, message
     assert list(parent.iterdir()) == []
 
+
+# --- synthetic BraTS (for timing the workload without the data) ---------------------------------------------------
+
+
+def test_synthetic_brats_is_raw_brats_2021(tmp_path):
+    from medddpm.synthetic_brats import raw_shape, write_synthetic_brats
+
+    assert raw_shape((192, 192, 144)) == (240, 240, 155)
+    shape = (32, 32, 16)
+    write_synthetic_brats(tmp_path / "a", 2, shape, seed=0)
+    write_synthetic_brats(tmp_path / "b", 2, shape, seed=0)
+    files = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*.nii.gz"))
+    assert files == [f"BraTS2021_{n:05d}/BraTS2021_{n:05d}_{role}.nii.gz" for n in range(2)
+                     for role in sorted((*MODALITIES, "seg"))]
+    assert all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
+    case = tmp_path / "a" / "BraTS2021_00001" / "BraTS2021_00001"
+    t1, seg = nib.load(f"{case}_t1.nii.gz"), nib.load(f"{case}_seg.nii.gz")
+    assert t1.shape == seg.shape == raw_shape(shape) == (40, 40, 17)
+    assert t1.get_data_dtype() == np.int16 and seg.get_data_dtype() == np.uint8
+    assert nib.aff2axcodes(t1.affine) == ("L", "P", "S") and np.array_equal(t1.affine, seg.affine)
+    labels = set(np.unique(read(f"{case}_seg.nii.gz")).tolist())
+    assert labels <= {0, 1, 2, 4} and {0, 2} <= labels
+    data = read(f"{case}_t1.nii.gz")
+    assert data.min() == 0 and (data > 0).mean() > 0.2  # skull-stripped: background 0, brain above it
+    assert (read(f"{case}_seg.nii.gz")[data == 0] == 0).all()  # tumour only inside the brain
+
+    layout, cases = read_brats_cases(tmp_path / "a")
+    out = tmp_path / "prepared"
+    manifest = prepare_dataset(cases, out, shape, heldout=1, seed=0, reader=BratsReader(layout))
+    assert layout == "raw" and manifest["counts"] == {"cases": 2, "train": 1, "heldout": 1}
+    one_hot = read(out / "train" / "mask_000.nii.gz")
+    assert one_hot.shape == (*shape, 4) and one_hot[..., 3].mean() > 0.2  # brain relabelled 4
