@@ -426,3 +426,43 @@ def test_synthetic_brats_is_raw_brats_2021(tmp_path):
     assert layout == "raw" and manifest["counts"] == {"cases": 2, "train": 1, "heldout": 1}
     one_hot = read(out / "train" / "mask_000.nii.gz")
     assert one_hot.shape == (*shape, 4) and one_hot[..., 3].mean() > 0.2  # brain relabelled 4
+
+
+# --- the BraTS workload through the jobs: four image channels, a {0, 1} condition, samples on the mask's grid ----
+
+
+def test_training_sampling_and_quality_jobs_take_four_modalities(raw_prepared, tmp_path):
+    from medddpm.build import Workload
+    from medddpm.jobs import run_sampling, run_training
+    from medddpm.prepare import heldout_images, heldout_masks
+    from medddpm.quality import image_similarity, numeric_error
+    from medddpm.runs import start_run
+    from medddpm.settings import DeviceSpec, QualitySettings, SampleSettings, TrainSettings
+    from medddpm.switches import Variant
+
+    _, dataset, _ = raw_prepared
+    # BraTS's network in miniature: 8 inputs, 4 outputs, two ResBlocks per level, attention in the middle only.
+    model = {"in_channels": 8, "out_channels": 4, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 2,
+             "attention_downsample_rates": [], "num_heads": 1, "dropout": 0.0}
+    workload = Workload.from_params(model, {"timesteps": 3})
+    run = start_run(DeviceSpec("cpu", "cpu"), Variant("baseline", False, False, False), Path.cwd(), {})
+    train = TrainSettings(lr=1e-3, gradient_accumulation=1, warmup_steps=1, measured_steps=1, bare_loop_steps=0)
+    files = {name: tmp_path / name for name in ("train.json", "train.csv", "ckpt.pt", "sample.json", "sample.csv",
+                                                "sample_000.nii.gz")}
+    run_training(workload, train, run, dataset, files["train.json"], files["train.csv"], files["ckpt.pt"])
+    assert json.loads(files["train.json"].read_text())["volume_shape"] == list(TARGET)
+    run_sampling(workload, SampleSettings(masks=1, warmup_steps=0), run, files["ckpt.pt"], dataset,
+                 files["sample.json"], files["sample.csv"], [files["sample_000.nii.gz"]])
+    sample, mask = nib.load(files["sample_000.nii.gz"]), nib.load(heldout_masks(dataset)[0])
+    assert sample.shape == (*TARGET, 4) and mask.shape == (*TARGET, 4)
+    np.testing.assert_array_equal(sample.affine, mask.affine)  # opens aligned with its mask
+    assert nib.aff2axcodes(sample.affine) == ("L", "P", "S")
+    data = np.asarray(sample.dataobj)
+    assert np.isfinite(data).all() and data.min() >= -1.0 - 1e-6 and data.max() <= 1.0 + 1e-6
+    assert len(set(np.round(data[..., c].std(), 6) for c in range(4))) > 1  # four channels, not one repeated
+    numeric = numeric_error(workload, QualitySettings(ssim_kernel=3, reference_shape=(8, 12, 4)), run,
+                            files["ckpt.pt"], dataset)
+    assert numeric["input_shape"] == [8, 12, 4]  # (D, W, H), as reference_shape and dataset.shape are given
+    assert numeric["forward_relative_error"] < 1e-4
+    [row] = image_similarity([files["sample_000.nii.gz"]], heldout_images(dataset), kernel=3)
+    assert -1 <= row["ssim"] <= 1 and row["psnr_db"] is not None
