@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import nibabel as nib
 import numpy as np
@@ -466,3 +467,28 @@ def test_training_sampling_and_quality_jobs_take_four_modalities(raw_prepared, t
     assert numeric["forward_relative_error"] < 1e-4
     [row] = image_similarity([files["sample_000.nii.gz"]], heldout_images(dataset), kernel=3)
     assert -1 <= row["ssim"] <= 1 and row["psnr_db"] is not None
+
+
+def test_entry_points_write_and_prepare_synthetic_and_listed_brats(tmp_path):
+    from test_data import Files, run_script
+
+    raw, logs = tmp_path / "raw", tmp_path / "logs"
+    logs.mkdir()
+    run_script("make_synthetic_brats.py", params=SimpleNamespace(cases=3, shape=[16, 16, 16], seed=1),
+               output=Files(raw), log=Files(logs / "synthetic.log"))
+    assert "wrote 15 files: 3 raw BraTS cases of shape (20, 20, 17)" in (logs / "synthetic.log").read_text()
+    listing = tmp_path / "cases.txt"
+    listing.write_text("BraTS2021_00000\nBraTS2021_00002\n")
+    params = SimpleNamespace(source={"source": "brats", "layout": "auto"}, shape=[16, 16, 16], heldout=1, seed=0)
+    run_script("prepare_dataset.py", params=params, input=Files(raw=raw, case_list=listing),
+               output=Files(prepared=tmp_path / "prepared"), log=Files(logs / "prepare.log"))
+    manifest = json.loads((tmp_path / "prepared" / "manifest.json").read_text())
+    assert manifest["layout"] == "raw" and {f["case"] for f in manifest["files"]} == {"BraTS2021_00000",
+                                                                                     "BraTS2021_00002"}
+    assert "(brats, raw layout)" in (logs / "prepare.log").read_text()
+    params.source = {"source": "brats", "layout": "preprocessed"}
+    with pytest.raises(SystemExit) as caught:
+        run_script("prepare_dataset.py", params=params, input=Files(raw=raw), output=Files(prepared=tmp_path / "x"),
+                   log=Files(logs / "failed.log"))
+    assert "holds raw BraTS files, but the config says dataset.layout: preprocessed" in str(caught.value)
+    assert not (tmp_path / "x").exists()

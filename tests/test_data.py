@@ -508,7 +508,8 @@ def test_entry_points(tmp_path):
         log=Files(logs / "synthetic.log"),
     )
     assert "wrote 4 files" in (logs / "synthetic.log").read_text()
-    params = SimpleNamespace(shape=[12, 12, 12], heldout=1, seed=0)
+    params = SimpleNamespace(source={"source": "synthetic", "scaling": "slice"}, shape=[12, 12, 12], heldout=1,
+                             seed=0)
     run_script(
         "prepare_dataset.py",
         params=params,
