@@ -352,7 +352,8 @@ def _foreign_name(root):
 
 def _case_in_the_wrong_folder(root):
     _raw(root)
-    (root / "BraTS2021_00001" / "BraTS2021_00001_t2.nii.gz").rename(root / "BraTS2021_00001" / "BraTS2021_00011_t2.nii.gz")
+    folder = root / "BraTS2021_00001"
+    (folder / "BraTS2021_00001_t2.nii.gz").rename(folder / "BraTS2021_00011_t2.nii.gz")
     return "BraTS2021_00011_t2.nii.gz: case BraTS2021_00011 in the folder of case BraTS2021_00001"
 
 

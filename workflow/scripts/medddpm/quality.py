@@ -123,7 +123,8 @@ def loss_curve_deviation(steps_csv: Path, baseline_csv: Path) -> dict:
 
 
 def _volume(path: Path, device: torch.device) -> torch.Tensor:
-    """A volume as a (1, C, D, W, H) tensor: C = 1 for a 3-D file, its fourth axis (BraTS's modalities) for a 4-D one."""
+    """A volume as a (1, C, D, W, H) tensor: C = 1 for a 3-D file, the fourth axis (BraTS's modalities) of a 4-D
+    one."""
     data = torch.from_numpy(np.asarray(nib.load(str(path)).get_fdata(), dtype=np.float32))
     channels = data[None] if data.ndim == 3 else data.permute(3, 0, 1, 2)
     return channels[None].to(device)
