@@ -112,6 +112,8 @@ def test_gpu_label_on_a_machine_without_it_fails_in_one_line(finished_run, tmp_p
         ("run_variants: [baseline, fp8]", "'fp8', which is not defined under 'variants'"),
         ("gpus: [mi300]", "'mi300', which is not defined under 'hardware'"),
         ("train: {warmup_steps: 0}", "0 is less than the minimum of 1"),
+        ("dataset: {source: synthetic_brats}", "whose results live under hardware labels ending in _brats"),
+        ("model: {in_channels: 8}", "model.in_channels must be 3 and model.out_channels 1 (got 8 and 1)"),
     ],
 )
 def test_wrong_config_is_named(workflow_copy, overlay, message):
@@ -153,6 +155,19 @@ def test_paper_configuration_plans_the_full_matrix(workflow_copy):
     assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5  # five variants on the h200 label
     assert jobs["profile_torch"] == 10  # two phases each; ncu/nsys join where they are installed
     assert jobs["manifest"] == 1
+
+
+def test_brats_configuration_plans_the_same_study_apart_from_the_whole_head_one(workflow_copy):
+    args = ("paper/figures/all", "--configfile", "config/paper.yaml", "config/brats.yaml")
+    jobs = planned_jobs(workflow_copy, *args)
+    assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5 and jobs["profile_torch"] == 10
+    assert jobs["synthetic_brats_dataset"] == jobs["prepare_dataset"] == 1 and "synthetic_dataset" not in jobs
+    plan = snakemake(workflow_copy, "-n", "-p", *args)
+    text = plan.stdout + plan.stderr
+    assert "results/h200_brats/tf32_channels_last/train.json" in text and "results/h200/" not in text
+    assert "results/dataset/prepared_brats" in text and "results/dataset/prepared " not in text
+    # config/brats.yaml sets every key config/paper.yaml sets: with or without it, the same study.
+    assert planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/brats.yaml") == jobs
 
 
 def test_profiles_target_profiles_every_variant_and_phase_without_training(workflow_copy):

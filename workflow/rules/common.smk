@@ -16,11 +16,42 @@ min_version("9.0")
 validate(config, schema="../schemas/config.schema.yaml")
 
 
+# The two workloads: whole-head (1 image channel, a 2-channel mask) and BraTS (4 modalities, a 4-channel mask).
+BRATS_SOURCES = ("brats", "synthetic_brats")
+CHANNELS = {"wholehead": (1, 2), "brats": (4, 4)}
+BRATS_SUFFIX = "_brats"
+
+
+def workload_of(config):
+    return "brats" if config["dataset"]["source"] in BRATS_SOURCES else "wholehead"
+
+
 def check_config(config):
     """Consistency the schema cannot express; one line per problem."""
     for label in config["gpus"]:
         if label not in config["hardware"]:
             raise WorkflowError(f"config: gpus lists {label!r}, which is not defined under 'hardware'")
+    # BraTS results live under their own labels (h200_brats, ...), so that they never mix with, or replace, the
+    # whole-head results of the same GPU (results/<label>/, the figures' panels, the shipped reference sets).
+    workload, source = workload_of(config), config["dataset"]["source"]
+    for label in config["gpus"]:
+        if workload == "brats" and not label.endswith(BRATS_SUFFIX):
+            raise WorkflowError(
+                f"config: dataset.source {source} is the BraTS workload, whose results live under hardware labels "
+                f"ending in {BRATS_SUFFIX} (h200_brats, ... in config/brats.yaml); gpus lists {label!r}"
+            )
+        if workload == "wholehead" and label.endswith(BRATS_SUFFIX):
+            raise WorkflowError(
+                f"config: gpus lists {label!r}, a BraTS label, but dataset.source {source} is the whole-head workload"
+            )
+    image, mask = CHANNELS[workload]
+    model = config["model"]
+    if (model["in_channels"], model["out_channels"]) != (image + mask, image):
+        raise WorkflowError(
+            f"config: the {workload} workload has {image} image and {mask} mask channel(s), so model.in_channels "
+            f"must be {image + mask} and model.out_channels {image} (got {model['in_channels']} and "
+            f"{model['out_channels']})"
+        )
     for name in config["run_variants"]:
         if name not in config["variants"]:
             raise WorkflowError(f"config: run_variants lists {name!r}, which is not defined under 'variants'")
@@ -36,7 +67,8 @@ def check_config(config):
             f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout "
             f"({config['dataset']['heldout']})"
         )
-    if config["dataset"]["heldout"] >= config["dataset"]["cases"] and config["dataset"]["source"] == "synthetic":
+    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
+    if config["dataset"]["heldout"] >= config["dataset"]["cases"] and synthetic:
         raise WorkflowError("config: dataset.heldout must leave at least one training case")
     factor = 2 ** (len(config["model"]["channel_mult"]) - 1)
     crop = config["quality"]["reference_shape"]
@@ -91,13 +123,30 @@ wildcard_constraints:
     variant="|".join(config["run_variants"]),
 
 
-PREPARED = "results/dataset/prepared"
+# Each workload prepares into its own folder: switching between config/paper.yaml and config/brats.yaml never
+# rebuilds (and so never outdates the results of) the other's dataset.
+WORKLOAD = workload_of(config)
+PREPARED = "results/dataset/prepared_brats" if WORKLOAD == "brats" else "results/dataset/prepared"
+SYNTHETIC = {"synthetic": "results/dataset/synthetic", "synthetic_brats": "results/dataset/synthetic_brats"}
 
 
 def raw_dataset():
-    if config["dataset"]["source"] == "synthetic":
-        return "results/dataset/synthetic"
-    return config["dataset"]["root"]
+    return SYNTHETIC.get(config["dataset"]["source"], config["dataset"]["root"])
+
+
+def case_list():
+    """The BraTS case list, an input of the preparation when set (editing it re-prepares)."""
+    listed = config["dataset"]["case_list"]
+    return [listed] if listed is not None and config["dataset"]["source"] == "brats" else []
+
+
+def preparation_params():
+    """What the preparation depends on besides the shape, split and seed: the source and its own settings only,
+    so that a setting of the other workload never re-prepares this one."""
+    dataset = config["dataset"]
+    if WORKLOAD == "brats":
+        return {"source": dataset["source"], "layout": dataset["layout"] if dataset["source"] == "brats" else "raw"}
+    return {"source": dataset["source"], "scaling": dataset["scaling"]}
 
 
 def gpus_needed(wildcards):
@@ -195,7 +244,8 @@ def output_inputs(output):
     """A registered output's inputs: the collected tables it reads, its other files, its own module, shared code."""
     inputs = {"hardware": f"{COLLECTED}/hardware.parquet"}
     inputs |= {name: f"{COLLECTED}/{name}.parquet" for name in output.reads}
-    inputs |= output.files
+    # `{prepared}` in a registered file is the prepared dataset of the configured workload.
+    inputs |= {name: path.format(prepared=PREPARED) for name, path in output.files.items()}
     inputs["code"] = [output.code, *reporting_code()]
     return inputs
 
