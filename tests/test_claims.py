@@ -262,7 +262,8 @@ def test_claims_file_is_checked_for_its_keys(tmp_path):
                           ("claims: {}\n", "expected a mapping with a `claims` list"),
                           ("claims:\n  - {id: x, claim: c, published_text: p, measure: m}\n",
                            "claim 'x' lacks `rule`"),
-                          ("claims:\n  - {claim: c, published_text: p, measure: m, rule: r}\n", "claim '?' lacks `id`")]:
+                          ("claims:\n  - {claim: c, published_text: p, measure: m, rule: r}\n",
+                           "claim '?' lacks `id`")]:
         path = tmp_path / "claims.yaml"
         path.write_text(text)
         with pytest.raises(ValueError, match=re.escape(message)):
