@@ -7,6 +7,7 @@ keeps labels crisp (nearest neighbour for masks, linear for images).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import nibabel as nib
@@ -20,10 +21,12 @@ from medddpm.brats import MODALITIES, BratsReader, crop_or_pad, crop_or_pad_boun
 from medddpm.prepare import Case, DatasetError, WholeHeadReader, check_labels, one_hot, scale_slices
 from medddpm.prepare import scale_volume
 
-PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+# HYPOTHESIS_EXAMPLES lowers the number of examples (tests/mutation.py runs them once per mutant).
+EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "60"))
+PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 # Tests that write NIfTI files run fewer examples.
-FILES = settings(PROPERTY, max_examples=20)
+FILES = settings(PROPERTY, max_examples=max(EXAMPLES // 3, 5))
 
 shapes = st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 5))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -23,8 +24,10 @@ from hypothesis import strategies as st
 from profiling import kernels, ncu, nsys, tables
 from profiling.units import scale_to_base
 
-# Every property test runs the same examples on every machine (derandomize) and leaves no example database behind.
-PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+# Every property test runs the same examples on every machine (derandomize) and leaves no example database behind;
+# HYPOTHESIS_EXAMPLES lowers their number (tests/mutation.py runs them once per mutant).
+EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "60"))
+PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 # (printed unit, factor to the base unit, base unit), from the definitions: 1 us = 1e3 ns, 1 Kbyte = 1e3 bytes, ...
@@ -157,6 +160,13 @@ def test_ncu_raw_reader_converts_generated_pages(page):
         tidy = tables.from_ncu(raw)
         unit, values = expected["gpu__time_duration.sum"]
         np.testing.assert_allclose(tidy["duration_ns"], np.array(values) * FACTORS[unit][0], rtol=1e-12)
+
+
+def test_a_short_row_is_named_by_its_line_number_counting_the_header_as_one():
+    text = '"ID","Kernel Name","CC","gpu__time_duration.sum"\n"","","","ns"\n"0","k","9.0","1"\n"1","k","9.0"\n'
+    assert ncu.check_raw_csv(text).startswith("ncu raw CSV is truncated: row 4 has 3 of 4 columns; fix:")
+    summary = "Time (%),Total Time (ns),Instances,Name\n50.0,10,1,a\n50.0,10,1,b\n50.0,10\n"
+    assert nsys.check_csv(summary).startswith("nsys kernel-summary CSV is truncated: row 4 has 2 of 4 columns;")
 
 
 def test_ncu_raw_keeps_not_understood_units_as_printed():
