@@ -14,6 +14,7 @@ import csv
 import io
 import math
 import os
+import sys
 
 import numpy as np
 import pandas as pd
@@ -335,3 +336,113 @@ def test_summary_sums_and_time_weighted_means_of_generated_runs(run):
         share = math.fsum(run.loc[run["kernel_class"] == name, "duration_ns"]) / total
         assert summary.loc["all", column] == pytest.approx(share, rel=1e-12, abs=0.0)
         assert summary.drop(index="all")[column].isna().all()
+
+
+# --- the .ncu-rep reader through a stand-in for NVIDIA's ncu_report module -------------------------------------
+
+
+class _Metric:
+    def __init__(self, value):
+        self.value = value
+
+    def kind(self):
+        return "string" if isinstance(self.value, str) else "double"
+
+    def as_double(self):
+        return float(self.value)
+
+
+class _Action:
+    def __init__(self, name, metrics, rules):
+        self._name, self.metrics, self.rules = name, metrics, rules
+
+    def name(self, base):
+        assert base == "demangled"
+        return self._name
+
+    def metric_names(self):
+        return list(self.metrics)
+
+    def metric_by_name(self, name):
+        return _Metric(self.metrics[name]) if name in self.metrics else None
+
+    def rule_results_as_dicts(self):
+        return self.rules
+
+
+class _Range:
+    def __init__(self, actions):
+        self.actions = actions
+
+    def num_actions(self):
+        return len(self.actions)
+
+    def action_by_idx(self, index):
+        return self.actions[index]
+
+
+def fake_ncu_report(ranges):
+    """A module with the parts of ncu_report's interface that read_report uses."""
+    enum = lambda **values: type("Enum", (), values)  # noqa: E731
+    context = type("Context", (), {"num_ranges": lambda self: len(ranges),
+                                   "range_by_idx": lambda self, i: _Range(ranges[i])})()
+    return type("ncu_report", (), {
+        "load_report": staticmethod(lambda path: context),
+        "IAction": enum(NameBase_DEMANGLED="demangled"), "IMetric": enum(ValueKind_STRING="string"),
+        "MsgType": enum(OPTIMIZATION=2, WARNING=3), "SpeedupType": enum(LOCAL=1, GLOBAL=2),
+    })
+
+
+def test_ncu_report_reader_numbers_kernels_across_ranges_and_reads_rules(monkeypatch):
+    rule = {"section_identifier": "SpeedOfLight", "rule_identifier": "SOLBottleneck",
+            "rule_message": {"type": 2, "message": "memory bound"}, "speedup_estimation": {"type": 1, "speedup": 12.5}}
+    as_text = {"section_identifier": "Occupancy", "rule_identifier": "AchievedOccupancy",
+               "rule_message": "{'type': 3, 'message': 'low'}", "speedup_estimation": "{'type': 2, 'speedup': None}"}
+    broken = {"rule_message": "not a dict {", "speedup_estimation": 7}
+    ranges = [[_Action("k0", {"gpu__time_duration.sum": 100, "device__attribute_display_name": "NVIDIA H200"},
+                       [rule])],
+              [_Action("k1", {"gpu__time_duration.sum": 300.5}, [as_text, broken]),
+               _Action("k2", {}, [])]]
+    monkeypatch.setattr(ncu, "import_ncu_report", lambda: fake_ncu_report(ranges))
+    kernels, rules = ncu.read_report("run.ncu-rep")
+    assert list(kernels["id"]) == [0, 1, 2] and list(kernels["kernel_name"]) == ["k0", "k1", "k2"]
+    assert list(kernels["gpu__time_duration.sum"])[:2] == [100.0, 300.5]
+    assert "device__attribute_display_name" not in kernels  # text metrics are left out
+    assert list(rules.columns) == ncu.RULE_COLUMNS
+    assert rules.loc[0].tolist() == [0, "k0", "SpeedOfLight", "SOLBottleneck", "OPTIMIZATION", "memory bound", "local",
+                                     12.5]
+    assert rules.loc[1, ["kernel_id", "rule_type", "description", "speedup_type"]].tolist() == [1, "WARNING", "low",
+                                                                                                 "global"]
+    assert math.isnan(rules.loc[1, "estimated_speedup_pct"]) and math.isnan(rules.loc[2, "estimated_speedup_pct"])
+    assert rules.loc[2, ["section", "rule", "rule_type", "description", "speedup_type"]].tolist() == [""] * 5
+    # An explicit metric list: a metric a kernel lacks is NaN.
+    kernels, _ = ncu.read_report("run.ncu-rep", metrics=["gpu__time_duration.sum"])
+    assert list(kernels.columns) == ["id", "kernel_name", "gpu__time_duration.sum"]
+    assert kernels["gpu__time_duration.sum"].tolist()[:2] == [100.0, 300.5] and math.isnan(kernels.iloc[2, 2])
+
+
+def test_ncu_is_found_on_path_or_as_the_newest_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(ncu, "NCU_INSTALL_ROOT", tmp_path)
+    monkeypatch.setattr(ncu.shutil, "which", lambda name: None)
+    assert ncu.locate_ncu() is None
+    for version in ("2024.1.0", "2025.3.1", "2025.10.0", "2023.9.9"):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "ncu").write_text("")
+    assert ncu.locate_ncu() == str(tmp_path / "2025.10.0" / "ncu")  # versions compared as numbers
+    monkeypatch.setattr(ncu.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert ncu.locate_ncu() == "/usr/bin/ncu"
+
+
+def test_ncu_report_module_is_imported_from_the_newest_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(ncu, "NCU_INSTALL_ROOT", tmp_path)
+    monkeypatch.setattr(ncu.shutil, "which", lambda name: None)
+    monkeypatch.delitem(sys.modules, "ncu_report", raising=False)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if "nsight" not in p])
+    assert ncu.import_ncu_report() is None
+    for version, marker in (("2024.1.0", "old"), ("2025.3.1", "new")):
+        folder = tmp_path / version / "extras" / "python"
+        folder.mkdir(parents=True)
+        (folder / "ncu_report.py").write_text(f"VERSION = {marker!r}\n")
+    module = ncu.import_ncu_report()
+    assert module.VERSION == "new" and sys.path[0] == str(tmp_path / "2025.3.1" / "extras" / "python")
+    monkeypatch.delitem(sys.modules, "ncu_report")
