@@ -22,7 +22,9 @@ def gpu(monkeypatch):
 
     def install(name: str) -> None:
         monkeypatch.setattr(devices.torch.cuda, "is_available", lambda: True)
-        monkeypatch.setattr(devices.torch.cuda, "get_device_name", lambda index=0: name)
+        # The job runs on device 0 (torch.device("cuda", 0)): the name checked must be device 0's.
+        monkeypatch.setattr(devices.torch.cuda, "get_device_name",
+                            lambda index=None: name if index == 0 else f"device {index} is not the one used")
 
     return install
 
@@ -53,10 +55,9 @@ def test_a_gpu_that_does_not_match_its_label_is_refused_in_one_line(gpu, label, 
     gpu(name)
     with pytest.raises(DeviceMismatch) as caught:
         resolve_device(label, HARDWARE)
-    message = str(caught.value)
-    assert "\n" not in message
-    assert message.startswith(f"label '{label}' expects a GPU matching {HARDWARE[label]['name_pattern']!r} but found "
-                              f"'{name}'")
+    assert str(caught.value) == (
+        f"label '{label}' expects a GPU matching {HARDWARE[label]['name_pattern']!r} but found '{name}' (use the "
+        "label of this GPU, e.g. add it under 'hardware' in the config)")
 
 
 def test_the_name_pattern_ignores_case(gpu):
@@ -70,10 +71,11 @@ def test_labels_without_a_gpu_or_undefined_are_refused_and_cpu_needs_none(monkey
     with pytest.raises(DeviceMismatch) as caught:
         resolve_device("h200", HARDWARE)
     pattern = HARDWARE["h200"]["name_pattern"]
-    assert str(caught.value).startswith(f"label 'h200' needs a CUDA GPU matching {pattern!r}, but no CUDA device is "
-                                        "visible")
-    with pytest.raises(DeviceMismatch, match="^hardware label 'mi300' is not defined under 'hardware'"):
+    assert str(caught.value) == (f"label 'h200' needs a CUDA GPU matching {pattern!r}, but no CUDA device is "
+                                 "visible (run it on that GPU, or relabel the target)")
+    with pytest.raises(DeviceMismatch) as caught:
         resolve_device("mi300", HARDWARE)
+    assert str(caught.value) == "hardware label 'mi300' is not defined under 'hardware' in the config"
     assert resolve_device("cpu", HARDWARE) == torch.device("cpu")
     # The test mode runs GPU labels on the CPU; never silently, the results say so (emulated_on_cpu).
     assert resolve_device("h200", HARDWARE, emulate_gpus_on_cpu=True) == torch.device("cpu")

@@ -199,6 +199,42 @@ def test_p_sample_is_the_posterior_mean_plus_its_standard_deviation_times_noise(
     assert t_seen.tolist() == [t] and torch.equal(inputs, torch.cat([x, condition], dim=1))
 
 
+def test_p_sample_gives_every_batch_element_the_step():
+    model = diffusion(10)
+    x, condition = volumes(12, batch=2)
+    got = model.p_sample(x, condition, 6, torch.Generator().manual_seed(1))
+    (inputs, t_seen), = model.denoiser.calls
+    assert t_seen.tolist() == [6, 6] and t_seen.dtype == torch.long
+    noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+    for i in range(2):
+        expected = reference_p_sample(10, 6, x[i:i + 1], condition[i:i + 1], noise[i:i + 1])
+        np.testing.assert_allclose(got[i:i + 1].double().numpy(), expected, rtol=1e-4, atol=2e-5)
+
+
+def test_sample_steps_evaluate_the_denoising_function_they_are_given():
+    model = diffusion(4)
+    _, condition = volumes(13)
+    seen = []
+
+    def denoise(x, cond, t):
+        seen.append(int(t[0]))
+        return torch.zeros_like(x)
+
+    steps = list(model.sample_steps(condition, torch.Generator().manual_seed(0), denoise=denoise))
+    assert seen == [3, 2, 1, 0] and not model.denoiser.calls
+    assert len(steps) == 4
+
+
+def test_memory_format_is_channels_last_only_for_channels_last_volumes():
+    from medddpm.diffusion import _memory_format_of
+
+    volume = torch.zeros(1, 2, 3, 4, 5)
+    assert _memory_format_of(volume) == torch.contiguous_format
+    assert _memory_format_of(volume.to(memory_format=torch.channels_last_3d)) == torch.channels_last_3d
+    assert _memory_format_of(volume.transpose(2, 4)) == torch.contiguous_format  # strided, but not channels-last
+    assert _memory_format_of(torch.zeros(2, 3, 4).transpose(0, 2)) == torch.contiguous_format
+
+
 def test_p_sample_draws_no_noise_at_the_last_step():
     model = diffusion(10)
     x, condition = volumes(4)
