@@ -39,11 +39,6 @@ def reference_abar(timesteps: int, s: float = S) -> list[float]:
     return abar
 
 
-def reference_beta(timesteps: int, t: int) -> float:
-    abar = reference_abar(timesteps)
-    return 1.0 - abar[t] / (abar[t - 1] if t > 0 else 1.0)
-
-
 def reference_posterior(timesteps: int, t: int, x0: np.ndarray, xt: np.ndarray) -> tuple[np.ndarray, float]:
     """(mean, variance) of q(x_{t-1} | x_t, x_0) as the product of the prior over x_{t-1} given x_0 and the
     likelihood of x_t given x_{t-1}. At t = 0 the prior is a point mass at x_0: mean x_0, variance 0."""
@@ -94,7 +89,8 @@ def volumes(seed: int, batch: int = 1, shape=(3, 2, 4)) -> tuple[torch.Tensor, t
 @pytest.mark.parametrize("timesteps", [10, 250, 1000])
 def test_cosine_schedule_is_nichol_and_dhariwals_with_offset_and_clip(timesteps):
     betas = cosine_beta_schedule(timesteps)
-    expected = [reference_beta(timesteps, t) for t in range(timesteps)]
+    abar = reference_abar(timesteps)
+    expected = [1.0 - abar[t] / (abar[t - 1] if t > 0 else 1.0) for t in range(timesteps)]
     assert betas.dtype == np.float64 and betas.shape == (timesteps,)
     np.testing.assert_allclose(betas, expected, rtol=1e-10, atol=1e-15)
     assert betas[-1] == CLIP  # abar_T = cos^2(pi / 2) = 0: the last beta is the clip

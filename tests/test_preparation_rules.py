@@ -22,7 +22,7 @@ from medddpm.prepare import Case, DatasetError, WholeHeadReader, check_labels, o
 from medddpm.prepare import scale_volume
 
 # HYPOTHESIS_EXAMPLES lowers the number of examples (tests/mutation.py runs them once per mutant).
-EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "40"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 # Tests that write NIfTI files run fewer examples.

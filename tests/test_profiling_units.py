@@ -27,7 +27,7 @@ from profiling.units import scale_to_base
 
 # Every property test runs the same examples on every machine (derandomize) and leaves no example database behind;
 # HYPOTHESIS_EXAMPLES lowers their number (tests/mutation.py runs them once per mutant).
-EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "40"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
