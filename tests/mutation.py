@@ -54,7 +54,7 @@ GROUPS: dict[str, tuple] = {
                      "check_same_grid", "as_shape", "case_id", "split_cases", "*WholeHeadReader*", "crop_or_pad*",
                      "shifted_affine", "*BratsReader*", "_parse"]),
     "claims": (["reporting/claims.py"],
-               ["tests/test_claims.py", "tests/test_reporting.py", "-k", "claim and not tables"]),
+               ["tests/test_claims.py", "tests/test_reporting.py", "-k", "(claim or threshold) and not tables"]),
     "devices": (["measurement/devices.py"], ["tests/test_devices.py", "tests/test_variants.py"]),
     # Not mutmut: the module-level tables (kernel-class patterns, unit factors), see tests/mutation_tables.py.
     "constants": (["profiling/kernels.py (patterns)", "profiling/units.py (factors)"],

@@ -95,6 +95,14 @@ def test_reduction_ratio_is_the_largest_over_every_optimized_variant_and_only_th
     assert measured.startswith("1e+04x lower (conv_fprop, bf16)") and verdict == claims.SAME_DIRECTION
 
 
+def test_reduction_of_a_step_below_one_cycle_and_a_ratio_of_exactly_one():
+    sums = class_sums(baseline=BASE, tf32={"conv_fprop": (1000.0, 1.0), "conv_dgrad": (800.0, 1.0),
+                                           "conv_wgrad": (600.0, 1.0)})
+    head = headline(baseline={"sm_cycles": 100.0}, tf32={"sm_cycles": 0.5})
+    assert evaluate("sm_cycles", headline=head, ncu_classes=sums) == (
+        "1x lower (conv_fprop, tf32); whole step 200x (tf32)", claims.CONTRADICTED)  # no class got lower
+
+
 def test_reduction_skips_classes_a_variant_does_not_have_or_ran_in_no_time():
     sums = class_sums(baseline=BASE, tf32={"conv_fprop": (0.0, 0.0), "conv_wgrad": (3.0, 6.0)})
     head = headline(baseline={"sm_cycles": 100.0}, tf32={"sm_cycles": 50.0})
@@ -145,6 +153,11 @@ def test_ipc_gain_is_the_best_variants_percentage_and_a_zero_baseline_is_not_mea
     assert evaluate("ipc", headline=worse) == ("-5 % (tf32)", claims.CONTRADICTED)
     large = headline(baseline={"ipc": 1.0}, tf32={"ipc": 1.5})
     assert evaluate("ipc", headline=large) == ("+50 % (tf32)", claims.SAME_DIRECTION)
+    small = headline(baseline={"ipc": 2.0}, tf32={"ipc": 2.01}, channels_last={"ipc": 2.1},
+                     tf32_channels_last={"ipc": 1.0})  # the best is neither the first nor the last by name
+    assert evaluate("ipc", headline=small) == ("+5 % (channels_last)", claims.REPRODUCED)
+    tiny = headline(baseline={"ipc": 2.0}, tf32={"ipc": 2.01})
+    assert evaluate("ipc", headline=tiny) == ("+0.5 % (tf32)", claims.SAME_DIRECTION)  # a gain, far below +7 %
     zero = headline(baseline={"ipc": 0.0}, tf32={"ipc": 1.0})
     assert evaluate("ipc", headline=zero) == ("baseline IPC is zero on g", claims.NOT_MEASURABLE)
 

@@ -330,6 +330,34 @@ def test_claims_table_keeps_published_values_out_of_the_measured_column(results)
     assert h200.loc["IPC +7 % wit", "verdict"] == claims.CONTRADICTED
 
 
+def test_claims_table_columns_notes_and_the_rows_of_each_label(results):
+    table, notes = claims.claims_table(CLAIMS, results)
+    assert list(table.columns) == ["claim", "published", "published_on", "gpu", "origin", "measured", "verdict",
+                                   "rule"]
+    assert notes == [c["rule"] for c in CLAIMS["claims"]]
+    for number, claim_ in enumerate(CLAIMS["claims"], 1):
+        rows = table[table["claim"] == claim_["claim"]]
+        assert list(rows["gpu"]) == ["a100", "h200"] and list(rows["origin"]) == [MEASURED, SHIPPED]
+        assert set(rows["published"]) == {claim_["published_text"]} and set(rows["rule"]) == {f"[{number}]"}
+        assert set(rows["published_on"]) == {claim_.get("published_on", "")}
+    by = table.set_index(["gpu", table["claim"].map({c["claim"]: c["id"] for c in CLAIMS["claims"]})])
+    # The shipped H200 training steps: the largest per-class SM-cycle ratio, from its ncu summaries read here.
+    train = {v: pd.read_csv(H200 / v / "profile" / "train" / "ncu_summary.csv").set_index("kernel_class")
+             for v in ("baseline", *CLAIMS["optimized_variants"])}
+    ratios = {(v, c): train["baseline"].loc[c, "sm_cycles"] / train[v].loc[c, "sm_cycles"]
+              for v in CLAIMS["optimized_variants"] for c in ("conv_fprop", "conv_dgrad", "conv_wgrad")}
+    (variant, kernel_class), ratio = max(ratios.items(), key=lambda item: item[1])
+    assert by.loc[("h200", "sm_cycles"), "measured"].startswith(f"{ratio:.3g}x lower ({kernel_class}, {variant})")
+    conv = train["baseline"].loc[["conv_fprop", "conv_dgrad", "conv_wgrad"], "time_share"].sum()
+    assert by.loc[("h200", "conv_dominates"), "measured"] == f"{conv:.1%} of kernel time (baseline, ncu)"
+    assert by.loc[("h200", "conv_dominates"), "verdict"] == (claims.REPRODUCED if conv > 0.5 else claims.CONTRADICTED)
+    for gpu in ("a100", "h200"):  # quality was checked for none of the paper's optimizations
+        assert by.loc[(gpu, "quality"), "measured"] == f"no quality check of an optimized variant on {gpu}"
+    # The paper's three optimizations are also the default when the claims file does not list them.
+    without = {key: value for key, value in CLAIMS.items() if key != "optimized_variants"}
+    pd.testing.assert_frame_equal(claims.claims_table(without, results)[0], table)
+
+
 # -- every output, built from the collected tables ----------------------------------------------------------------
 def bar_heights(ax) -> list[float]:
     return [patch.get_height() for patch in ax.patches if isinstance(patch, Rectangle) and patch.get_height() > 0]
