@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profiling import kernels, ncu, nsys, tables
+from profiling.errors import ProfilingError
 from profiling.units import scale_to_base
 
 # Every property test runs the same examples on every machine (derandomize) and leaves no example database behind;
@@ -248,6 +249,9 @@ def nsys_summaries(draw):
         expected[column] = [n * factor for n in numbers]
     header += ["Time (%)", "Instances", "Name"]
     cells += [["50.0"] * count, [str(i) for i in instances], names]
+    for extra in draw(st.lists(st.sampled_from(["Category", "Operation", "GridXYZ"]), unique=True)):
+        header.append(extra)  # columns of other releases, ignored wherever they stand
+        cells.append(["x"] * count)
     order = draw(st.permutations(range(len(header))))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -271,9 +275,28 @@ def test_nsys_reader_converts_generated_summaries(tmp_path_factory, summary):
         np.testing.assert_allclose(table[column].to_numpy(dtype=float), values, rtol=1e-12, err_msg=column)
     for column in set(NSYS_WORDS) - set(expected):
         assert table[column].isna().all()
+    assert table["instances"].dtype.kind == "i"
     tidy = tables.from_nsys(table)
     np.testing.assert_allclose(tidy["duration_ns"], expected["total_ns"], rtol=1e-12)
     assert list(tidy["instances"]) == instances
+
+
+def test_nsys_summary_starts_at_its_header_and_names_what_it_lacks(tmp_path):
+    path = tmp_path / "kern_sum.csv"
+    # A notice with a "Name" cell and one with an "Instances" cell come before the table: neither is its header.
+    path.write_text("Report,Name\nInstances (all),x\nTime (%),Total Time (ns),Instances,Med (ns),Weird (col,Name\n"
+                    "100.0,\"1,500\",3,,y,kernel\n")
+    table = nsys.parse_kern_sum(path)
+    assert table.loc[0, "total_ns"] == 1500.0 and table.loc[0, "instances"] == 3 and table.loc[0, "name"] == "kernel"
+    assert math.isnan(table.loc[0, "med_ns"])  # an empty cell is a missing value
+    path.write_text("Time (%),Instances,Name\n100.0,3,kernel\n")
+    with pytest.raises(ProfilingError) as caught:
+        nsys.parse_kern_sum(path)
+    assert str(caught.value) == f"{path}: nsys kernel-summary CSV lacks ['total_ns']; fix: export cuda_gpu_kern_sum"
+    assert nsys.check_csv("") == (
+        "nsys kernel-summary CSV is empty or has no header: the report name is unknown to this nsys or no kernels "
+        "were captured (the cudaProfilerApi capture range never opened); fix: run nsys stats again (try the report "
+        "names cuda_gpu_kern_sum, then gpukernsum)")
 
 
 def test_torch_rows_in_microseconds_become_nanoseconds():
