@@ -106,10 +106,12 @@ def prepare(group: str, workdir: Path) -> None:
 
 
 def score(group: str, workdir: Path) -> dict:
-    """Per module: killed, survived (including mutants no test reaches), other (timeouts, crashes), score."""
+    """Per module: killed, timed out (a mutant that makes a test loop forever is caught too), survived, not reached
+    by any test, other (crashes, suspicious), and the score: killed and timed out over all mutants run."""
     listing = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=workdir,
                              capture_output=True, text=True, check=True).stdout
-    modules = {m: {"killed": 0, "survived": 0, "no tests": 0, "other": 0, "surviving": []} for m in GROUPS[group][0]}
+    modules = {m: {"killed": 0, "timeout": 0, "survived": 0, "no tests": 0, "other": 0, "surviving": []}
+               for m in GROUPS[group][0]}
     for line in listing.splitlines():
         if ":" not in line:
             continue
@@ -120,17 +122,17 @@ def score(group: str, workdir: Path) -> dict:
         counts = modules[module]
         if status == "not checked":  # outside the functions run
             continue
-        if status == "killed":
-            counts["killed"] += 1
+        if status in ("killed", "timeout"):
+            counts[status] += 1
         elif status in ("survived", "no tests"):
             counts["survived" if status == "survived" else "no tests"] += 1
             counts["surviving"].append(name)
         else:
             counts["other"] += 1
     for counts in modules.values():
-        total = counts["killed"] + counts["survived"] + counts["no tests"] + counts["other"]
+        total = counts["killed"] + counts["timeout"] + counts["survived"] + counts["no tests"] + counts["other"]
         counts["total"] = total
-        counts["score"] = round(counts["killed"] / total, 4) if total else None
+        counts["score"] = round((counts["killed"] + counts["timeout"]) / total, 4) if total else None
     return modules
 
 
@@ -173,9 +175,9 @@ def main() -> int:
         modules = score(group, workdir)
         (workdir / "score.json").write_text(json.dumps({"seconds": round(seconds), "modules": modules}, indent=2))
         for module, counts in modules.items():
-            print(f"{group}: {module}: {counts['killed']} of {counts['total']} killed ({counts['score']:.1%}), "
-                  f"{counts['survived']} survived, {counts['no tests']} not reached, {counts['other']} other "
-                  f"[{seconds:.0f} s]")
+            print(f"{group}: {module}: {counts['killed'] + counts['timeout']} of {counts['total']} killed "
+                  f"({counts['score']:.1%}; {counts['timeout']} by a timeout), {counts['survived']} survived, "
+                  f"{counts['no tests']} not reached, {counts['other']} other [{seconds:.0f} s]")
             for name in counts["surviving"]:
                 print(f"    {name}")
     return 1 if failed else 0
