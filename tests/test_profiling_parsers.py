@@ -33,6 +33,11 @@ H200_PUSHPOP = FIXTURES / "ncu_raw_h200_tiny_train_step_pushpop.csv"
 H200_TRACE = FIXTURES / "torch_trace_h200_tiny_train_step.json"
 
 
+def plain_id(text: str) -> str:
+    """A test id without "::", brackets or spaces, so that the test can be addressed by its node id."""
+    return re.sub(r"\W+", "_", text).strip("_")[:48]
+
+
 def by_name(paths: list[Path]) -> dict:
     """parametrize arguments over fixture files, each test named after its file."""
     return {"argvalues": paths, "ids": [p.name for p in paths]}
@@ -86,7 +91,7 @@ H200_NAMES = {
 }
 
 
-@pytest.mark.parametrize(("name", "expected"), H200_NAMES.items(), ids=[n[:40] for n in H200_NAMES])
+@pytest.mark.parametrize(("name", "expected"), H200_NAMES.items(), ids=[plain_id(n) for n in H200_NAMES])
 def test_classify_and_precision(name: str, expected: tuple[str, str]) -> None:
     assert (kernels.classify(name), kernels.precision_tag(name)) == expected
 
@@ -141,6 +146,7 @@ def test_class_table_is_the_reference_order() -> None:
         ("Optimizer.step#Adam.step", "Optimizer.step#Adam.step"),
         ("nvjet_tst_128x64_64x8_2x1_v_bz_coopB_TNT", "nvjet_tst_128x64_64x8_2x1_v_bz_coopB_TNT"),
     ],
+    ids=plain_id,
 )
 def test_short_name(name: str, short: str) -> None:
     assert kernels.short_name(name) == short
@@ -164,6 +170,7 @@ def test_short_name(name: str, short: str) -> None:
         ("aten::addmm", "gemm"),
         ("aten::empty", "other"),
     ],
+    ids=plain_id,
 )
 def test_classify_cpu_op(op: str, expected: str) -> None:
     assert kernels.classify_cpu_op(op) == expected
