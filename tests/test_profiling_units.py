@@ -142,6 +142,12 @@ def ncu_raw_pages(draw):
     return notice + out.getvalue(), expected, names
 
 
+def identity_order(text: str) -> list[str]:
+    """The launch columns of a generated page between ID and CC, in their order."""
+    header = next(csv.reader(io.StringIO(text.split("\n", 1)[1] if text.startswith("==") else text)))
+    return header[1:header.index("CC")]
+
+
 @PROPERTY
 @given(ncu_raw_pages())
 def test_ncu_raw_reader_converts_generated_pages(page):
@@ -149,7 +155,8 @@ def test_ncu_raw_reader_converts_generated_pages(page):
     raw = ncu.parse_raw(text)
     assert list(raw["id"]) == list(range(len(names)))  # sorted into launch order whatever the row order
     assert list(raw["kernel_name"]) == names
-    assert {"process_id", "kernel_name", "block_size", "grid_size", "cc"} <= set(raw.columns)
+    identity = ["id", *[c.lower().replace(" ", "_") for c in identity_order(text)], "cc"]
+    assert list(raw.columns) == identity + list(expected)  # launch columns renamed, metrics as ncu names them
     for metric, (unit, values) in expected.items():
         factor, base = FACTORS[unit]
         want = np.array(values) * factor
@@ -410,9 +417,9 @@ def fake_ncu_report(ranges):
     context = type("Context", (), {"num_ranges": lambda self: len(ranges),
                                    "range_by_idx": lambda self, i: _Range(ranges[i])})()
     return type("ncu_report", (), {
-        "load_report": staticmethod(lambda path: context),
+        "load_report": staticmethod(lambda path: context if path == "run.ncu-rep" else pytest.fail(f"path {path!r}")),
         "IAction": enum(NameBase_DEMANGLED="demangled"), "IMetric": enum(ValueKind_STRING="string"),
-        "MsgType": enum(OPTIMIZATION=2, WARNING=3), "SpeedupType": enum(LOCAL=1, GLOBAL=2),
+        "MsgType": enum(INFO=1, OPTIMIZATION=2, WARNING=3), "SpeedupType": enum(LOCAL=1, GLOBAL=2),
     })
 
 
@@ -422,15 +429,18 @@ def test_ncu_report_reader_numbers_kernels_across_ranges_and_reads_rules(monkeyp
     as_text = {"section_identifier": "Occupancy", "rule_identifier": "AchievedOccupancy",
                "rule_message": "{'type': 3, 'message': 'low'}", "speedup_estimation": "{'type': 2, 'speedup': None}"}
     broken = {"rule_message": "not a dict {", "speedup_estimation": 7}
-    ranges = [[_Action("k0", {"gpu__time_duration.sum": 100, "device__attribute_display_name": "NVIDIA H200"},
-                       [rule])],
-              [_Action("k1", {"gpu__time_duration.sum": 300.5}, [as_text, broken]),
+    unknown = {"rule_identifier": "X", "rule_message": {"message": "no type"}, "speedup_estimation": {"type": 9,
+                                                                                                   "speedup": 3}}
+    ranges = [[_Action("k0", {"device__attribute_display_name": "NVIDIA H200", "gpu__time_duration.sum": 100,
+                              "sm__cycles_elapsed.max": 7}, [rule])],
+              [_Action("k1", {"gpu__time_duration.sum": 300.5}, [as_text, broken, unknown]),
                _Action("k2", {}, [])]]
     monkeypatch.setattr(ncu, "import_ncu_report", lambda: fake_ncu_report(ranges))
     kernels, rules = ncu.read_report("run.ncu-rep")
     assert list(kernels["id"]) == [0, 1, 2] and list(kernels["kernel_name"]) == ["k0", "k1", "k2"]
     assert list(kernels["gpu__time_duration.sum"])[:2] == [100.0, 300.5]
     assert "device__attribute_display_name" not in kernels  # text metrics are left out
+    assert kernels.loc[0, "sm__cycles_elapsed.max"] == 7.0 and kernels["sm__cycles_elapsed.max"].iloc[1:].isna().all()
     assert list(rules.columns) == ncu.RULE_COLUMNS
     assert rules.loc[0].tolist() == [0, "k0", "SpeedOfLight", "SOLBottleneck", "OPTIMIZATION", "memory bound", "local",
                                      12.5]
@@ -438,10 +448,18 @@ def test_ncu_report_reader_numbers_kernels_across_ranges_and_reads_rules(monkeyp
                                                                                                  "global"]
     assert math.isnan(rules.loc[1, "estimated_speedup_pct"]) and math.isnan(rules.loc[2, "estimated_speedup_pct"])
     assert rules.loc[2, ["section", "rule", "rule_type", "description", "speedup_type"]].tolist() == [""] * 5
-    # An explicit metric list: a metric a kernel lacks is NaN.
-    kernels, _ = ncu.read_report("run.ncu-rep", metrics=["gpu__time_duration.sum"])
-    assert list(kernels.columns) == ["id", "kernel_name", "gpu__time_duration.sum"]
-    assert kernels["gpu__time_duration.sum"].tolist()[:2] == [100.0, 300.5] and math.isnan(kernels.iloc[2, 2])
+    # A message without a type and a speedup of a type the module does not name.
+    assert rules.loc[3, ["rule", "rule_type", "description", "speedup_type", "estimated_speedup_pct"]].tolist() == [
+        "X", "", "no type", "", 3.0]
+    # An explicit metric list: only those, in that order; a metric a kernel lacks is NaN.
+    kernels, _ = ncu.read_report("run.ncu-rep", metrics=["no_such.metric", "gpu__time_duration.sum"])
+    assert list(kernels.columns) == ["id", "kernel_name", "no_such.metric", "gpu__time_duration.sum"]
+    assert kernels["no_such.metric"].isna().all()
+    assert kernels["gpu__time_duration.sum"].tolist()[:2] == [100.0, 300.5] and math.isnan(kernels.iloc[2, 3])
+    assert "sm__cycles_elapsed.max" not in kernels
+    # A report without rule results: the rules table still has its columns.
+    monkeypatch.setattr(ncu, "import_ncu_report", lambda: fake_ncu_report([[_Action("k", {}, [])]]))
+    assert list(ncu.read_report("run.ncu-rep")[1].columns) == ncu.RULE_COLUMNS
 
 
 def test_ncu_is_found_on_path_or_as_the_newest_install(monkeypatch, tmp_path):
@@ -469,3 +487,86 @@ def test_ncu_report_module_is_imported_from_the_newest_install(monkeypatch, tmp_
     module = ncu.import_ncu_report()
     assert module.VERSION == "new" and sys.path[0] == str(tmp_path / "2025.3.1" / "extras" / "python")
     monkeypatch.delitem(sys.modules, "ncu_report")
+
+
+# --- older and smaller pages, and the exact one-line messages ---------------------------------------------------
+
+
+def test_ncu_raw_page_without_a_cc_column_or_without_kernels():
+    # Releases without the CC column: the launch columns are known by name, the rest are metrics.
+    text = ('"ID","Kernel Name","Odd Launch Column (x)","Device","dram__bytes_read.sum"\n"","","","","Kbyte"\n'
+            '"1","b","q","0","2"\n"0","a","p","0","1,000"\n')
+    raw = ncu.parse_raw(text)
+    assert list(raw.columns) == ["id", "kernel_name", "Odd Launch Column (x)", "device", "dram__bytes_read.sum"]
+    assert list(raw["kernel_name"]) == ["a", "b"] and list(raw["dram__bytes_read.sum"]) == [1e6, 2e3]
+    assert raw["id"].dtype.kind == "i" and list(raw.index) == [0, 1]
+    # A launch column ncu adds before CC that this reader does not know is kept under a snake-case name.
+    text = '"ID","Kernel Name","Odd Launch Column (x)","CC","m"\n"","","","","inst"\n"0","a","p","9.0","3"\n'
+    raw = ncu.parse_raw(text)
+    assert list(raw.columns) == ["id", "kernel_name", "odd_launch_column_x", "cc", "m"]
+    # A profile that matched no kernel: a header, a units row and nothing else is an empty table, not an error.
+    empty = '"ID","Kernel Name","CC","gpu__time_duration.sum"\n"","","","ns"\n'
+    assert ncu.check_raw_csv(empty) is None and len(ncu.parse_raw(empty)) == 0
+
+
+def test_ncu_details_page_of_an_older_release_without_the_optional_rule_columns():
+    text = ('"ID","Kernel Name","Section Name","Metric Name","Rule Name"\n"0","k","SOL","Duration",""\n'
+            '"0","k","SOL","","SOLBottleneck"\n')
+    rules = ncu.parse_details(text)
+    assert rules.loc[0].tolist()[:7] == [0, "k", "SOL", "SOLBottleneck", "", "", ""]
+    assert math.isnan(rules.loc[0, "estimated_speedup_pct"]) and rules["kernel_id"].dtype.kind == "i"
+    no_rules = ncu.parse_details('"ID","Kernel Name","Section Name"\n"0","k","SOL"\n')
+    assert no_rules.empty and list(no_rules.columns) == ncu.RULE_COLUMNS
+
+
+FIX_RAW = "fix: export again with ncu -i REPORT --csv --page raw and keep the whole output"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", f"ncu raw CSV has no header row (empty or failed export); {FIX_RAW}"),
+    ('"ID","Kernel Name"\n"0","k"\n', f"ncu raw CSV has no units row after the header (truncated or not a --page raw "
+                                      f"export); {FIX_RAW}"),
+    ('"ID","Kernel Name"\n', f"ncu raw CSV has no units row after the header (truncated or not a --page raw "
+                             f"export); {FIX_RAW}"),
+    ('"ID","Kernel Name"\n"","\n', "ncu raw CSV is truncated or malformed (unexpected end of data); " + FIX_RAW),
+], ids=["empty", "no units row", "header only", "cut in a quote"])
+def test_ncu_raw_page_problems_are_named_in_one_line(text, message):
+    assert ncu.check_raw_csv(text) == message
+    with pytest.raises(ProfilingError) as caught:
+        ncu.parse_raw(text)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "ncu details CSV has no header row (empty or failed export); fix: export again with ncu -i REPORT --csv "
+         "--page details"),
+    ('"ID","Kernel Name","Metric Name"\n', "ncu details CSV lacks the 'Section Name' column; fix: export with --page "
+                                           "details"),
+    ('"ID","Kernel Name","Section Name","Rule Name"\n"0","k","S","R","extra"\n',
+     "ncu details CSV has rows longer than its header; fix: export it again"),
+    ('"ID","Kernel Name","Section Name","Rule Name"\n"0","k","S","R\n',
+     "ncu details CSV is truncated or malformed (unexpected end of data); fix: export it again"),
+], ids=["empty", "no section column", "long row", "cut in a quote"])
+def test_ncu_details_page_problems_are_named_in_one_line(text, message):
+    with pytest.raises(ProfilingError) as caught:
+        ncu.parse_details(text)
+    assert str(caught.value) == message
+
+
+def test_missing_kernels_and_metrics_are_named_in_one_line(monkeypatch):
+    with pytest.raises(ProfilingError) as caught:
+        ncu.validate_kernels(pd.DataFrame({"kernel_name": ["sm80_xmma_fprop_k", "sm80_xmma_wgrad_k"]}))
+    assert str(caught.value) == (
+        "backward pass missing: no dgrad kernel among 2 profiled kernels; an NVTX push/pop range is thread-local and "
+        "autograd runs backward on its own thread; fix: use torch.cuda.nvtx.range_start/range_end and "
+        "--nvtx-include NAME without a trailing slash")
+    page = '"ID","Kernel Name","CC","gpu__time_duration.sum"\n"","","","ns"\n"0","k","9.0","1"\n'
+    assert ncu.diagnose("", 0, page, ["gpu__time_duration.sum", "a.sum", "b.max"]) == (
+        "ncu did not collect a.sum, b.max: unknown to this GPU/ncu; fix: correct the names or override them for this "
+        "architecture in the config (check with ncu --query-metrics-mode suffix --metrics NAME --chip gh100)")
+    monkeypatch.setattr(ncu, "import_ncu_report", lambda: None)
+    with pytest.raises(ProfilingError) as caught:
+        ncu.read_report("run.ncu-rep")
+    assert str(caught.value) == (
+        "ncu_report Python module not found; fix: run where Nsight Compute is installed "
+        f"({ncu.NCU_INSTALL_ROOT}/<version>/extras/python) or export CSV with ncu -i ... --csv instead")
