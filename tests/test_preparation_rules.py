@@ -243,3 +243,51 @@ def test_preprocessed_brats_case_is_taken_as_it_is_and_padded_with_its_backgroun
     volumes["t2"][0, 0, 0] = 1.01
     with pytest.raises(DatasetError, match=r"t2\.nii\.gz: values in \[.*, 1\.01\], but preprocessed BraTS images"):
         BratsReader("preprocessed").prepare(raw_brats_case(tmp_path, seg, volumes), (4, 2, 3))
+
+
+def test_brats_range_check_tolerates_rounding_only_and_clips_it_away(tmp_path):
+    seg = np.zeros((2, 2, 2), np.uint8)
+    volumes = {role: np.zeros((2, 2, 2)) for role in MODALITIES}
+    volumes["t1"][0, 0, 0], volumes["t1"][1, 1, 1] = -1 - 1e-5, 1 + 1e-5  # upstream's rounding, at the edge
+    image, _, _ = BratsReader("preprocessed").prepare(raw_brats_case(tmp_path, seg, volumes), (2, 2, 2))
+    assert image[..., 0].min() == -1.0 and image[..., 0].max() == 1.0
+    for low, high in ((-1.01, 0.0), (0.0, 1.01), (-1.5, 0.0)):
+        volumes["t1"][0, 0, 0], volumes["t1"][1, 1, 1] = low, high
+        with pytest.raises(DatasetError, match=r"t1\.nii\.gz: values in \["):
+            BratsReader("preprocessed").prepare(raw_brats_case(tmp_path, seg, volumes), (2, 2, 2))
+
+
+def test_brats_label_messages_name_the_convention_and_the_likely_mix_up(tmp_path):
+    volumes = {role: np.ones((2, 2, 2)) for role in MODALITIES}
+    seg = np.array([0, 1, 2, 3, 4, 4, 0, 0], np.uint8).reshape(2, 2, 2)  # a relabelled ET (3) in a raw folder
+    with pytest.raises(DatasetError) as caught:
+        BratsReader("raw").prepare(raw_brats_case(tmp_path, seg, volumes), (2, 2, 2))
+    assert str(caught.value).endswith(
+        "seg.nii.gz: unknown mask labels 3 (expected 0, 1, 2, 4: raw BraTS: background, NCR, ED, ET) (3 is a "
+        "relabelled ET: a preprocessed file among raw ones? preprocessed BraTS has one folder per modality)")
+    seg[0, 0, 0] = 5
+    seg[seg == 3] = 0
+    with pytest.raises(DatasetError) as caught:
+        BratsReader("raw").prepare(raw_brats_case(tmp_path, seg, volumes), (2, 2, 2))
+    assert str(caught.value).endswith("labels 5 (expected 0, 1, 2, 4: raw BraTS: background, NCR, ED, ET)")
+    with pytest.raises(DatasetError) as caught:
+        BratsReader("preprocessed").prepare(raw_brats_case(tmp_path, seg, volumes), (2, 2, 2))
+    assert str(caught.value).endswith(
+        "labels 5 (expected 0, 1, 2, 3, 4: preprocessed BraTS: background, NCR, ED, ET, brain)")
+
+
+def test_readers_describe_their_channels_and_refuse_unknown_options():
+    assert WholeHeadReader("slice").description() == {
+        "workload": "wholehead", "image_channels": ["image"],
+        "mask_channels": ["brain/head (label 1)", "tumor (label 2)"], "condition_values": [-1.0, 1.0],
+        "scaling": "slice"}
+    assert BratsReader("raw").description() == {
+        "workload": "brats", "layout": "raw", "image_channels": ["t1", "t1ce", "t2", "flair"],
+        "mask_channels": ["NCR (label 1)", "ED (label 2)", "ET (label 3; 4 in raw BraTS)", "brain (label 4)"],
+        "condition_values": [0.0, 1.0]}
+    with pytest.raises(ValueError) as caught:
+        BratsReader("flat")
+    assert str(caught.value) == "layout must be one of ('raw', 'preprocessed'), got 'flat'"
+    with pytest.raises(ValueError) as caught:
+        WholeHeadReader("histogram")
+    assert str(caught.value) == "scaling must be one of ('slice', 'volume'), got 'histogram'"
