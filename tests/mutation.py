@@ -143,6 +143,9 @@ def main() -> int:
                         default=Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "medddpm-mutation")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested in parallel (default 1)")
     parser.add_argument("--list", action="store_true", help="list the groups and exit")
+    parser.add_argument("--survivors", action="store_true",
+                        help="run again only the mutants that survived the group's last run, against the current tests "
+                             "(the other results are kept)")
     args = parser.parse_args()
     if args.list:
         for group, (modules, selection, *functions) in GROUPS.items():
@@ -160,12 +163,21 @@ def main() -> int:
                                      env=env).returncode != 0
             continue
         workdir = args.workdir / group
-        prepare(group, workdir)
+        names = mutant_globs(group)
+        if args.survivors:
+            names = [n for counts in score(group, workdir).values() for n in counts["surviving"]]
+            for target in (workdir / "tests", workdir / "mutants" / "tests"):
+                shutil.copytree(REPO / "tests", target, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            if not names:
+                print(f"{group}: no surviving mutant to run again")
+                continue
+        else:
+            prepare(group, workdir)
         started = time.monotonic()
         # Property tests run fewer examples against each mutant than in the suite.
         env = {**os.environ, "HYPOTHESIS_EXAMPLES": os.environ.get("HYPOTHESIS_EXAMPLES", "15")}
-        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children),
-                              *mutant_globs(group)],
+        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children), *names],
                              cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         seconds = time.monotonic() - started
         if run.returncode != 0:
