@@ -72,7 +72,7 @@ def test_decision_table_is_well_formed():
 
 @pytest.mark.parametrize(
     "row",
-    DECISIONS.itertuples(index=False),
+    list(DECISIONS.itertuples(index=False)),  # a list: a generator is used up after one collection
     ids=[f"{i}-{kernels.short_name(name)[:40]}" for i, name in enumerate(DECISIONS["name"])],
 )
 def test_each_real_kernel_name_gets_the_decided_class(row):
