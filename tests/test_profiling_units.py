@@ -228,6 +228,7 @@ def test_ncu_details_reader_keeps_exactly_the_rule_rows(page):
     assert np.array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-12)
     assert set(parsed["section"]) <= {"SpeedOfLight"} and set(parsed["speedup_type"]) <= {"local"}
+    assert set(parsed["rule_type"]) <= {"OPT"}
     assert set(parsed["description"]) <= {"a description, with a comma"}
 
 
@@ -511,9 +512,10 @@ def test_ncu_raw_page_without_a_cc_column_or_without_kernels():
 
 def test_ncu_details_page_of_an_older_release_without_the_optional_rule_columns():
     text = ('"ID","Kernel Name","Section Name","Metric Name","Rule Name"\n"0","k","SOL","Duration",""\n'
+            '"0","k","SOL","Memory"\n'  # a metric row that stops before the rule columns
             '"0","k","SOL","","SOLBottleneck"\n')
     rules = ncu.parse_details(text)
-    assert rules.loc[0].tolist()[:7] == [0, "k", "SOL", "SOLBottleneck", "", "", ""]
+    assert len(rules) == 1 and rules.loc[0].tolist()[:7] == [0, "k", "SOL", "SOLBottleneck", "", "", ""]
     assert math.isnan(rules.loc[0, "estimated_speedup_pct"]) and rules["kernel_id"].dtype.kind == "i"
     no_rules = ncu.parse_details('"ID","Kernel Name","Section Name"\n"0","k","SOL"\n')
     assert no_rules.empty and list(no_rules.columns) == ncu.RULE_COLUMNS
