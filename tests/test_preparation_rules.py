@@ -193,6 +193,7 @@ def test_resampled_masks_keep_their_labels_crisp_and_images_stay_linear(tmp_path
     expected = (source * 3.0 - ramp.min()) / (ramp.max() - ramp.min()) * 2 - 1
     np.testing.assert_allclose(image[:, 4, 4], expected, atol=1e-5)
     np.testing.assert_allclose(np.diag(affine)[:3], [4 / 7] * 3)
+    np.testing.assert_array_equal(affine[3], [0, 0, 0, 1])
 
 
 def raw_brats_case(folder: Path, seg: np.ndarray, volumes: dict[str, np.ndarray]) -> Case:
@@ -291,3 +292,26 @@ def test_readers_describe_their_channels_and_refuse_unknown_options():
     with pytest.raises(ValueError) as caught:
         WholeHeadReader("histogram")
     assert str(caught.value) == "scaling must be one of ('slice', 'volume'), got 'histogram'"
+
+
+def test_whole_head_label_messages_and_shapes(tmp_path):
+    from medddpm.prepare import as_shape
+
+    image = np.ones((2, 2, 2), np.float32)
+    for labels, tail in (([0, 1, 2, 3], "labels 3 (expected 0, 1, 2: background, brain/head, tumor) (BraTS labels? use "
+                                        "dataset.source: brats)"),
+                         ([0, 1, 7, 1], "labels 7 (expected 0, 1, 2: background, brain/head, tumor)")):
+        mask = np.array(labels * 2, np.uint8).reshape(2, 2, 2)
+        files = {"image": save(tmp_path / "image.nii.gz", image), "mask": save(tmp_path / "mask.nii.gz", mask)}
+        with pytest.raises(DatasetError) as caught:
+            WholeHeadReader().prepare(Case("c", files), (2, 2, 2))
+        assert str(caught.value).endswith(tail)
+    ten = np.arange(10, dtype=np.float64) + 10  # exactly ten unknown values are all shown, without a count
+    with pytest.raises(DatasetError) as caught:
+        check_labels(ten, Path("m.nii.gz"), (0, 1, 2), "c")
+    assert "labels 10, 11, 12, 13, 14, 15, 16, 17, 18, 19 (expected" in str(caught.value)
+    assert as_shape([2, 3, 4]) == (2, 3, 4)
+    for bad in ([1, 4, 4], [4, 4], [4, 4, 4, 4], [4.5, 4, 4]):
+        with pytest.raises(ValueError) as caught:
+            as_shape(bad)
+        assert str(caught.value) == f"shape must be three integers >= 2, got {bad!r}"
