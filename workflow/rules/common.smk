@@ -222,7 +222,9 @@ def profile_inputs(wildcards):
     if wildcards.tool == "torch":
         return {"trace": f"{prefix}/torch_trace.json"}
     if wildcards.tool == "ncu":
-        return {"raw": f"{prefix}/ncu_raw.csv", "details": f"{prefix}/ncu_details.csv"}
+        # ncu's own log says how many kernels it profiled: a raw export cut at a row boundary is refused.
+        tool_log = f"results/{wildcards.gpu}/{wildcards.variant}/logs/profile_{wildcards.phase}_ncu.tool.log"
+        return {"raw": f"{prefix}/ncu_raw.csv", "details": f"{prefix}/ncu_details.csv", "tool_log": tool_log}
     return {"kern_sum": f"{prefix}/nsys_kern_sum.csv"}
 
 

@@ -101,6 +101,10 @@ def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw
                                settings["metrics"] if page == "raw" else ())
         if problem or done.returncode != 0:
             raise ProfilingError(problem or f"ncu export of the {page} page failed: {done.stderr.strip()[:200]}")
+        if page == "raw":
+            exported = ncu.exported_kernels(done.stdout)
+            profiled = ncu.profiled_kernels(log.read_text(errors="replace"))
+            ncu.check_kernel_count(exported, profiled, f"the raw page of {report}", f"its log {log}")
         out.write_text(done.stdout)
 
 
