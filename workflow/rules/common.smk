@@ -1,64 +1,31 @@
 import glob
-import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
-# The workflow's packages (workflow/scripts) serve the DAG's input functions too.
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
-
-from medddpm.switches import Variant  # noqa: E402 (importable once the path is set)
+from configcheck import ConfigError, check_config, read_mapping  # workflow/scripts is on sys.path (Snakefile)
+from medddpm.switches import Variant
 
 min_version("9.0")
 
 
+# One line per problem, naming the key and the file that set it (configcheck.py; the schema's own messages dump the
+# schema). Snakemake's validate() then runs as in every catalog workflow; it finds nothing left.
+try:
+    check_config(config, workflow.basedir, [Path(workflow.basedir) / "config.yaml", *workflow.overwrite_configfiles],
+                 dict(workflow.config_settings.config))
+except ConfigError as _error:
+    raise WorkflowError(str(_error)) from None
 validate(config, schema="../schemas/config.schema.yaml")
 
-
-def check_config(config):
-    """Consistency the schema cannot express; one line per problem."""
-    for label in config["gpus"]:
-        if label not in config["hardware"]:
-            raise WorkflowError(f"config: gpus lists {label!r}, which is not defined under 'hardware'")
-    for name in config["run_variants"]:
-        if name not in config["variants"]:
-            raise WorkflowError(f"config: run_variants lists {name!r}, which is not defined under 'variants'")
-    if "baseline" not in config["run_variants"]:
-        raise WorkflowError(
-            "config: run_variants must include 'baseline' (every quality check and speed-up is relative to it)"
-        )
-    if config["quality"]["ssim_kernel"] % 2 == 0:
-        raise WorkflowError(f"config: quality.ssim_kernel must be odd (a centred Gaussian window), got "
-                            f"{config['quality']['ssim_kernel']}")
-    if config["sample"]["masks"] > config["dataset"]["heldout"]:
-        raise WorkflowError(
-            f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout "
-            f"({config['dataset']['heldout']})"
-        )
-    if config["dataset"]["heldout"] >= config["dataset"]["cases"] and config["dataset"]["source"] == "synthetic":
-        raise WorkflowError("config: dataset.heldout must leave at least one training case")
-    factor = 2 ** (len(config["model"]["channel_mult"]) - 1)
-    crop = config["quality"]["reference_shape"]
-    if crop is not None and any(c % factor or c > s for c, s in zip(crop, config["dataset"]["shape"])):
-        raise WorkflowError(
-            f"config: quality.reference_shape {crop} must fit in dataset.shape and be divisible by {factor}"
-        )
-    if any(side % factor for side in config["dataset"]["shape"]):
-        raise WorkflowError(
-            f"config: dataset.shape {config['dataset']['shape']} must be divisible by {factor} "
-            f"(the U-Net halves it {factor.bit_length() - 1} times)"
-        )
-
-
-check_config(config)
 
 # Every variant is checked once, when the DAG is built: a bad switch is one line naming the variant.
 for _name, _switches in config["variants"].items():
     try:
         Variant.from_config(_name, _switches)
     except (TypeError, ValueError) as _error:
-        raise WorkflowError(f"config: {_error}")
+        raise WorkflowError(f"config: {_error}") from None
 
 
 def device_params(wildcards):
@@ -131,12 +98,16 @@ def profilers(label):
 
 def ncu_metric_sets():
     """The named metric lists of `profiling.ncu.metric_sets`."""
-    import yaml
-
     path = Path(workflow.basedir) / config["profiling"]["ncu"]["metric_sets"]
     if not path.is_file():
-        raise WorkflowError(f"config: profiling.ncu.metric_sets names {path}, which does not exist")
-    return yaml.safe_load(path.read_text()) or {}
+        raise WorkflowError(
+            f"config: profiling.ncu.metric_sets names {path}, which does not exist; fix: correct the path (relative "
+            "to the workflow's folder; config/ncu-metrics.yaml ships the paper's sets)"
+        )
+    try:
+        return read_mapping(path, "metric-set file (profiling.ncu.metric_sets)")
+    except ConfigError as error:
+        raise WorkflowError(str(error)) from None
 
 
 def ncu_settings(label, phase):
