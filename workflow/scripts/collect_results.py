@@ -17,4 +17,4 @@ def main() -> None:
     print({name: len(frame) for name, frame in tables.items()})
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

@@ -18,4 +18,4 @@ def main() -> None:
     print(f"{len(rules)} rule results for {rules['kernel_id'].nunique() if len(rules) else 0} kernels")
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

@@ -46,4 +46,4 @@ def main() -> None:
     print(f"{len(kernels)} rows from {tool}; classes: {kernels['kernel_class'].value_counts().to_dict()}")
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

@@ -5,4 +5,4 @@ from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
-run_job(snakemake.log[0], lambda: write_manifest(list(snakemake.input), snakemake.output[0]))
+run_job(snakemake.log[0], lambda: write_manifest(list(snakemake.input), snakemake.output[0]), snakemake.output)

@@ -33,4 +33,4 @@ def main() -> None:
     print(f"{snakemake.params.tool} profile written; the profiler's output is in {log}")
 
 
-run_job(snakemake.log.job, main)
+run_job(snakemake.log.job, main, snakemake.output)
