@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from errors import writing
+
 from . import instructions
 from .errors import ProfilingError
 from .kernels import CLASS_NAMES, classify, classify_cpu_op, precision_tag, short_name
@@ -300,12 +302,13 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
 def save_frame(df: pd.DataFrame, path: str | Path) -> None:
     """Write a table as Parquet (.parquet) or CSV (.csv), without the index."""
     path = Path(path)
-    if path.suffix == ".parquet":
-        df.to_parquet(path, index=False)
-    elif path.suffix == ".csv":
-        df.to_csv(path, index=False)
-    else:
+    if path.suffix not in (".parquet", ".csv"):
         raise ValueError(f"{path}: table files end in .parquet or .csv")
+    with writing(path):
+        if path.suffix == ".parquet":
+            df.to_parquet(path, index=False)
+        else:
+            df.to_csv(path, index=False)
 
 
 def load_frame(path: str | Path) -> pd.DataFrame:
