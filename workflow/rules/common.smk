@@ -226,3 +226,11 @@ def shipped_reference_files(*names):
 def profile_kernel_tables():
     """Tidy per-kernel tables of every profile this invocation takes (next to the summaries)."""
     return [path.removesuffix("_summary.csv") + "_kernels.parquet" for path in profile_summaries()]
+
+
+# The Nsight Compute settings of every label that runs it, resolved when the DAG is built: a missing or broken
+# metric-set file is then one line, not the traceback of the input function that needs it.
+for _label in config["gpus"]:
+    if "ncu" in profilers(_label):
+        for _phase in config["profiling"]["phases"]:
+            ncu_settings(_label, _phase)

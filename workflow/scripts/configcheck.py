@@ -170,34 +170,58 @@ def schema_problem(config: dict, files: Sequence[str | Path] = (), command_line:
 # --- what the schema cannot say --------------------------------------------------------------------------------------
 
 
-def consistency_problem(config: dict, basedir: Path) -> str | None:
-    """One line for the first inconsistency between keys the schema checks one by one, or None."""
+def _nearest_multiple(value: int, factor: int) -> int:
+    return max(factor, round(value / factor) * factor)
+
+
+def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path] = (),
+                        command_line: dict | None = None) -> str | None:
+    """One line for the first inconsistency between keys the schema checks one by one (with the file that set the
+    key and the fix), or None."""
+    command_line = command_line or {}
+
+    def origin(*key_path: str) -> str:
+        if _has(command_line, key_path):
+            return " (set with --config)"
+        where = set_in(key_path, files)
+        return f" (set in {where})" if where else ""
+
     for label in config["gpus"]:
         if label not in config["hardware"]:
-            return f"config: gpus lists {label!r}, which is not defined under 'hardware'"
+            return (f"config: gpus lists {label!r}{origin('gpus')}, which is not defined under 'hardware'; fix: add "
+                    f"it there (device, name_pattern, architecture) or use one of {sorted(config['hardware'])}")
     for name in config["run_variants"]:
         if name not in config["variants"]:
-            return f"config: run_variants lists {name!r}, which is not defined under 'variants'"
+            return (f"config: run_variants lists {name!r}{origin('run_variants')}, which is not defined under "
+                    "'variants'; fix: define its switches there, or correct the name")
     if "baseline" not in config["run_variants"]:
-        return "config: run_variants must include 'baseline' (every quality check and speed-up is relative to it)"
-    if config["quality"]["ssim_kernel"] % 2 == 0:
-        return (f"config: quality.ssim_kernel must be odd (a centred Gaussian window), got "
-                f"{config['quality']['ssim_kernel']}")
+        return (f"config: run_variants must include 'baseline'{origin('run_variants')} (every quality check and "
+                "speed-up is relative to it); fix: add baseline to the list")
+    kernel = config["quality"]["ssim_kernel"]
+    if kernel % 2 == 0:
+        return (f"config: quality.ssim_kernel must be odd (a centred Gaussian window), got {kernel}"
+                f"{origin('quality', 'ssim_kernel')}; fix: use {kernel - 1} or {kernel + 1}")
     if config["sample"]["masks"] > config["dataset"]["heldout"]:
         return (f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout "
-                f"({config['dataset']['heldout']})")
+                f"({config['dataset']['heldout']}){origin('sample', 'masks')}; fix: lower sample.masks or hold out "
+                "more cases")
     if config["dataset"]["heldout"] >= config["dataset"]["cases"] and config["dataset"]["source"] == "synthetic":
-        return "config: dataset.heldout must leave at least one training case"
+        return (f"config: dataset.heldout must leave at least one training case{origin('dataset', 'heldout')}; "
+                f"fix: hold out fewer than dataset.cases ({config['dataset']['cases']})")
     factor = 2 ** (len(config["model"]["channel_mult"]) - 1)
+    shape = config["dataset"]["shape"]
     crop = config["quality"]["reference_shape"]
-    if crop is not None and any(c % factor or c > s for c, s in zip(crop, config["dataset"]["shape"])):
-        return f"config: quality.reference_shape {crop} must fit in dataset.shape and be divisible by {factor}"
-    if any(side % factor for side in config["dataset"]["shape"]):
-        return (f"config: dataset.shape {config['dataset']['shape']} must be divisible by {factor} "
-                f"(the U-Net halves it {factor.bit_length() - 1} times)")
+    if crop is not None and any(c % factor or c > s for c, s in zip(crop, shape)):
+        return (f"config: quality.reference_shape {crop} must fit in dataset.shape and be divisible by {factor}"
+                f"{origin('quality', 'reference_shape')}; fix: use multiples of {factor} up to {shape}, or null")
+    if any(side % factor for side in shape):
+        return (f"config: dataset.shape {shape} must be divisible by {factor} (the U-Net halves it "
+                f"{factor.bit_length() - 1} times){origin('dataset', 'shape')}; fix: use "
+                f"{[_nearest_multiple(side, factor) for side in shape]}")
     for label in config.get("reference_results", []):
         if label not in config["gpus"] and not (basedir / "data" / "reference" / label).is_dir():
-            return f"config: reference_results lists {label!r}, but data/reference/{label}/ does not exist"
+            return (f"config: reference_results lists {label!r}{origin('reference_results')}, but "
+                    f"data/reference/{label}/ does not exist; fix: leave it out, or ship that label's results there")
     return None
 
 
@@ -206,7 +230,8 @@ def check_config(config: dict, basedir: str | Path, files: Sequence[str | Path] 
     """Raise ConfigError with one line for the first problem of `config`: the schema's, then consistency.
     `files` are the config files it was merged from (the embedded default, then the overlays), `command_line` the
     values given with --config."""
-    problem = schema_problem(config, files, command_line) or consistency_problem(config, Path(basedir))
+    problem = schema_problem(config, files, command_line) or consistency_problem(config, Path(basedir), files,
+                                                                                  command_line)
     if problem:
         raise ConfigError(problem)
 

@@ -11,7 +11,8 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 def main() -> None:
     try:
-        rules = ncu.parse_details(Path(snakemake.input.details).read_text())
+        details = Path(snakemake.input.details)
+        rules = ncu.parse_details(details.read_text(errors="replace"), source=f"ncu details CSV {details}")
     except ProfilingError as error:
         raise JobError(str(error)) from None
     tables.save_frame(rules, snakemake.output.rules)

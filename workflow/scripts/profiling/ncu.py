@@ -301,7 +301,7 @@ def parse_raw(text: str, source: str = "ncu raw CSV") -> pd.DataFrame:
     return out
 
 
-def parse_details(text: str) -> pd.DataFrame:
+def parse_details(text: str, source: str = "ncu details CSV") -> pd.DataFrame:
     """Rules table (RULE_COLUMNS) from `ncu -i X --csv --page details`; rows that carry no rule are ignored.
 
     A report collected with an explicit --metrics list and no sections has no rule columns at all: that gives an
@@ -310,21 +310,24 @@ def parse_details(text: str) -> pd.DataFrame:
     try:
         rows = _csv_rows(text)
     except csv.Error as error:
-        raise ProfilingError(f"ncu details CSV is truncated or malformed ({error}); fix: export it again") from None
+        raise ProfilingError(
+            f"{source} is truncated or malformed ({error}); "
+            "fix: export it again with ncu -i REPORT --csv --page details"
+        ) from None
     if not rows:
         raise ProfilingError(
-            "ncu details CSV has no header row (empty or failed export); "
+            f"{source} has no header row (empty or failed export); "
             "fix: export again with ncu -i REPORT --csv --page details"
         )
     header = rows[0]
     for column in ("Kernel Name", "Section Name"):
         if column not in header:
-            raise ProfilingError(f"ncu details CSV lacks the {column!r} column; fix: export with --page details")
+            raise ProfilingError(f"{source} lacks the {column!r} column; fix: export with --page details")
     if "Rule Name" not in header:
         return pd.DataFrame(columns=RULE_COLUMNS)
     width = len(header)
     if any(len(row) > width for row in rows):
-        raise ProfilingError("ncu details CSV has rows longer than its header; fix: export it again")
+        raise ProfilingError(f"{source} has rows longer than its header; fix: export it again")
     # Metric rows may stop before the (empty) rule columns; pad them.
     frame = pd.DataFrame([row + [""] * (width - len(row)) for row in rows[1:]], columns=header, dtype=str)
     frame = frame[frame["Rule Name"].str.strip() != ""]
