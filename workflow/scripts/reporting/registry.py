@@ -21,6 +21,11 @@ class Output:
     files: dict[str, str] = field(default_factory=dict)  # other inputs, by name (paths from the workflow's root)
     config: tuple[str, ...] = ()  # config sections the output depends on (given to it as settings)
     extra: dict[str, str] = field(default_factory=dict)  # further output files, by name
+    # Timing-bearing: it shows measured times, or what is derived from them (time shares, speed-ups, means weighted
+    # by kernel time, achieved rates), so two runs of one configuration differ there and only there; the manifest
+    # marks its files. Every other output is byte-identical between clean runs on one machine (and one day: panel
+    # titles carry the measurement date).
+    timing: bool = False
 
     @property
     def kind(self) -> str:
@@ -49,37 +54,46 @@ class Output:
 
 OUTPUTS: list[Output] = [
     Output("fig01_runtime_breakdown", "Runtime breakdown: share of kernel time per kernel class, per variant and phase",
-           reads=("summaries",)),
-    Output("fig02_top_kernels", "Top kernels of a training step with their class and precision", reads=("kernels",)),
+           reads=("summaries",), timing=True),
+    Output("fig02_top_kernels", "Top kernels of a training step with their class and precision", reads=("kernels",),
+           timing=True),
     Output("fig03_instruction_mix", "Executed instructions by kind (FP32, tensor, integer, memory, control, ...)",
            reads=("ncu_kernels", "summaries")),
     Output("fig04_memory_system", "DRAM traffic and cache hit rates per kernel class",
-           reads=("ncu_kernels", "summaries")),
-    Output("fig05_warp_states", "Warp stall reasons and achieved occupancy", reads=("ncu_kernels", "summaries")),
+           reads=("ncu_kernels", "summaries"), timing=True),
+    Output("fig05_warp_states", "Warp stall reasons and achieved occupancy", reads=("ncu_kernels", "summaries"),
+           timing=True),
     Output("fig06_priority_scores", "Nsight Compute's estimated speedups by rule and kernel class",
-           reads=("rules", "ncu_kernels", "summaries")),
+           reads=("rules", "ncu_kernels", "summaries"), timing=True),
     Output("fig07_optimization_impact", "SM cycles, instructions, IPC and tensor use relative to baseline; speed-ups",
-           reads=("summaries", "runs")),
-    Output("fig08_end_to_end", "Training time per sample, sampling time per volume and peak memory", reads=("runs",)),
+           reads=("summaries", "runs"), timing=True),
+    Output("fig08_end_to_end", "Training time per sample, sampling time per volume and peak memory", reads=("runs",),
+           timing=True),
     Output("fig09_quality", "Loss curves, SSIM/PSNR and sample slices per variant",
            reads=("losses", "quality", "slices")),
     Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
-           reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}),
+           reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}, timing=True),
     Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch"),
     Output("tab02_workload", "Model and diffusion settings, parameters, FLOPs per step, dataset",
            files={"dataset": "results/dataset/prepared"}, config=("model", "diffusion", "train", "dataset")),
     Output("tab03_kernels", "Per run and kernel class: time share, count, SM cycles, instructions, IPC, tensor %",
-           reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}),
-    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries")),
+           reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True),
+    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"), timing=True),
     Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
-           reads=("runs", "summaries", "quality"), files={"claims": "data/paper_claims.yaml"}),
+           reads=("runs", "summaries", "quality"), files={"claims": "data/paper_claims.yaml"}, timing=True),
     Output("tab06_quality", "Numeric fidelity and image quality per variant", reads=("quality",)),
     Output("fig11_optimization_ladder", "From baseline to the fastest variant: time per rung against the FLOP floor, "
-           "and what each rung changed in the kernel mix", reads=("bench", "summaries"), config=("run_variants",)),
+           "and what each rung changed in the kernel mix", reads=("bench", "summaries"), config=("run_variants",),
+           timing=True),
     Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
-           "volume, peak GiB, compile s", reads=("bench",)),
+           "volume, peak GiB, compile s", reads=("bench",), timing=True),
 ]
 BY_ID = {output.id: output for output in OUTPUTS}
+
+
+def timing_bearing_files() -> set[str]:
+    """The files of the timing-bearing outputs (Output.timing), as the manifest lists them."""
+    return {path for output in OUTPUTS if output.timing for path in output.files_out().values()}
 
 
 def markdown_list() -> str:
