@@ -8,6 +8,8 @@ import torch
 
 from errors import ExpectedError
 
+from . import gpus
+
 
 class DeviceMismatch(ExpectedError, RuntimeError):
     """The device found does not match the hardware label of the job."""
@@ -27,6 +29,8 @@ def resolve_device(label: str, hardware: dict, emulate_gpus_on_cpu: bool = False
         return torch.device("cpu")
     if emulate_gpus_on_cpu:
         return torch.device("cpu")
+    # Before anything asks CUDA: the job takes a free GPU of its own and is bound to it (measurement.gpus).
+    gpus.hold(f"label {label}")
     if not torch.cuda.is_available():
         raise DeviceMismatch(
             f"label {label!r} needs a CUDA GPU matching {spec['name_pattern']!r}, but no CUDA device is visible"

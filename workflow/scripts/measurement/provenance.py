@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from . import gpus
+
 
 def config_digest(config: dict) -> str:
     """sha256 of a configuration as canonical JSON: equal configurations give equal digests. Jobs pass what they
@@ -89,6 +91,8 @@ def provenance(device: torch.device, used: dict, repo: Path, label: str, emulate
         "hardware_label": label,
         "emulated_on_cpu": emulated,
         **device_record(device),
+        # The GPU this job held alone (measurement.gpus), where it ran on one.
+        "gpu_lease": lease.provenance() if (lease := gpus.held()) is not None else None,
         "config_digest": config_digest(used),
         "workflow_commit": workflow_commit(repo),
         "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
