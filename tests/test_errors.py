@@ -15,9 +15,7 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +31,6 @@ from conftest import REPO, Files, Params, copy_workflow, run_script, snakemake
 from test_data import BAD_INPUTS
 from configcheck import check_config, check_files, read_mapping
 from errors import ExpectedError
-from measurement.devices import resolve_device
 from medddpm import checkpoints, training
 from medddpm.build import Workload
 from medddpm.prepare import prepare_dataset, read_wholehead_pairs

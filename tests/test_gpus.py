@@ -174,7 +174,8 @@ for k in $(seq 0 40); do echo "==PROF== Profiling \\"k\\" - $k: 0%....50%....100
     run_script("profile_run.py", params=Params(tool="ncu", settings=settings, device=h200, variant={}, model={},
                                                diffusion={}, train={"seed": 0}, warmup_steps=1),
                wildcards=SimpleNamespace(gpu="h200", variant="baseline", phase="train"),
-               input=Files(dataset=tmp_path), output=out, log=Files(job=tmp_path / "job.log", tool=tmp_path / "tool.log"))
+               input=Files(dataset=tmp_path), output=out,
+               log=Files(job=tmp_path / "job.log", tool=tmp_path / "tool.log"))
     assert "profiling on GPU-bbbb, claimed GPU-bbbb" in (tmp_path / "tool.log").read_text()
     assert gpus.held().provenance()["gpu_uuid"] == "GPU-bbbb"
     assert (tmp_path / "locks" / "gpu-GPU-bbbb.lock").read_text().startswith(f"pid {os.getpid()} (label h200")

@@ -30,7 +30,8 @@ class ConfigError(ExpectedError, ValueError):
 
 
 def read_yaml(path: str | Path, what: str = "config file") -> Any:
-    """The YAML document of `path`; ConfigError with one line for a missing file or a syntax error (file:line:column)."""
+    """The YAML document of `path`; ConfigError with one line for a missing file or a syntax error
+    (file:line:column)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

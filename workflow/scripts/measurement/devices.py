@@ -23,7 +23,9 @@ def resolve_device(label: str, hardware: dict, emulate_gpus_on_cpu: bool = False
     as emulated); it is never a silent fallback.
     """
     if label not in hardware:
-        raise DeviceMismatch(f"hardware label {label!r} is not defined under 'hardware' in the config; fix: add it there")
+        raise DeviceMismatch(
+            f"hardware label {label!r} is not defined under 'hardware' in the config; fix: add it there"
+        )
     spec = hardware[label]
     if spec["device"] == "cpu":
         return torch.device("cpu")

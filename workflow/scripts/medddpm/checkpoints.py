@@ -70,8 +70,10 @@ def load_checkpoint(path: str | Path, workload: dict | None = None, keys: tuple[
         )
     recorded = state.get("workload")
     if workload is not None and recorded is not None and recorded != workload:
-        raise CheckpointError(f"checkpoint {path} was trained for another configuration ({_difference(recorded, workload)}); "
-                              f"{_fix(path)}")
+        raise CheckpointError(
+            f"checkpoint {path} was trained for another configuration ({_difference(recorded, workload)}); "
+            f"{_fix(path)}"
+        )
     return state
 
 
