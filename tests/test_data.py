@@ -16,7 +16,8 @@ import torch
 from conftest import Files, run_script
 from medddpm.dataset import PreparedPairs, load_condition
 from medddpm.prepare import heldout_images, heldout_masks
-from medddpm.prepare import DatasetError, prepare_dataset, read_wholehead_pairs, scale_slices, split_cases
+from medddpm.prepare import DatasetError, WholeHeadReader, case_id, prepare_dataset, read_wholehead_pairs
+from medddpm.prepare import scale_slices, split_cases
 from medddpm import synthetic
 from medddpm.synthetic import write_synthetic_dataset
 
@@ -34,12 +35,13 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def write_raw(root: Path, images: list[np.ndarray], masks: list[np.ndarray]) -> Path:
+def write_raw(root: Path, images: list[np.ndarray], masks: list[np.ndarray], affine=None, names=None) -> Path:
     """A raw whole-head dataset (`sample_<i>.nii.gz` in image/ and mask/) written with plain nibabel."""
     for sub, volumes in (("image", images), ("mask", masks)):
         (root / sub).mkdir(parents=True, exist_ok=True)
         for i, volume in enumerate(volumes):
-            nib.save(nib.Nifti1Image(volume, np.eye(4)), root / sub / f"sample_{i}.nii.gz")
+            name = names[sub][i] if names else f"sample_{i}.nii.gz"
+            nib.save(nib.Nifti1Image(volume, np.eye(4) if affine is None else affine), root / sub / name)
     return root
 
 
@@ -246,6 +248,61 @@ def test_resize_when_shape_differs(tmp_path):
         np.testing.assert_allclose(nib.affines.apply_affine(image_out.affine, [7, 7, 7]), [9, 11, 13], atol=1e-5)
 
 
+def test_per_volume_scaling_option(tmp_path):
+    image, mask = toy_case()
+    image[..., 5] *= 10
+    raw = write_raw(tmp_path / "raw", [image, image + 1], [mask, mask])
+    manifest = prepare_dataset(read_wholehead_pairs(raw), tmp_path / "out", image.shape, heldout=1, seed=0,
+                               reader=WholeHeadReader(scaling="volume"))
+    assert manifest["scaling"] == "volume" and manifest["workload"] == "wholehead"
+    scaled = read(tmp_path / "out" / "train" / "image_000.nii.gz")
+    # One minimum and one maximum for the whole volume, computed here voxel by voxel.
+    low, high = min(image.flat), max(image.flat)
+    expected = np.empty(image.shape)
+    for index in np.ndindex(image.shape):
+        expected[index] = (float(image[index]) - low) / (high - low) * 2 - 1
+    np.testing.assert_allclose(scaled, expected, atol=1e-6)
+    with pytest.raises(ValueError, match="scaling"):
+        WholeHeadReader(scaling="histogram")
+
+
+def test_pairs_by_case_id_not_by_every_digit(tmp_path):
+    assert case_id("sample_3.nii.gz") == case_id("sample_03.nii") == ("sample", 3)
+    assert case_id("BraTS2021_00014_t1.nii.gz") == case_id("BraTS2021_00014_seg.nii.gz") == ("brats2021", 14)
+    assert case_id("img_1.nii.gz") == case_id("msk_1.nii.gz") != case_id("msk_11.nii.gz")
+    image, mask = toy_case()
+    names = {"image": ["BraTS2021_00014_t1.nii.gz", "BraTS2021_00020_t1.nii.gz", "case_9.nii.gz"],
+             "mask": ["BraTS2021_00020_seg.nii.gz", "case_09.nii.gz", "BraTS2021_00014_seg.nii.gz"]}
+    raw = write_raw(tmp_path / "raw", [image, image + 1, image + 2], [mask] * 3, names=names)
+    cases = read_wholehead_pairs(raw)
+    assert [(c.files["image"].name, c.files["mask"].name) for c in cases] == [
+        ("BraTS2021_00014_t1.nii.gz", "BraTS2021_00014_seg.nii.gz"),
+        ("BraTS2021_00020_t1.nii.gz", "BraTS2021_00020_seg.nii.gz"),
+        ("case_9.nii.gz", "case_09.nii.gz"),
+    ]
+    manifest = prepare_dataset(cases, tmp_path / "out", image.shape, heldout=1, seed=0)
+    entry = next(f for f in manifest["files"] if f["case"] == "brats2021_14" and f["role"] == "mask")
+    assert entry["sources"] == {"image": "image/BraTS2021_00014_t1.nii.gz", "mask": "mask/BraTS2021_00014_seg.nii.gz"}
+
+
+def test_affine_kept_in_every_output_and_orientation_untouched(tmp_path):
+    image, mask = toy_case()
+    lps = np.array([[-1.5, 0, 0, 90.0], [0, -1.5, 0, 126.0], [0, 0, 1.5, -72.0], [0, 0, 0, 1]])
+    raw = write_raw(tmp_path / "raw", [image, image + 1], [mask, mask], affine=lps)
+    prepare_dataset(read_wholehead_pairs(raw), tmp_path / "out", image.shape, heldout=1, seed=0)
+    for path in sorted((tmp_path / "out").rglob("*.nii.gz")):
+        img = nib.load(path)
+        np.testing.assert_array_equal(img.affine, lps)
+        assert nib.aff2axcodes(img.affine) == ("L", "P", "S")
+        # qform and sform both carry it, so every viewer puts the file on the source's grid.
+        np.testing.assert_allclose(img.get_qform(), lps, atol=1e-6)
+        np.testing.assert_array_equal(img.get_sform(), lps)
+        assert int(img.header["qform_code"]) > 0 and int(img.header["sform_code"]) > 0
+    # Stored orientation: voxel (1, 2, 3) of the source is voxel (1, 2, 3) of the prepared mask.
+    one_hot = read(tmp_path / "out" / "train" / "mask_000.nii.gz")
+    assert one_hot[1, 2, 3, 1] == 1 and one_hot[..., 1].sum() == 1
+
+
 def test_split_is_seeded():
     split = split_cases(10, 3, seed=4)
     assert split == split_cases(10, 3, seed=4)
@@ -318,6 +375,30 @@ def _shape_mismatch(root):
     return "sample_1.nii.gz", 0
 
 
+def _affine_mismatch(root):
+    image, mask = toy_case()
+    write_raw(root, [image, image], [mask, mask])
+    shifted = np.eye(4)
+    shifted[0, 3] = 2.0
+    nib.save(nib.Nifti1Image(mask, shifted), root / "mask" / "sample_1.nii.gz")
+    return "sample_1.nii.gz: affine differs", 0
+
+
+def _same_case_twice(root):
+    image, mask = toy_case()
+    write_raw(root, [image, image], [mask, mask], names={"image": ["case_3.nii.gz", "case_03.nii.gz"],
+                                                        "mask": ["case_3.nii.gz", "case_4.nii.gz"]})
+    return "case_3.nii.gz: same case id", 0
+
+
+def _brats_labels(root):
+    image, mask = toy_case()
+    bad = mask.copy()
+    bad[0, 0, 0] = 4
+    write_raw(root, [image, image], [mask, bad])
+    return "sample_1.nii.gz: unknown mask labels 4", 0
+
+
 def _unknown_labels(root):
     image, mask = toy_case()
     bad = mask.copy()
@@ -368,8 +449,9 @@ def _missing_folder(root):
 
 
 # Bad whole-head input folders; README.md's Troubleshooting section lists each as dataset-<name>.
-BAD_INPUTS = [_corrupt, _truncated, _count_mismatch, _digit_mismatch, _shape_mismatch, _unknown_labels, _nan, _inf,
-              _four_d, _too_few_cases, _empty_folder, _missing_folder]
+BAD_INPUTS = [_corrupt, _truncated, _count_mismatch, _digit_mismatch, _shape_mismatch, _affine_mismatch,
+              _same_case_twice, _brats_labels, _unknown_labels, _nan, _inf, _four_d, _too_few_cases, _empty_folder,
+              _missing_folder]
 
 
 @pytest.mark.parametrize("make", BAD_INPUTS)
@@ -399,7 +481,8 @@ def test_entry_points(tmp_path):
         log=Files(logs / "synthetic.log"),
     )
     assert "wrote 4 files" in (logs / "synthetic.log").read_text()
-    params = SimpleNamespace(shape=[12, 12, 12], heldout=1, seed=0)
+    params = SimpleNamespace(source={"source": "synthetic", "scaling": "slice"}, shape=[12, 12, 12], heldout=1,
+                             seed=0)
     run_script(
         "prepare_dataset.py",
         params=params,

@@ -540,6 +540,24 @@ def case_undefined_hardware_label(tmp_path):
     return config_with(tmp_path, {"gpus": ["mi300"]})
 
 
+@case(r"config: dataset\.source synthetic_brats is the BraTS workload, whose results live under hardware labels "
+      r"ending in _brats; gpus lists 'cpu' \(set in \S*config\.yaml\); fix: use cpu_brats")
+def case_brats_source_under_a_whole_head_label(tmp_path):
+    return config_with(tmp_path, {"dataset": {"source": "synthetic_brats"}})
+
+
+@case(r"config: gpus lists 'h200_brats' \(set in \S+overlay\.yaml\), a BraTS label, but dataset\.source synthetic is "
+      r"the whole-head workload; fix: use h200")
+def case_brats_label_for_the_whole_head_workload(tmp_path):
+    return config_with(tmp_path, {"gpus": ["h200_brats"], "hardware": {"h200_brats": {"device": "cuda"}}})
+
+
+@case(r"config: the wholehead workload has 1 image and 2 mask channel\(s\), so model\.in_channels must be 3 and "
+      r"model\.out_channels 1 \(got 8 and 1\) \(set in \S+overlay\.yaml\); fix: set them so")
+def case_model_channels_of_another_workload(tmp_path):
+    return config_with(tmp_path, {"model": {"in_channels": 8}})
+
+
 @case(r"config: run_variants lists 'fp8' \(set in \S+overlay\.yaml\), which is not defined under 'variants'; fix: "
       r"define its switches there")
 def case_undefined_variant(tmp_path):

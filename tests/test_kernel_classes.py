@@ -28,7 +28,7 @@ H200 = ROOT / "data" / "reference" / "h200"
 # The real exports whose names the decision table must cover.
 EXPORTS = sorted(SMALL.glob("*/*/*.gz")) + [
     *sorted(H200.glob("*/profile/*/ncu_raw*.csv.gz")),
-    H200 / "tf32" / "profile" / "train" / "torch_trace.json.gz",
+    *sorted(H200.glob("*/profile/*/torch_trace.json.gz")),
     FIXTURES / "ncu_raw_h200_tiny_train_step.csv",
     FIXTURES / "ncu_raw_h200_tiny_train_step_pushpop.csv",
     FIXTURES / "torch_trace_h200_tiny_train_step.json",
@@ -222,3 +222,35 @@ def test_tf32_channels_last_step_relayouts_are_permute_copies_and_cudnn_transpos
     assert relayouts == pytest.approx(_class_shares(step)["layout_conversion"], abs=1e-9)
     assert 0.25 < permutes < relayouts < 0.35  # GroupNorm is not channels-last-native: PyTorch permutes around it
     assert _share(step, step["name"].map(_is_cast)) < 1e-3
+
+
+def _is_compiled_groupnorm(name: str) -> bool:
+    """An inductor kernel that computes GroupNorm: its operators named, its statistics, or GroupNorm + SiLU written
+    out (SiLU fused with a mean subtraction)."""
+    if not name.startswith("triton_"):
+        return False
+    return "group_norm" in name or "var_mean" in name or ("silu" in name and "_sub_" in name + "_")
+
+
+def test_compiled_frontier_step_spends_a_quarter_in_cudnn_transposes_and_no_time_in_other_casts():
+    step = launches(H200 / "frontier" / "profile" / "train" / "torch_trace.json.gz")
+    shares = _class_shares(step)
+    transposes = _share(step, step["name"].str.contains("nchwToNhwcKernel|nhwcToNchwKernel"))
+    assert shares["layout_conversion"] == pytest.approx(_share(step, step["name"].map(_is_relayout)), abs=1e-9)
+    # The contiguous bf16 graph converts in and out of cuDNN's NDHWC around each convolution (23 % of the step).
+    assert 0.20 < transposes < shares["layout_conversion"] < 0.25
+    groupnorm = _share(step, step["name"].map(lambda n: _is_compiled_groupnorm(n) or any(t in n for t in GROUPNORM)))
+    assert shares["normalization"] == pytest.approx(groupnorm, abs=1e-9)
+    assert 0.15 < groupnorm < 0.25
+    upsampling_or_softmax = _share(step, step["name"].str.contains("_unsafe_index|_softmax|arange_clamp"))
+    assert upsampling_or_softmax > 0.05 and shares["other"] < upsampling_or_softmax + 0.005
+
+
+def test_fused_norm_act_kernels_are_normalization_in_the_eager_channels_last_step():
+    step = launches(H200 / "bf16_channels_last_fused" / "profile" / "train" / "torch_trace.json.gz")
+    shares = _class_shares(step)
+    fused = _share(step, step["name"].map(_is_compiled_groupnorm))
+    eager_groupnorm = _share(step, step["name"].map(lambda n: any(t in n for t in GROUPNORM)))
+    assert shares["normalization"] == pytest.approx(fused + eager_groupnorm, abs=1e-9)
+    assert fused > 0.25 and eager_groupnorm < 0.01  # the GroupNorm + SiLU pairs run as compiled kernels
+    assert shares["other"] < 0.06  # trilinear upsampling, softmax and concatenation remain

@@ -1,5 +1,7 @@
 """The Med-DDPM network and diffusion: size, structure, a learning step, the sampler."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -13,6 +15,25 @@ SMALL = UNetConfig(base_width=32)
 
 def test_whole_head_configuration_has_upstream_parameter_count():
     assert parameter_count(UNet3D(UNetConfig())) == 40_226_433
+
+
+def test_brats_configuration_has_upstream_parameter_count():
+    """config/brats.yaml's network, as the workflow builds it from the merged config: upstream's BraTS U-Net."""
+    import yaml
+
+    from medddpm.build import unet_config
+
+    repo = Path(__file__).resolve().parents[1]
+    model = yaml.safe_load((repo / "config.yaml").read_text())["model"]
+    model |= yaml.safe_load((repo / "config/brats.yaml").read_text())["model"]
+    unet = UNet3D(unet_config(model))
+    assert parameter_count(unet) == 57_562_564
+    assert (unet.config.in_channels, unet.config.out_channels, unet.config.num_res_blocks) == (8, 4, 2)
+    # 192 // 16 = 12 matches no downsample rate: the middle block holds the only attention.
+    attention = [name for name, m in unet.named_modules() if isinstance(m, AttentionBlock)]
+    assert attention == ["middle_block.1"]
+    out = unet(torch.randn(1, 8, 16, 16, 16), torch.tensor([3]))
+    assert out.shape == (1, 4, 16, 16, 16)
 
 
 def test_small_network_keeps_the_structure():

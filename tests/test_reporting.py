@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -156,7 +157,10 @@ def test_collected_tables_tag_every_row_and_measured_wins(tmp_path, tables, resu
     runs = tables["runs"]
     assert set(runs["origin"]) == {MEASURED, SHIPPED}
     assert runs[["gpu", "variant", "origin", "device", "date"]].notna().all().all()
-    assert list(runs["variant"]) == ["baseline", "tf32", "baseline", "tf32", "channels_last", "tf32_channels_last"]
+    ladder = ["bf16", "bf16_channels_last", "bf16_channels_last_fused", "bf16_checkpoint_all", "frontier",
+              "frontier_channels_last"]  # the shipped rungs beyond the paper, alphabetically after its variants
+    assert list(runs["variant"]) == ["baseline", "tf32", "baseline", "tf32", "channels_last", "tf32_channels_last",
+                                     *ladder]
     assert results.panel_label("h200") == "h200: NVIDIA H200, shipped reference, 2026-11-29"
     assert panel_label("x", "dev", MEASURED, "2026-01-01") == "x: dev, measured here, 2026-01-01"
     assert set(tables["summaries"].loc[tables["summaries"]["gpu"] == "h200", "tool"]) == {"torch", "ncu"}
@@ -382,7 +386,15 @@ def test_ladder_draws_every_rung_against_the_flop_floor(built):
     assert sum(bar_heights(mix)) == pytest.approx(200.0)  # two profiled rungs, 100 % each
     frontier = built["tab07_frontier"].frame.set_index(["gpu", "variant"])
     assert frontier.loc[("a100", "tf32"), "train_speedup_vs_baseline"] == 2.0
-    assert list(frontier.index.get_level_values("gpu").unique()) == ["a100"]  # no shipped bench yet
+    # The shipped H200 ladder reaches the table and its own row of the figure, value for value.
+    assert list(frontier.index.get_level_values("gpu").unique()) == ["a100", "h200"]
+    shipped = pd.read_csv(REPO / "data" / "reference" / "h200" / "bench.csv").set_index("variant")
+    h200 = frontier.loc["h200"]
+    assert h200["train_ms_per_sample"].to_dict() == pytest.approx(shipped["train_ms_per_sample"].to_dict())
+    h200_train = axes_titled(fig, "training per sample (ms, log)")[1]
+    heights = bar_heights(h200_train)
+    assert sorted(heights) == pytest.approx(sorted(shipped["train_ms_per_sample"]))
+    assert heights[1:] == sorted(heights[1:], reverse=True)  # baseline, then the rungs from slowest to fastest
 
 
 def test_claims_and_optimization_tables(built):
@@ -424,3 +436,11 @@ def test_figures_render_byte_identically(tmp_path, tables):
             digests.append([hashlib.sha256(files[ext].read_bytes()).hexdigest() for ext in ("pdf", "png")])
         assert digests[0] == digests[1], output_id
         assert files["png"].stat().st_size > 10_000
+
+
+def test_every_kernel_class_has_its_own_colour():
+    from profiling.kernels import CLASS_NAMES
+    from reporting.panels import CLASS_COLORS
+
+    assert set(CLASS_COLORS) == set(CLASS_NAMES)
+    assert len({tuple(matplotlib.colors.to_rgb(c)) for c in CLASS_COLORS.values()}) == len(CLASS_NAMES)

@@ -4,7 +4,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
-from configcheck import ConfigError, check_config, read_mapping  # workflow/scripts is on sys.path (Snakefile)
+from configcheck import ConfigError, check_config, read_mapping, workload_of  # workflow/scripts: on sys.path
 from medddpm.switches import Variant
 
 min_version("9.0")
@@ -58,13 +58,30 @@ wildcard_constraints:
     variant="|".join(config["run_variants"]),
 
 
-PREPARED = "results/dataset/prepared"
+# Each workload prepares into its own folder: switching between config/paper.yaml and config/brats.yaml never
+# rebuilds (and so never outdates the results of) the other's dataset.
+WORKLOAD = workload_of(config)
+PREPARED = "results/dataset/prepared_brats" if WORKLOAD == "brats" else "results/dataset/prepared"
+SYNTHETIC = {"synthetic": "results/dataset/synthetic", "synthetic_brats": "results/dataset/synthetic_brats"}
 
 
 def raw_dataset():
-    if config["dataset"]["source"] == "synthetic":
-        return "results/dataset/synthetic"
-    return config["dataset"]["root"]
+    return SYNTHETIC.get(config["dataset"]["source"], config["dataset"]["root"])
+
+
+def case_list():
+    """The BraTS case list, an input of the preparation when set (editing it re-prepares)."""
+    listed = config["dataset"]["case_list"]
+    return [listed] if listed is not None and config["dataset"]["source"] == "brats" else []
+
+
+def preparation_params():
+    """What the preparation depends on besides the shape, split and seed: the source and its own settings only,
+    so that a setting of the other workload never re-prepares this one."""
+    dataset = config["dataset"]
+    if WORKLOAD == "brats":
+        return {"source": dataset["source"], "layout": dataset["layout"] if dataset["source"] == "brats" else "raw"}
+    return {"source": dataset["source"], "scaling": dataset["scaling"]}
 
 
 def gpus_needed(wildcards):
@@ -166,7 +183,8 @@ def output_inputs(output):
     """A registered output's inputs: the collected tables it reads, its other files, its own module, shared code."""
     inputs = {"hardware": f"{COLLECTED}/hardware.parquet"}
     inputs |= {name: f"{COLLECTED}/{name}.parquet" for name in output.reads}
-    inputs |= output.files
+    # `{prepared}` in a registered file is the prepared dataset of the configured workload.
+    inputs |= {name: path.format(prepared=PREPARED) for name, path in output.files.items()}
     inputs["code"] = [output.code, *reporting_code()]
     return inputs
 

@@ -1,6 +1,6 @@
 rule synthetic_dataset:
     output:
-        directory("results/dataset/synthetic"),
+        directory(SYNTHETIC["synthetic"]),
     log:
         "results/dataset/logs/synthetic.log",
     conda:
@@ -15,20 +15,39 @@ rule synthetic_dataset:
         "../scripts/make_synthetic.py"
 
 
-rule prepare_dataset:
-    input:
-        raw=raw_dataset(),
+rule synthetic_brats_dataset:
     output:
-        prepared=directory(PREPARED),
+        directory(SYNTHETIC["synthetic_brats"]),
     log:
-        "results/dataset/logs/prepare.log",
+        "results/dataset/logs/synthetic_brats.log",
     conda:
         "../../envs/workload.yaml"
     params:
+        cases=config["dataset"]["cases"],
+        shape=config["dataset"]["shape"],
+        seed=config["dataset"]["seed"],
+    message:
+        "Deriving {params.cases} synthetic raw BraTS 2021 cases from the MNI152 tissue maps"
+    script:
+        "../scripts/make_synthetic_brats.py"
+
+
+rule prepare_dataset:
+    input:
+        raw=raw_dataset(),
+        case_list=case_list(),
+    output:
+        prepared=directory(PREPARED),
+    log:
+        f"results/dataset/logs/prepare{'_brats' if WORKLOAD == 'brats' else ''}.log",
+    conda:
+        "../../envs/workload.yaml"
+    params:
+        source=preparation_params(),
         shape=config["dataset"]["shape"],
         heldout=config["dataset"]["heldout"],
         seed=config["dataset"]["seed"],
     message:
-        "Preparing the dataset (resample, scale, one-hot masks, split, manifest)"
+        "Preparing the {WORKLOAD} dataset (scale, resize or crop, one-hot masks, split, manifest)"
     script:
         "../scripts/prepare_dataset.py"

@@ -25,6 +25,18 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
 _SCHEMA_FIX = "workflow/schemas/config.schema.yaml describes every key"
 
 
+# The two workloads: whole-head (1 image channel, a 2-channel mask) and BraTS (4 modalities, a 4-channel mask).
+BRATS_SOURCES = ("brats", "synthetic_brats")
+CHANNELS = {"wholehead": (1, 2), "brats": (4, 4)}
+# BraTS results live under their own labels (h200_brats, ...), so that they never mix with, or replace, the
+# whole-head results of the same GPU (results/<label>/, the figures' panels, the shipped reference sets).
+BRATS_SUFFIX = "_brats"
+
+
+def workload_of(config: dict) -> str:
+    return "brats" if config["dataset"]["source"] in BRATS_SOURCES else "wholehead"
+
+
 class ConfigError(ExpectedError, ValueError):
     """A configuration file or value that cannot be used; the message names the key or file and the fix."""
 
@@ -191,6 +203,22 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         if label not in config["hardware"]:
             return (f"config: gpus lists {label!r}{origin('gpus')}, which is not defined under 'hardware'; fix: add "
                     f"it there (device, name_pattern, architecture) or use one of {sorted(config['hardware'])}")
+    workload, source = workload_of(config), config["dataset"]["source"]
+    for label in config["gpus"]:
+        if workload == "brats" and not label.endswith(BRATS_SUFFIX):
+            return (f"config: dataset.source {source} is the BraTS workload, whose results live under hardware labels "
+                    f"ending in {BRATS_SUFFIX}; gpus lists {label!r}{origin('gpus')}; fix: use {label}{BRATS_SUFFIX} "
+                    "(h200_brats, ... in config/brats.yaml)")
+        if workload == "wholehead" and label.endswith(BRATS_SUFFIX):
+            return (f"config: gpus lists {label!r}{origin('gpus')}, a BraTS label, but dataset.source {source} is the "
+                    f"whole-head workload; fix: use {label.removesuffix(BRATS_SUFFIX)}, or the BraTS configuration "
+                    "(config/brats.yaml)")
+    image, mask = CHANNELS[workload]
+    model = config["model"]
+    if (model["in_channels"], model["out_channels"]) != (image + mask, image):
+        return (f"config: the {workload} workload has {image} image and {mask} mask channel(s), so model.in_channels "
+                f"must be {image + mask} and model.out_channels {image} (got {model['in_channels']} and "
+                f"{model['out_channels']}){origin('model')}; fix: set them so")
     for name in config["run_variants"]:
         if name not in config["variants"]:
             return (f"config: run_variants lists {name!r}{origin('run_variants')}, which is not defined under "
@@ -206,7 +234,8 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         return (f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout "
                 f"({config['dataset']['heldout']}){origin('sample', 'masks')}; fix: lower sample.masks or hold out "
                 "more cases")
-    if config["dataset"]["heldout"] >= config["dataset"]["cases"] and config["dataset"]["source"] == "synthetic":
+    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
+    if config["dataset"]["heldout"] >= config["dataset"]["cases"] and synthetic:
         return (f"config: dataset.heldout must leave at least one training case{origin('dataset', 'heldout')}; "
                 f"fix: hold out fewer than dataset.cases ({config['dataset']['cases']})")
     factor = 2 ** (len(config["model"]["channel_mult"]) - 1)

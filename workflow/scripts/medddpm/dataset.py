@@ -1,10 +1,12 @@
-"""Loading of prepared data (see ``medddpm.prepare``) as upstream's whole-head loader presents it to the model.
+"""Loading of prepared data (see ``medddpm.prepare``) as upstream's loaders present it to the model.
 
 Upstream's tensor-level transforms are kept exactly, axis swap included:
-condition ``(t * 2 - 1).permute(3, 0, 1, 2).transpose(3, 1)`` on the (D, W, H, 2) one-hot mask and target
-``t.unsqueeze(0).transpose(3, 1)`` on the (D, W, H) image. ``transpose(3, 1)`` swaps the first and last spatial
-axes, so a volume of shape (D, W, H) comes out as (C, H, W, D); for upstream's cubic volumes that is (C, D, W, H).
-Image and mask go through the same swap, so they stay aligned.
+condition ``t.permute(3, 0, 1, 2).transpose(3, 1)`` on the (D, W, H, K) one-hot mask, mapped to {-1, +1} first for
+the whole-head model (``t * 2 - 1``) and left in {0, 1} for BraTS; target ``t.unsqueeze(0).transpose(3, 1)`` on a
+(D, W, H) image, ``t.permute(3, 0, 1, 2).transpose(3, 1)`` on BraTS's (D, W, H, 4) modalities. ``transpose(3, 1)``
+swaps the first and last spatial axes, so a volume of shape (D, W, H) comes out as (C, H, W, D); for upstream's
+cubic whole-head volumes that is (C, D, W, H), for BraTS's 192 x 192 x 144 it is (C, 144, 192, 192). Image and mask
+go through the same swap, so they stay aligned.
 """
 
 from __future__ import annotations
@@ -16,24 +18,31 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from medddpm.prepare import MANIFEST_NAME, DatasetError, manifest_files
+from medddpm.prepare import MANIFEST_NAME, WHOLEHEAD_CONDITION, DatasetError, condition_values, manifest_files
 
 
-def load_condition(mask_path: Path) -> torch.Tensor:
-    """A prepared one-hot mask as upstream's condition tensor: float32 (2, H, W, D) in {-1, +1}, contiguous."""
+def load_condition(mask_path: Path, values: tuple[float, float] = WHOLEHEAD_CONDITION) -> torch.Tensor:
+    """A prepared one-hot mask as upstream's condition tensor: float32 (K, H, W, D), contiguous, its 0 and 1 mapped
+    to `values` (whole-head: {-1, +1}; BraTS: {0, 1}, see ``prepare.condition_values``)."""
     data = np.asarray(nib.load(mask_path).dataobj)
-    if data.ndim != 4 or data.shape[-1] != 2:
-        raise DatasetError(f"{mask_path}: expected a (D, W, H, 2) one-hot mask, got shape {data.shape}")
-    condition = torch.from_numpy(data).float() * 2 - 1
+    if data.ndim != 4:
+        raise DatasetError(f"{mask_path}: expected a (D, W, H, K) one-hot mask, got shape {data.shape}")
+    condition = torch.from_numpy(data).float()
+    low, high = values
+    if (low, high) != (0.0, 1.0):
+        condition = condition * (high - low) + low
     return condition.permute(3, 0, 1, 2).transpose(3, 1).contiguous()
 
 
 def load_target(image_path: Path) -> torch.Tensor:
-    """A prepared image as upstream's target tensor: float32 (1, H, W, D), contiguous."""
+    """A prepared image as upstream's target tensor: float32 (C, H, W, D), contiguous (C = 1 for a 3-D image, the
+    modalities for a 4-D one)."""
     data = np.asarray(nib.load(image_path).dataobj, dtype=np.float32)
-    if data.ndim != 3:
-        raise DatasetError(f"{image_path}: expected a 3-D image, got shape {data.shape}")
-    return torch.from_numpy(data).unsqueeze(0).transpose(3, 1).contiguous()
+    if data.ndim == 3:
+        return torch.from_numpy(data).unsqueeze(0).transpose(3, 1).contiguous()
+    if data.ndim == 4:
+        return torch.from_numpy(data).permute(3, 0, 1, 2).transpose(3, 1).contiguous()
+    raise DatasetError(f"{image_path}: expected a 3-D image or 4-D modalities, got shape {data.shape}")
 
 
 class PreparedPairs(Dataset):
@@ -48,6 +57,7 @@ class PreparedPairs(Dataset):
         self.masks = manifest_files(out_dir, split, "mask")
         if not self.images or len(self.images) != len(self.masks):
             raise DatasetError(f"{Path(out_dir) / MANIFEST_NAME}: no complete image/mask pairs in split {split!r}")
+        self.values = condition_values(out_dir)
         self._cache: dict[int, dict[str, torch.Tensor]] = {}
 
     def __len__(self) -> int:
@@ -55,5 +65,6 @@ class PreparedPairs(Dataset):
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         if index not in self._cache:
-            self._cache[index] = {"input": load_condition(self.masks[index]), "target": load_target(self.images[index])}
+            self._cache[index] = {"input": load_condition(self.masks[index], self.values),
+                                  "target": load_target(self.images[index])}
         return self._cache[index]

@@ -29,12 +29,17 @@ def _gather(buffer: torch.Tensor, t: torch.Tensor, ndim: int) -> torch.Tensor:
 
 
 class GaussianDiffusion(nn.Module):
-    """Wraps the denoiser; the mask condition is concatenated to the noisy image on the channel axis."""
+    """Wraps the denoiser; the mask condition is concatenated to the noisy image on the channel axis.
 
-    def __init__(self, denoiser: nn.Module, timesteps: int = 250):
+    `channels` is the number of image channels sampled (1 whole-head, 4 BraTS modalities); by default the
+    denoiser's output channels."""
+
+    def __init__(self, denoiser: nn.Module, timesteps: int = 250, channels: int | None = None):
         super().__init__()
         self.denoiser = denoiser
         self.num_timesteps = timesteps
+        config = getattr(denoiser, "config", None)
+        self.channels = channels if channels is not None else getattr(config, "out_channels", 1)
         betas = cosine_beta_schedule(timesteps)
         alphas = 1.0 - betas
         alphas_cumprod = np.cumprod(alphas, axis=0)
@@ -103,7 +108,7 @@ class GaussianDiffusion(nn.Module):
         denoise: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     ) -> Iterator[tuple[int, torch.Tensor]]:
         """Yield (t, x_t-1) over the reversed chain, from pure noise; `max_steps` stops early (timing runs)."""
-        shape = (condition.shape[0], 1, *condition.shape[2:])
+        shape = (condition.shape[0], self.channels, *condition.shape[2:])
         x = torch.randn(shape, device=condition.device, generator=generator).to(
             memory_format=_memory_format_of(condition)
         )

@@ -19,7 +19,7 @@ from measurement.timing import DeviceTimer, summary
 from .build import Workload
 from .checkpoints import load_checkpoint, load_weights_into, save_checkpoint, workload_record
 from .dataset import PreparedPairs, load_condition
-from .prepare import heldout_images, heldout_masks
+from .prepare import condition_values, heldout_images, heldout_masks
 from .prepare import write_nifti
 from .runs import Run, peak_memory, reset_peak_memory
 from .sampling import UNetEvaluation
@@ -183,8 +183,8 @@ def warm_up_sampling(diffusion, evaluate: UNetEvaluation, condition: torch.Tenso
     """One sampling step on throw-away noise (its own generator) before any chain: compilation, CUDA graph
     capture and cuDNN autotuning happen here. Returns its wall-clock seconds."""
     generator = torch.Generator(device=run.device).manual_seed(seed + 7919)
-    x = prepare_input(torch.randn((condition.shape[0], 1, *condition.shape[2:]), device=run.device,
-                                  generator=generator), run.variant)
+    shape = (condition.shape[0], diffusion.channels, *condition.shape[2:])
+    x = prepare_input(torch.randn(shape, device=run.device, generator=generator), run.variant)
     _synchronize(run.device)
     started = time.perf_counter()
     with autocast(run.variant, run.device):
@@ -205,7 +205,9 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
     max_steps = sample.max_steps
     chain = diffusion.num_timesteps if max_steps is None else min(max_steps, diffusion.num_timesteps)
     reset_peak_memory(run.device)
-    conditions = [prepare_input(load_condition(mask).unsqueeze(0).to(run.device), run.variant) for mask in masks]
+    values = condition_values(dataset_dir)
+    conditions = [prepare_input(load_condition(mask, values).unsqueeze(0).to(run.device), run.variant)
+                  for mask in masks]
     warm_seconds = warm_up_sampling(diffusion, evaluate, conditions[0], run, sample.seed)
     rows = []
     for index, (condition, mask, out_path) in enumerate(zip(conditions, masks, out_volumes)):
@@ -259,5 +261,9 @@ def _file_shape(path: Path) -> list[int]:
 
 
 def _to_image_axes(volume: torch.Tensor):
-    """(1, 1, ...) tensor in the loader's axis order -> (D, W, H) float32 array in the file's axis order."""
-    return volume[0, 0].float().transpose(0, 2).contiguous().cpu().numpy()
+    """(1, C, H, W, D) tensor in the loader's axis order -> float32 array in the file's axis order: (D, W, H) for
+    one channel, (D, W, H, C) for several (BraTS's modalities, as the prepared images store them)."""
+    image = volume[0].float().permute(3, 2, 1, 0)
+    if image.shape[-1] == 1:
+        image = image[..., 0]
+    return image.contiguous().cpu().numpy()

@@ -53,7 +53,8 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
     state = load_checkpoint(checkpoint, workload_record(workload))["model"]
     case = PreparedPairs(dataset_dir, "train")[0]
     generator = torch.Generator().manual_seed(quality.seed)
-    crop = quality.reference_shape
+    # reference_shape is (D, W, H), the file's axis order (as dataset.shape); the loader's tensors are (C, H, W, D).
+    crop = None if quality.reference_shape is None else list(quality.reference_shape)[::-1]
     target = centre_crop(case["target"].unsqueeze(0), crop).contiguous()
     condition = centre_crop(case["input"].unsqueeze(0), crop).contiguous()
     noise = torch.randn(target.shape, generator=generator)
@@ -94,12 +95,13 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
                       "fused_norm_act": variant.fused_norm_act, "checkpointing": variant.checkpointing,
                       "autocast": variant.autocast, "channels_last": variant.channels_last},
         "reference_device": str(run.device),
-        "input_shape": list(target.shape[2:]),
+        "input_shape": list(target.shape[2:])[::-1],  # (D, W, H), as reference_shape
     }
 
 
 def centre_crop(volume: torch.Tensor, shape: list[int] | None) -> torch.Tensor:
-    """The centred `shape` window of the spatial axes of a (B, C, D, W, H) tensor (all of it when `shape` is None)."""
+    """The centred `shape` window of the three spatial axes of a (B, C, ...) tensor, in the tensor's axis order (all
+    of it when `shape` is None)."""
     if shape is None:
         return volume
     starts = [(full - size) // 2 for full, size in zip(volume.shape[2:], shape)]
@@ -122,7 +124,11 @@ def loss_curve_deviation(steps_csv: Path, baseline_csv: Path) -> dict:
 
 
 def _volume(path: Path, device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(nib.load(str(path)).get_fdata(), dtype=np.float32))[None, None].to(device)
+    """A volume as a (1, C, D, W, H) tensor: C = 1 for a 3-D file, the fourth axis (BraTS's modalities) of a 4-D
+    one."""
+    data = torch.from_numpy(np.asarray(nib.load(str(path)).get_fdata(), dtype=np.float32))
+    channels = data[None] if data.ndim == 3 else data.permute(3, 0, 1, 2)
+    return channels[None].to(device)
 
 
 def image_similarity(samples: list[Path], references: list[Path], kernel: int,

@@ -15,7 +15,8 @@ from .results import SHIPPED, Results, variant_order
 from .style import note
 
 TOOL_NAMES = {"ncu": "Nsight Compute", "nsys": "Nsight Systems", "torch": "torch.profiler"}
-_PALETTE = plt.get_cmap("tab10").colors + ("#7f7f7f", "#17becf")
+# tab10 holds ten colours and there are eleven classes: the eleventh ("other", last) is a light grey unlike any of them.
+_PALETTE = plt.get_cmap("tab10").colors + ("#c7c7c7",)
 CLASS_COLORS = {name: _PALETTE[k % len(_PALETTE)] for k, name in enumerate(CLASS_NAMES)}
 _VARIANT_COLORS = dict(zip(["baseline", "torch_defaults", "tf32", "channels_last", "tf32_channels_last"],
                            plt.get_cmap("Set2").colors))

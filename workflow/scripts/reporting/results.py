@@ -203,10 +203,13 @@ def _per_file(files: pd.DataFrame, kind: str, read) -> pd.DataFrame:
 
 
 def _middle_slice(path: Path) -> np.ndarray:
-    """The middle axial slice of a volume, rotated for display (what fig09 shows)."""
+    """The middle axial slice of a volume, rotated for display (what fig09 shows); of a 4-D volume (BraTS's
+    modalities), its first channel (T1)."""
     import nibabel as nib
 
     volume = np.asarray(nib.load(str(path)).get_fdata(), dtype=np.float32)
+    if volume.ndim == 4:
+        volume = volume[..., 0]
     return np.ascontiguousarray(np.rot90(volume[:, :, volume.shape[2] // 2]))
 
 
