@@ -38,6 +38,9 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
     try:
         with writing(path), os.fdopen(handle, "wb") as out:
             torch.save(state, out)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as open() would create it (mkstemp makes it private)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
