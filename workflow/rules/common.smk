@@ -220,24 +220,28 @@ def profile_inputs(wildcards):
 # Shipped reference sets (data/reference/<label>/, config key `reference_results`) read by the figures.
 def reference_labels():
     """Shipped reference sets drawn on: `reference_results`, less the labels measured here (measured wins)."""
-    return [label for label in config.get("reference_results", ["h200"]) if label not in config["gpus"]]
+    return [label for label in config["reference_results"] if label not in config["gpus"]]
 
 
-def shipped_reference_files(*names):
-    """Files of the shipped reference sets (listed at parse time), those ending in one of `names` (default all the
-    figures read). A label in `reference_results` without a folder under data/reference/ is an error."""
+def conformance_labels():
+    """Labels measured here whose shipped set is listed too: the references of tab08."""
+    return [label for label in config["reference_results"] if label in config["gpus"]]
+
+
+def shipped_reference_files(labels=None):
+    """Files of the shipped reference sets (listed at parse time) that the figures and tables read, of `labels`
+    (default: those drawn on). A label in `reference_results` without a folder under data/reference/ is an error."""
     from reporting.results import SHIPPED_NAMES
 
-    names = names or SHIPPED_NAMES
     files = []
-    for label in reference_labels():
+    for label in reference_labels() if labels is None else labels:
         root = Path(workflow.basedir) / "data" / "reference" / label
         if not root.is_dir():
             raise WorkflowError(
                 f"config: reference_results lists {label!r}, but data/reference/{label}/ does not exist"
             )
         found = glob.glob(f"data/reference/{label}/**/*", recursive=True, root_dir=workflow.basedir)
-        files += sorted(f for f in found if f.endswith(names))
+        files += sorted(f for f in found if f.endswith(SHIPPED_NAMES))
     return files
 
 

@@ -8,6 +8,7 @@ rule collect_results:
     input:
         measured=measured_result_files(),
         shipped=shipped_reference_files(),
+        references=shipped_reference_files(conformance_labels()),
         dataset=PREPARED,
         code=reporting_code(),
     output:
@@ -20,6 +21,7 @@ rule collect_results:
     params:
         gpus=config["gpus"],
         references=reference_labels(),
+        conformance=conformance_labels(),
     message:
         "Collecting the results of {params.gpus} and the shipped reference sets {params.references}"
     script:

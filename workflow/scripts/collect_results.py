@@ -12,7 +12,7 @@ def main() -> None:
     params = snakemake.params
     real = heldout_images(snakemake.input.dataset)[:1]
     tables = collect(snakemake.input.measured, snakemake.input.shipped, params.gpus,
-                     {gpu: real[0] for gpu in params.gpus} if real else {})
+                     {gpu: real[0] for gpu in params.gpus} if real else {}, snakemake.input.references)
     write_bundle(tables, dict(snakemake.output.items()))
     print({name: len(frame) for name, frame in tables.items()})
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read.
-BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench")
+# Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read. The
+# reference_* tables hold the shipped sets of labels measured here too (the other side of tab08).
+BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
+          "reference_hardware", "reference_runs", "reference_summaries")
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,10 @@ OUTPUTS: list[Output] = [
            timing=True),
     Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
            "volume, peak GiB, compile s", reads=("bench",), timing=True),
+    Output("tab08_conformance", "Each label measured here against its shipped reference set: per metric a band, a "
+           "verdict (within, faster, slower, lower, higher, not comparable) and the likely reasons",
+           reads=("runs", "summaries", "reference_hardware", "reference_runs", "reference_summaries"),
+           config=("conformance",), extra={"classes": "paper/tables/tab08_conformance_by_class.csv"}, timing=True),
 ]
 BY_ID = {output.id: output for output in OUTPUTS}
 
