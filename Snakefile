@@ -29,6 +29,7 @@ include: "workflow/rules/profile.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/export.smk"
 
 
 rule all:

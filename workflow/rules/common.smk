@@ -1,4 +1,7 @@
 import glob
+import os
+import shlex
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -172,11 +175,15 @@ def measured_result_files():
     return runs + bench + profile_summaries() + profile_kernel_tables() + ncu_rule_tables()
 
 
+# Modules of the reporting package that serve one rule each (the article, the export), not the outputs.
+OWN_RULE_MODULES = ("workflow/scripts/reporting/article.py", "workflow/scripts/reporting/export.py")
+
+
 def reporting_code():
     """The reporting library shared by every output: editing it re-renders them all (an output's own module is an
     input of its rule alone)."""
     shared = glob.glob("workflow/scripts/reporting/*.py", root_dir=workflow.basedir)
-    return sorted(shared) + ["workflow/scripts/profiling/kernels.py"]
+    return sorted(set(shared) - set(OWN_RULE_MODULES)) + ["workflow/scripts/profiling/kernels.py"]
 
 
 def output_inputs(output):
@@ -256,3 +263,36 @@ for _label in config["gpus"]:
     if "ncu" in profilers(_label):
         for _phase in config["profiling"]["phases"]:
             ncu_settings(_label, _phase)
+
+
+# Export of a label's results as a reference set (data/reference/<label>/; reporting.export).
+def export_inputs(wildcards):
+    """What the reference set of a label measured here is made of: the run files of every run variant, each profile's
+    tidy tables and raw exports, the bench, and the prepared dataset (the real image's slice)."""
+    label = wildcards.label
+    names = ["train.json", "sample.json", "quality.json", "train_steps.csv", "sample_steps.csv",
+             "samples/sample_000.nii.gz"]
+    files = [f"results/{label}/{variant}/{name}" for variant in config["run_variants"] for name in names]
+    raw = {"torch": ["torch_trace.json"], "ncu": ["ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv"],
+           "nsys": ["nsys_kern_sum.csv"]}
+    for variant in config["run_variants"]:
+        for phase in config["profiling"]["phases"]:
+            for tool in profilers(label):
+                prefix = f"results/{label}/{variant}/profile/{phase}"
+                files += [f"{prefix}/{tool}_summary.csv", f"{prefix}/{tool}_kernels.parquet"]
+                files += [f"{prefix}/{name}" for name in raw[tool]]
+    files += [f"results/{label}/{name}" for name in ("bench.csv", "bench.md", "device_rates.json")]
+    return {"results": files, "dataset": PREPARED}
+
+
+def article_settings():
+    """The configuration the article's methods are written from (the run variants' definitions only)."""
+    keys = ("gpus", "reference_results", "run_variants", "dataset", "model", "diffusion", "train", "sample",
+            "profiling", "conformance")
+    return {key: config[key] for key in keys} | {"variants": {v: config["variants"][v] for v in config["run_variants"]}}
+
+
+# The command line of this invocation as typed, for the README of an exported set. An environment variable rather
+# than a parameter: a parameter would make the export rerun whenever the command differs (a dry run, another --cores).
+# Jobs inherit it; a Snakemake process that a job starts keeps the first one.
+os.environ.setdefault("MEDDDPM_SNAKEMAKE_COMMAND", shlex.join(["snakemake", *sys.argv[1:]]))

@@ -2,12 +2,17 @@
 (`paper/figures/all`), the HTML report's entries, the README's list and the tests all derive from OUTPUTS.
 
 Adding an output: one entry here, its code in `reporting/outputs/<id>.py` (a `build(job)` returning a figure or a
-`Table`), and its caption in `workflow/report/<id>.rst`.
+`Table`), and its caption in `workflow/report/<id>.rst`. The article (`paper/article.pdf`) places every output, with
+its caption, in the section the entry names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+# The article (reporting.article): every output in one of its sections, in this order.
+ARTICLE = "paper/article.pdf"
+SECTIONS = ("methods", "results", "claims", "frontier", "conformance")
 
 # Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read. The
 # reference_* tables hold the shipped sets of labels measured here too (the other side of tab08).
@@ -29,6 +34,7 @@ class Output:
     # marks its files. Every other output is byte-identical between clean runs on one machine (and one day: panel
     # titles carry the measurement date).
     timing: bool = False
+    section: str = "results"  # where the article shows it (SECTIONS)
 
     @property
     def kind(self) -> str:
@@ -76,31 +82,34 @@ OUTPUTS: list[Output] = [
            reads=("losses", "quality", "slices")),
     Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
            reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}, timing=True),
-    Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch"),
+    Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods"),
     Output("tab02_workload", "Model and diffusion settings, parameters, FLOPs per step, dataset",
-           files={"dataset": "{prepared}"}, config=("model", "diffusion", "train", "dataset")),
+           files={"dataset": "{prepared}"}, config=("model", "diffusion", "train", "dataset"), section="methods"),
     Output("tab03_kernels", "Per run and kernel class: time share, count, SM cycles, instructions, IPC, tensor %",
            reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True),
     Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"), timing=True),
     Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
-           reads=("runs", "summaries", "quality"), files={"claims": "data/paper_claims.yaml"}, timing=True),
+           reads=("runs", "summaries", "quality"), files={"claims": "data/paper_claims.yaml"}, timing=True,
+           section="claims"),
     Output("tab06_quality", "Numeric fidelity and image quality per variant", reads=("quality",)),
     Output("fig11_optimization_ladder", "From baseline to the fastest variant: time per rung against the FLOP floor, "
            "and what each rung changed in the kernel mix", reads=("bench", "summaries"), config=("run_variants",),
-           timing=True),
+           timing=True, section="frontier"),
     Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
-           "volume, peak GiB, compile s", reads=("bench",), timing=True),
+           "volume, peak GiB, compile s", reads=("bench",), timing=True, section="frontier"),
     Output("tab08_conformance", "Each label measured here against its shipped reference set: per metric a band, a "
            "verdict (within, faster, slower, lower, higher, not comparable) and the likely reasons",
            reads=("runs", "summaries", "reference_hardware", "reference_runs", "reference_summaries"),
-           config=("conformance",), extra={"classes": "paper/tables/tab08_conformance_by_class.csv"}, timing=True),
+           config=("conformance",), extra={"classes": "paper/tables/tab08_conformance_by_class.csv"}, timing=True,
+           section="conformance"),
 ]
 BY_ID = {output.id: output for output in OUTPUTS}
 
 
 def timing_bearing_files() -> set[str]:
-    """The files of the timing-bearing outputs (Output.timing), as the manifest lists them."""
-    return {path for output in OUTPUTS if output.timing for path in output.files_out().values()}
+    """The files of the timing-bearing outputs (Output.timing), as the manifest lists them, and the article (which
+    shows them all)."""
+    return {path for output in OUTPUTS if output.timing for path in output.files_out().values()} | {ARTICLE}
 
 
 def markdown_list() -> str:
