@@ -588,3 +588,14 @@ def test_the_shipped_h200_set_conforms_with_itself(tmp_path):
 def test_conformance_table_of_a_label_without_reference(built):
     table = built["tab08_conformance"]
     assert list(table.frame["gpu"]) == ["a100"] and table.frame["verdict"].iloc[0] == conformance.NOT_COMPARABLE
+
+
+def test_clocks_are_read_from_nvidia_smi_as_far_as_the_board_reports_them():
+    from measurement.provenance import parse_clocks
+
+    assert parse_clocks("1980, 1755, 700.00") == {"sm_max_mhz": 1980.0, "sm_application_mhz": 1755.0,
+                                                  "power_limit_w": 700.0}
+    assert parse_clocks("[N/A], 1410, [Not Supported]") == {"sm_application_mhz": 1410.0}
+    # Recorded on one side only: said, never compared.
+    reasons = conformance.provenance_differences(_provenance(clocks={"sm_max_mhz": 1980.0}), _provenance())
+    assert reasons == ["clocks recorded here only"]

@@ -130,6 +130,8 @@ def provenance_differences(here: dict, reference: dict) -> list[str]:
     if here.get("device_type") == "cpu" and here.get("host_cpu") != reference.get("host_cpu"):
         reasons.append(f"CPU {here.get('host_cpu')} here, {reference.get('host_cpu')} in the reference")
     mine, theirs = here.get("clocks") or {}, reference.get("clocks") or {}
+    if bool(mine) != bool(theirs):
+        reasons.append(f"clocks recorded {'here' if mine else 'in the reference'} only")
     for key, name, unit in _CLOCKS:
         if isinstance(mine.get(key), (int, float)) and isinstance(theirs.get(key), (int, float)) \
                 and mine[key] < theirs[key]:
