@@ -581,7 +581,10 @@ def test_the_shipped_h200_set_conforms_with_itself(tmp_path):
     tables = collect(measured, [], ["h200"], references=shipped)
     assert set(tables["reference_runs"]["origin"]) == {SHIPPED} and set(tables["runs"]["origin"]) == {MEASURED}
     table, classes, notes = conformance.conformance_table(Results.from_tables(tables), BANDS)
-    assert len(table) == 4 * 9 and set(table["verdict"]) == {conformance.WITHIN}
+    assert len(table[table["variant"] == "tf32"]) == 9  # 3 end-to-end metrics; shares, 2 ncu totals per phase
+    compared = table[table["verdict"] != conformance.NOT_COMPARABLE]
+    assert len(compared) > 50 and set(compared["verdict"]) == {conformance.WITHIN}
+    assert set(table.loc[table["verdict"] == conformance.NOT_COMPARABLE, "reasons"]) <= {"measured on neither side"}
     assert set(classes["verdict"]) == {conformance.WITHIN} and notes[0].startswith("h200: here NVIDIA H200")
 
 

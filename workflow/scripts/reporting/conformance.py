@@ -216,7 +216,9 @@ def _judged(gpu, variant, metric: Metric, name: str, measured, reference, bands,
     reasons = "" if verdict in (WITHIN, NOT_COMPARABLE) else likely_reasons(here.provenance, ref.provenance,
                                                                              extra_reasons)
     if verdict == NOT_COMPARABLE:
-        reasons = "no value on one side" if pd.isna(measured) or pd.isna(reference) else "reference value is zero"
+        missing = (measured is None or pd.isna(measured), reference is None or pd.isna(reference))
+        reasons = {(True, True): "measured on neither side", (True, False): "not measured here",
+                   (False, True): "not in the reference"}.get(missing, "the reference value is zero")
     return _row(gpu, variant, name, metric.unit, reference, measured, deviation_text(deviation, metric.relative),
                 band_text(band, metric.relative), verdict, reasons)
 
