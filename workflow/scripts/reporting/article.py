@@ -84,12 +84,21 @@ def cell(text: str) -> str:
     return text
 
 
+def _needs(header: list[str], rows: list[list[str]]) -> list[float]:
+    """Characters each column needs: its longest header word (bold: a tenth wider) or its longest value, long texts
+    wrapping at about 40."""
+    return [max(3.0, min(40.0, max([1.1 * max(map(len, h.split()), default=0)]
+                                   + [len(r[k].replace("\u200b", "")) for r in rows])))
+            for k, h in enumerate(header)]
+
+
+def _column_pt(header: list[str], rows: list[list[str]], size: float) -> list[float]:
+    """About how wide each column set at `size` points is, its cell inset included."""
+    return [need * size * 0.55 + 6 for need in _needs(header, rows)]
+
+
 def _width_pt(header: list[str], rows: list[list[str]], size: float) -> float:
-    """About how wide a table set at `size` points is: headers wrap at spaces, long texts at about 40 characters
-    (cells may break after an underscore: a zero-width space follows each)."""
-    chars = sum(min(40, max([max(map(len, h.split()), default=0)] + [len(r[k].replace("\u200b", "")) for r in rows]))
-                for k, h in enumerate(header))
-    return chars * size * 0.5 + len(header) * 5
+    return sum(_column_pt(header, rows, size))
 
 
 def _layout(header: list[str], rows: list[list[str]]) -> tuple[float, bool]:
@@ -118,7 +127,7 @@ def table_item(output: Output, root: Path) -> dict:
     size, landscape = _layout(header, rows)
     return {"kind": "table", "id": output.id, "caption": caption(output, root), "notes": table_notes(root / files["md"]),
             "header": header, "numeric": numeric, "rows": rows, "empty": "no rows: nothing was measured for this table",
-            "size": size, "landscape": landscape}
+            "size": size, "landscape": landscape, "widths": [round(w, 1) for w in _column_pt(header, rows, size)]}
 
 
 def item(output: Output, root: Path) -> dict:
