@@ -20,4 +20,4 @@ def main() -> None:
     print(f"data/reference/{label}/: {len(written)} files")
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

@@ -6,4 +6,4 @@ from ruleio import run_job
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 run_job(snakemake.log[0], lambda: typeset(".", snakemake.input.template, snakemake.params.settings,
-                                          snakemake.output.pdf))
+                                          snakemake.output.pdf), snakemake.output)
