@@ -332,6 +332,34 @@ def test_claims_table_keeps_published_values_out_of_the_measured_column(results)
     assert h200.loc["IPC +7 % wit", "verdict"] == claims.CONTRADICTED
 
 
+def test_claims_table_columns_notes_and_the_rows_of_each_label(results):
+    table, notes = claims.claims_table(CLAIMS, results)
+    assert list(table.columns) == ["claim", "published", "published_on", "gpu", "origin", "measured", "verdict",
+                                   "rule"]
+    assert notes == [c["rule"] for c in CLAIMS["claims"]]
+    for number, claim_ in enumerate(CLAIMS["claims"], 1):
+        rows = table[table["claim"] == claim_["claim"]]
+        assert list(rows["gpu"]) == ["a100", "h200"] and list(rows["origin"]) == [MEASURED, SHIPPED]
+        assert set(rows["published"]) == {claim_["published_text"]} and set(rows["rule"]) == {f"[{number}]"}
+        assert set(rows["published_on"]) == {claim_.get("published_on", "")}
+    by = table.set_index(["gpu", table["claim"].map({c["claim"]: c["id"] for c in CLAIMS["claims"]})])
+    # The shipped H200 training steps: the largest per-class SM-cycle ratio, from its ncu summaries read here.
+    train = {v: pd.read_csv(H200 / v / "profile" / "train" / "ncu_summary.csv").set_index("kernel_class")
+             for v in ("baseline", *CLAIMS["optimized_variants"])}
+    ratios = {(v, c): train["baseline"].loc[c, "sm_cycles"] / train[v].loc[c, "sm_cycles"]
+              for v in CLAIMS["optimized_variants"] for c in ("conv_fprop", "conv_dgrad", "conv_wgrad")}
+    (variant, kernel_class), ratio = max(ratios.items(), key=lambda item: item[1])
+    assert by.loc[("h200", "sm_cycles"), "measured"].startswith(f"{ratio:.3g}x lower ({kernel_class}, {variant})")
+    conv = train["baseline"].loc[["conv_fprop", "conv_dgrad", "conv_wgrad"], "time_share"].sum()
+    assert by.loc[("h200", "conv_dominates"), "measured"] == f"{conv:.1%} of kernel time (baseline, ncu)"
+    assert by.loc[("h200", "conv_dominates"), "verdict"] == (claims.REPRODUCED if conv > 0.5 else claims.CONTRADICTED)
+    for gpu in ("a100", "h200"):  # quality was checked for none of the paper's optimizations
+        assert by.loc[(gpu, "quality"), "measured"] == f"no quality check of an optimized variant on {gpu}"
+    # The paper's three optimizations are also the default when the claims file does not list them.
+    without = {key: value for key, value in CLAIMS.items() if key != "optimized_variants"}
+    pd.testing.assert_frame_equal(claims.claims_table(without, results)[0], table)
+
+
 # -- every output, built from the collected tables ----------------------------------------------------------------
 def bar_heights(ax) -> list[float]:
     return [patch.get_height() for patch in ax.patches if isinstance(patch, Rectangle) and patch.get_height() > 0]
@@ -409,6 +437,162 @@ def test_claims_and_optimization_tables(built):
     assert hardware.loc["h200", "cudnn"] == "9.19.0" and hardware.loc["h200", "sms"] == "132"
     kernels = built["tab03_kernels"].frame.set_index(["gpu", "variant", "phase", "tool"])
     assert kernels.loc[("a100", "tf32", "train", "ncu"), "conv_share"] == pytest.approx(700 / 1000)
+
+
+# -- what each figure drew, checked against its inputs ---------------------------------------------------------
+# The synthetic a100's numbers are those of ncu_kernels above (train: one-pass counters, sample: the full set);
+# the shipped H200's are read here from its files with plain pandas.
+A100_RUNS = {"baseline": (2.0, 1.5, 1.0), "tf32": (1.0, 10.0, 1.07)}  # scale, tensor %, IPC as written
+
+
+def rows_of(fig) -> dict[str, list]:
+    """The axes of each row of a figure, by the row's title (the panel label, then the phase where rows are
+    per phase)."""
+    return {sub.get_suptitle(): sub.axes for sub in fig.subfigs if sub.get_suptitle()}
+
+
+def row(fig, gpu: str, phase: str | None = None) -> list:
+    matches = [axes for title, axes in rows_of(fig).items()
+               if title.startswith(f"{gpu}:") and (phase is None or title.endswith(f" - {phase} step"))]
+    assert len(matches) == 1, (gpu, phase, list(rows_of(fig)))
+    return matches[0]
+
+
+def widths(ax) -> list[float]:
+    """Lengths of the horizontal bars of an axes, in drawing order."""
+    return [p.get_width() for p in ax.patches if isinstance(p, Rectangle)]
+
+
+def heights(ax) -> list[float]:
+    """Heights of the vertical bars of an axes, in drawing order."""
+    return [p.get_height() for p in ax.patches if isinstance(p, Rectangle)]
+
+
+def a100_kernels(variant: str, phase: str) -> pd.DataFrame:
+    scale, tensor_pct, ipc = A100_RUNS[variant]
+    return ncu_kernels(scale, tensor_pct, ipc, full=phase == "sample")
+
+
+def shipped_ncu(variant: str, phase: str) -> pd.DataFrame:
+    return pd.read_parquet(H200 / variant / "profile" / phase / "ncu_kernels.parquet")
+
+
+def test_top_kernels_figure_draws_the_focus_runs_longest_kernels(built):
+    fig = built["fig02_top_kernels"]
+    (a100,) = row(fig, "a100")
+    tf32 = a100_kernels("tf32", "train")
+    assert widths(a100) == pytest.approx(sorted(tf32["duration_ns"] / 1e6, reverse=True))
+    assert [t.get_text() for t in a100.get_yticklabels()] == [f"{name} [fp32] x1" for name in tf32["name"]]
+    (h200,) = row(fig, "h200")
+    shipped = shipped_ncu("tf32", "train")
+    per_kernel = shipped.groupby(["short_name", "kernel_class", "precision"])["duration_ns"].sum()
+    assert widths(h200) == pytest.approx(sorted(per_kernel / 1e6, reverse=True)[:10])
+    assert h200.get_title(loc="left").startswith("top 10: tf32, train step, Nsight Compute")
+
+
+def test_instruction_mix_figure_splits_fp32_arithmetic_off_the_total(built):
+    fig = built["fig03_instruction_mix"]
+    assert not [title for title in rows_of(fig) if title.startswith("a100") and "train step" in title]
+    (a100,) = row(fig, "a100", "sample")
+    fp32, rest = [], []
+    for variant in ("baseline", "tf32"):
+        kernels = a100_kernels(variant, "sample")
+        arithmetic = (kernels["thread_inst_ffma"] + kernels["thread_inst_fadd"] + kernels["thread_inst_fmul"]).sum()
+        fp32.append(arithmetic / 1e9)
+        rest.append((kernels["thread_instructions"].sum() - arithmetic) / 1e9)  # not split without the families
+    assert widths(a100) == pytest.approx(fp32 + rest)
+    (h200,) = row(fig, "h200", "sample")
+    expected = [sum(shipped_ncu(v, "sample")[f"thread_inst_{op}"].sum() for op in ("ffma", "fadd", "fmul")) / 1e9
+                for v in ("baseline", "tf32", "channels_last", "tf32_channels_last")]
+    assert widths(h200)[:4] == pytest.approx(expected)
+
+
+def test_memory_figure_draws_traffic_and_hit_rates_per_class(built):
+    fig = built["fig04_memory_system"]
+    classes = ["conv_fprop", "conv_wgrad", "layout_conversion", "elementwise"]  # CLASS_NAMES order
+    dram, l2, l1 = row(fig, "a100", "sample")
+    kernels = a100_kernels("baseline", "sample").set_index("kernel_class").loc[classes]
+    traffic = list((kernels["dram_read_bytes"] + kernels["dram_write_bytes"]) / 1e9)
+    assert heights(dram) == pytest.approx(traffic * 2)  # both variants move the same bytes
+    assert heights(l2) == pytest.approx(list(kernels["l2_hit_pct"]) * 2)
+    assert heights(l1) == pytest.approx(list(kernels["l1_hit_pct"]) * 2)
+    dram, l2, l1 = row(fig, "a100", "train")  # the one-pass set has no hit rates
+    assert heights(dram) == pytest.approx(traffic * 2) and not heights(l2) and not heights(l1)
+    assert "no L2 hit-rate counters" in texts(fig)
+
+
+def weighted(kernels: pd.DataFrame, column: str) -> float:
+    return float(np.average(kernels[column], weights=kernels["duration_ns"]))
+
+
+def test_warp_state_figure_weights_stalls_and_occupancy_by_kernel_time(built):
+    stall_ax, occupancy_ax = row(built["fig05_warp_states"], "a100", "sample")
+    runs = {v: a100_kernels(v, "sample") for v in ("baseline", "tf32")}
+    reasons = [t.get_text() for t in stall_ax.get_yticklabels()]
+    assert set(reasons) == {"long_scoreboard", "math_pipe_throttle", "barrier"}
+    expected = [weighted(runs[v], f"stall_{r}") for v in ("baseline", "tf32") for r in reasons]
+    assert widths(stall_ax) == pytest.approx(expected)
+    assert heights(occupancy_ax) == pytest.approx([weighted(runs[v], "achieved_occupancy_pct") for v in runs])
+    assert heights(occupancy_ax)[0] == pytest.approx(64000 / 1700)  # (25 x 800 + 30 x 600 + 90 x 200 + 80 x 100) / 1700
+
+
+def test_priority_figure_weights_each_rule_by_its_kernels_time(built):
+    rules_ax, heat_ax = row(built["fig06_priority_scores"], "a100", "sample")[:2]
+    # The rules written for both runs: kernel 0 (conv_fprop) Uncoalesced 50 % and AchievedOccupancy 10 %, kernel 2
+    # (layout conversion) Uncoalesced 25 %, kernel 3 (elementwise) AchievedOccupancy 0 %.
+    savings = {}
+    for variant in ("baseline", "tf32"):
+        time = a100_kernels(variant, "sample")["duration_ns"]
+        savings[variant] = {"UncoalescedGlobalAccess": (50 * time[0] + 25 * time[2]) / time.sum(),
+                            "AchievedOccupancy": 10 * time[0] / time.sum()}
+    ranked = [t.get_text() for t in rules_ax.get_yticklabels()]
+    assert ranked == ["AchievedOccupancy", "UncoalescedGlobalAccess"]  # the largest saving at the top
+    assert widths(rules_ax) == pytest.approx([savings[v][r] for v in ("baseline", "tf32") for r in ranked])
+    heat = heat_ax.images[0].get_array()
+    assert [t.get_text() for t in heat_ax.get_xticklabels()] == ["conv_fprop", "layout_conversion", "elementwise"]
+    time = a100_kernels("tf32", "sample")["duration_ns"]  # the heat map shows the focus variant, tf32
+    expected = [[50 * time[0] / time.sum(), 25 * time[2] / time.sum(), 0.0], [10 * time[0] / time.sum(), 0.0, 0.0]]
+    assert np.asarray(heat) == pytest.approx(np.array(expected))
+
+
+def test_quality_figure_draws_the_shipped_losses_and_scores(built):
+    fig = built["fig09_quality"]
+    rows = {sub.get_suptitle(): sub for top in fig.subfigs for sub in top.subfigs if sub.get_suptitle()}
+    a100 = next(sub for title, sub in rows.items() if title.startswith("a100:"))
+    assert "no training steps recorded for a100" in texts(a100) and "no quality check for a100" in texts(a100)
+    h200 = next(sub for title, sub in rows.items() if title.startswith("h200:"))
+    loss_ax, ssim_ax, psnr_ax = h200.axes
+    lines = {line.get_label(): line for line in loss_ax.get_lines()}
+    assert set(lines) == {p.parent.name for p in H200.glob("*/train_steps.csv")}
+    for variant, line in lines.items():
+        steps = pd.read_csv(H200 / variant / "train_steps.csv")
+        assert list(line.get_xdata()) == list(steps["step"])
+        assert list(line.get_ydata()) == pytest.approx(list(steps["loss"]))
+    judged = [t.get_text() for t in ssim_ax.get_xticklabels()]
+    quality = {v: json.loads((H200 / v / "quality.json").read_text()) for v in judged}
+    assert set(judged) == {p.parent.name for p in H200.glob("*/quality.json")}
+    assert heights(ssim_ax) == pytest.approx([quality[v]["vs_real"]["ssim_mean"] for v in judged]
+                                          + [quality[v]["vs_baseline"]["ssim_mean"] for v in judged])
+    assert heights(psnr_ax)[:len(judged)] == pytest.approx([quality[v]["vs_real"]["psnr_db_mean"] for v in judged])
+
+
+def test_roofline_places_each_top_kernel_at_its_intensity_and_throughput(built):
+    fig = built["fig10_roofline"]
+    (ax,) = row(fig, "h200", "sample")
+    points = {c.get_label(): c.get_offsets() for c in ax.collections}
+    assert set(points) == {"baseline", "tf32", "channels_last", "tf32_channels_last"}
+    for variant, drawn in points.items():
+        kernels = shipped_ncu(variant, "sample")
+        flop = 2 * kernels["thread_inst_ffma"] + kernels["thread_inst_fadd"] + kernels["thread_inst_fmul"]
+        # Tensor kernels were profiled without the tensor-op counters here: their FLOPs are unknown, not drawn.
+        flop = flop.where(~kernels["precision"].isin(["tf32", "bf16", "f16"]))
+        frame = kernels.assign(flop=flop, bytes=kernels["dram_read_bytes"] + kernels["dram_write_bytes"])
+        per_kernel = frame.groupby(["short_name", "kernel_class"]).agg(
+            flop=("flop", lambda v: v.sum(min_count=len(v))), bytes=("bytes", "sum"), time=("duration_ns", "sum"))
+        top = per_kernel.sort_values("time", ascending=False).head(12).dropna()
+        top = top[top["flop"] > 0]
+        expected = sorted(zip(top["flop"] / top["bytes"], top["flop"] / top["time"]))
+        assert sorted(map(tuple, drawn)) == pytest.approx(expected), variant
 
 
 def test_panels_without_ncu_say_why(tmp_path, a100_files):
