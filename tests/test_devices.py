@@ -56,8 +56,8 @@ def test_a_gpu_that_does_not_match_its_label_is_refused_in_one_line(gpu, label, 
     with pytest.raises(DeviceMismatch) as caught:
         resolve_device(label, HARDWARE)
     assert str(caught.value) == (
-        f"label '{label}' expects a GPU matching {HARDWARE[label]['name_pattern']!r} but found '{name}' (use the "
-        "label of this GPU, e.g. add it under 'hardware' in the config)")
+        f"label '{label}' expects a GPU matching {HARDWARE[label]['name_pattern']!r} but found '{name}'; fix: use the "
+        "label of this GPU (gpus: [...]), or add one for it under 'hardware' in the config")
 
 
 def test_the_name_pattern_ignores_case(gpu):
@@ -72,10 +72,11 @@ def test_labels_without_a_gpu_or_undefined_are_refused_and_cpu_needs_none(monkey
         resolve_device("h200", HARDWARE)
     pattern = HARDWARE["h200"]["name_pattern"]
     assert str(caught.value) == (f"label 'h200' needs a CUDA GPU matching {pattern!r}, but no CUDA device is "
-                                 "visible (run it on that GPU, or relabel the target)")
+                                 "visible; fix: run it on a machine with that GPU, or measure this machine under its "
+                                 "own label (gpus: [cpu])")
     with pytest.raises(DeviceMismatch) as caught:
         resolve_device("mi300", HARDWARE)
-    assert str(caught.value) == "hardware label 'mi300' is not defined under 'hardware' in the config"
+    assert str(caught.value) == "hardware label 'mi300' is not defined under 'hardware' in the config; fix: add it there"
     assert resolve_device("cpu", HARDWARE) == torch.device("cpu")
     # The test mode runs GPU labels on the CPU; never silently, the results say so (emulated_on_cpu).
     assert resolve_device("h200", HARDWARE, emulate_gpus_on_cpu=True) == torch.device("cpu")

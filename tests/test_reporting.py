@@ -8,6 +8,7 @@ import copy
 import hashlib
 import importlib
 import json
+import math
 import re
 from pathlib import Path
 
@@ -20,13 +21,14 @@ import yaml
 from matplotlib.patches import Rectangle
 
 from profiling.tables import summarise
-from reporting import claims, derived, render
+from reporting import claims, conformance, derived, render
 from reporting.registry import BY_ID, OUTPUTS, markdown_list
 from reporting.results import MEASURED, SHIPPED, SHIPPED_NAMES, Results, collect, panel_label
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "data" / "reference" / "h200"
 CLAIMS = yaml.safe_load((REPO / "data" / "paper_claims.yaml").read_text())
+CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
 PROVENANCE = json.loads((H200 / "baseline" / "train.json").read_text())
 
 
@@ -133,7 +135,7 @@ def built(tables, tmp_path_factory) -> dict:
         if output.id == "tab02_workload":
             continue
         inputs = {**paths, **{name: REPO / path for name, path in output.files.items()}}
-        made[output.id] = render.build(output.id, inputs)
+        made[output.id] = render.build(output.id, inputs, {"conformance": CONFIG["conformance"]})
     yield made
     plt.close("all")
 
@@ -628,3 +630,159 @@ def test_every_kernel_class_has_its_own_colour():
 
     assert set(CLASS_COLORS) == set(CLASS_NAMES)
     assert len({tuple(matplotlib.colors.to_rgb(c)) for c in CLASS_COLORS.values()}) == len(CLASS_NAMES)
+
+
+# -- conformance (tab08): hand-made runs just inside and just outside each band --------------------------------------
+BANDS = CONFIG["conformance"]["bands"]
+
+
+@pytest.mark.parametrize("measured, band, relative, timelike, verdict", [
+    (104.9, "train_step", True, True, conformance.WITHIN),
+    (105.0, "train_step", True, True, conformance.WITHIN),     # on the edge: within
+    (105.1, "train_step", True, True, conformance.SLOWER),
+    (95.0, "train_step", True, True, conformance.WITHIN),
+    (94.9, "train_step", True, True, conformance.FASTER),
+    (103.1, "peak_memory", True, False, conformance.HIGHER),   # memory is never faster or slower
+    (96.9, "peak_memory", True, False, conformance.LOWER),
+    (102.9, "kernel_class_share", False, False, conformance.WITHIN),   # 100 -> 102.9: 2.9 points
+    (103.1, "kernel_class_share", False, False, conformance.HIGHER),
+    (float("nan"), "train_step", True, True, conformance.NOT_COMPARABLE),
+])
+def test_a_value_is_judged_against_its_band(measured, band, relative, timelike, verdict):
+    assert conformance.judge(measured, 100.0, BANDS[band], relative, timelike)[1] == verdict
+
+
+def _provenance(**changes) -> dict:
+    return copy.deepcopy(PROVENANCE["provenance"]) | changes
+
+
+def _side(runs: list[dict], provenance: dict, origin: str, shares: dict) -> tuple[pd.DataFrame, ...]:
+    """hardware, runs and ncu summaries of label g. shares: variant -> conv share of the train step (the rest is
+    normalization); SM cycles 100 M and 10 G warp instructions per step, times the variant's train ms / 100."""
+    hardware = pd.DataFrame({"gpu": ["g"], "origin": [origin], "device": ["NVIDIA H200"], "date": ["2026-12-01"],
+                             "is_gpu": [True], "provenance": [json.dumps(provenance)]})
+    base = {"gpu": "g", "parameters": 40226433, "volume_shape": "128x128x128", "samples_per_step": 2,
+            "train_steps_measured": 4, "switches": json.dumps({"cudnn_tf32": False}), "sample_step_median_ms": 200.0,
+            "train_peak_memory_gib": 19.25}
+    frame = pd.DataFrame([base | run for run in runs])
+    summaries = []
+    for run in frame.itertuples():
+        conv = shares.get(run.variant)
+        if conv is None:
+            continue
+        scale = run.train_ms_per_sample / 100
+        summaries.append(pd.DataFrame({
+            "gpu": "g", "variant": run.variant, "phase": "train", "tool": "ncu",
+            "kernel_class": ["conv_wgrad", "normalization", "all"], "time_share": [conv, 1 - conv, 1.0],
+            "sm_cycles": [math.nan, math.nan, 1e8 * scale], "warp_instructions": [math.nan, math.nan, 1e10]}))
+    return hardware, frame, pd.concat(summaries, ignore_index=True) if summaries else pd.DataFrame(
+        columns=["gpu", "variant", "phase", "tool", "kernel_class", "time_share"])
+
+
+def conformance_results(here_runs, ref_runs, here_prov=None, ref_prov=None, here_shares=None, ref_shares=None,
+                        measured_label=True) -> Results:
+    hardware, runs, summaries = _side(here_runs, here_prov or _provenance(), MEASURED if measured_label else SHIPPED,
+                                      here_shares or {})
+    ref_hw, ref, ref_sum = _side(ref_runs, ref_prov or _provenance(), SHIPPED, ref_shares or {})
+    return Results(hardware, {"runs": runs, "summaries": summaries, "reference_hardware": ref_hw,
+                              "reference_runs": ref, "reference_summaries": ref_sum})
+
+
+def verdicts(results: Results) -> dict[tuple[str, str], tuple[str, str]]:
+    table, _, _ = conformance.conformance_table(results, BANDS)
+    return {(row.variant, row.metric.split(",")[0] if row.metric.startswith("kernel") else row.metric):
+            (row.verdict, row.reasons) for row in table.itertuples()}
+
+
+def test_a_run_within_the_bands_conforms_and_one_outside_says_which_way_and_why():
+    reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0}, {"variant": "tf32", "train_ms_per_sample": 200.0}]
+    shares = {"baseline": 0.90, "tf32": 0.60}
+    inside = [{"variant": "baseline", "train_ms_per_sample": 1049.0, "sample_step_median_ms": 190.2,
+               "train_peak_memory_gib": 19.25 * 1.029},
+              {"variant": "tf32", "train_ms_per_sample": 190.2}]
+    got = verdicts(conformance_results(inside, reference, here_shares={"baseline": 0.929, "tf32": 0.571},
+                                       ref_shares=shares))
+    assert {verdict for verdict, _ in got.values()} == {conformance.WITHIN}, got
+    assert len(got) == 2 * 6  # three end-to-end metrics, the shares and two Nsight Compute totals per variant
+    # The same run on a slower software stack with lower clocks: every verdict outside, with the reasons.
+    clocks = {"sm_max_mhz": 1980.0}
+    outside = [{"variant": "baseline", "train_ms_per_sample": 1051.0, "sample_step_median_ms": 189.8,
+                "train_peak_memory_gib": 19.25 * 1.031},
+               {"variant": "tf32", "train_ms_per_sample": 189.8}]
+    got = verdicts(conformance_results(
+        outside, reference, here_prov=_provenance(cudnn=90100, clocks={"sm_max_mhz": 1500.0}),
+        ref_prov=_provenance(clocks=clocks), here_shares={"baseline": 0.931, "tf32": 0.569}, ref_shares=shares))
+    assert got[("baseline", "training time per sample")][0] == conformance.SLOWER
+    assert got[("baseline", "sampling step (one U-Net evaluation)")][0] == conformance.FASTER
+    assert got[("baseline", "peak memory, training")][0] == conformance.HIGHER
+    assert got[("baseline", "kernel-class shares")][0] == conformance.HIGHER  # conv_wgrad, 3.1 points more
+    assert got[("tf32", "kernel-class shares")][0] == conformance.LOWER  # conv_wgrad (the larger class), 3.1 less
+    assert got[("tf32", "training time per sample")][0] == conformance.FASTER
+    assert got[("baseline", "Nsight Compute SM cycles, train step")][0] == conformance.SLOWER  # 5.1 % more
+    assert got[("baseline", "Nsight Compute warp instructions, train step")][0] == conformance.WITHIN
+    reasons = got[("baseline", "training time per sample")][1]
+    assert "cuDNN 9.1.0 here, 9.19.0 in the reference" in reasons
+    assert "maximum SM clock 1500 MHz here, below the reference's 1980 MHz" in reasons
+    # Nothing differs: the reason says so.
+    same = verdicts(conformance_results(outside, reference, here_shares=shares, ref_shares=shares))
+    assert "run-to-run variation" in same[("baseline", "training time per sample")][1]
+
+
+def test_what_cannot_be_compared_says_why():
+    reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0}]
+    here = [{"variant": "baseline", "train_ms_per_sample": 10.0, "volume_shape": "32x32x32", "parameters": 10},
+            {"variant": "tf32", "train_ms_per_sample": 5.0}]
+    got = verdicts(conformance_results(here, reference))
+    assert got[("baseline", "every metric")] == (conformance.NOT_COMPARABLE, "another workload: volume 32x32x32 here, "
+                                                 "128x128x128 in the reference; parameters 10 here, 40,226,433 in the "
+                                                 "reference")
+    assert got[("tf32", "every metric")] == (conformance.NOT_COMPARABLE, "the reference set has no tf32 run")
+    redefined = [{"variant": "baseline", "train_ms_per_sample": 1000.0, "switches": json.dumps({"cudnn_tf32": True})}]
+    verdict, reason = verdicts(conformance_results(redefined, reference))[("baseline", "every metric")]
+    assert verdict == conformance.NOT_COMPARABLE and "cudnn_tf32 True here, False in the reference" in reason
+    # A profile on one side only.
+    got = verdicts(conformance_results(reference, reference, ref_shares={"baseline": 0.9}))
+    assert got[("baseline", "kernel-class shares")] == (conformance.NOT_COMPARABLE,
+                                                        "no profile of the train step here")
+    # A label measured here without a listed reference set: one row, saying so.
+    results = conformance_results(reference, reference)
+    results.tables["reference_hardware"] = results.tables["reference_hardware"].iloc[:0]
+    table, _, notes = conformance.conformance_table(results, BANDS)
+    assert list(table["verdict"]) == [conformance.NOT_COMPARABLE] and not notes
+    assert "no shipped reference set of g is listed in reference_results" in table["reasons"].iloc[0]
+
+
+def test_the_shipped_h200_set_conforms_with_itself(tmp_path):
+    """The H200 set copied as if measured here, against the set itself: every metric within its band."""
+    wanted = ("train.json", "sample.json", "_summary.csv")
+    shipped = [p for p in shipped_files() if p.name.endswith(wanted)]
+    measured = []
+    for path in shipped:
+        copy_to = tmp_path / "results" / "h200" / path.relative_to(H200)
+        copy_to.parent.mkdir(parents=True, exist_ok=True)
+        copy_to.write_bytes(path.read_bytes())
+        measured.append(copy_to)
+    tables = collect(measured, [], ["h200"], references=shipped)
+    assert set(tables["reference_runs"]["origin"]) == {SHIPPED} and set(tables["runs"]["origin"]) == {MEASURED}
+    table, classes, notes = conformance.conformance_table(Results.from_tables(tables), BANDS)
+    assert len(table[table["variant"] == "tf32"]) == 9  # 3 end-to-end metrics; shares, 2 ncu totals per phase
+    compared = table[table["verdict"] != conformance.NOT_COMPARABLE]
+    assert len(compared) > 50 and set(compared["verdict"]) == {conformance.WITHIN}
+    assert set(table.loc[table["verdict"] == conformance.NOT_COMPARABLE, "reasons"]) <= {"measured on neither side"}
+    assert set(classes["verdict"]) == {conformance.WITHIN} and notes[0].startswith("h200: here NVIDIA H200")
+
+
+def test_conformance_table_of_a_label_without_reference(built):
+    table = built["tab08_conformance"]
+    assert list(table.frame["gpu"]) == ["a100"] and table.frame["verdict"].iloc[0] == conformance.NOT_COMPARABLE
+
+
+def test_clocks_are_read_from_nvidia_smi_as_far_as_the_board_reports_them():
+    from measurement.provenance import parse_clocks
+
+    assert parse_clocks("1980, 1755, 700.00") == {"sm_max_mhz": 1980.0, "sm_application_mhz": 1755.0,
+                                                  "power_limit_w": 700.0}
+    assert parse_clocks("[N/A], 1410, [Not Supported]") == {"sm_application_mhz": 1410.0}
+    # Recorded on one side only: said, never compared.
+    reasons = conformance.provenance_differences(_provenance(clocks={"sm_max_mhz": 1980.0}), _provenance())
+    assert reasons == ["clocks recorded here only"]

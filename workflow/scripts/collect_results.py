@@ -12,9 +12,9 @@ def main() -> None:
     params = snakemake.params
     real = heldout_images(snakemake.input.dataset)[:1]
     tables = collect(snakemake.input.measured, snakemake.input.shipped, params.gpus,
-                     {gpu: real[0] for gpu in params.gpus} if real else {})
+                     {gpu: real[0] for gpu in params.gpus} if real else {}, snakemake.input.references)
     write_bundle(tables, dict(snakemake.output.items()))
     print({name: len(frame) for name, frame in tables.items()})
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

@@ -12,6 +12,7 @@ import torch
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
 from .build import Workload
+from .checkpoints import load_checkpoint, load_weights_into, workload_record
 from .dataset import PreparedPairs
 from .diffusion import GaussianDiffusion
 from .runs import Run
@@ -49,7 +50,7 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
     128^3 one float64 forward and backward takes minutes on an H200); the weights are the trained model's (at
     initialisation the output convolution is zero, which would make every relative error undefined).
     """
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]
+    state = load_checkpoint(checkpoint, workload_record(workload))["model"]
     case = PreparedPairs(dataset_dir, "train")[0]
     generator = torch.Generator().manual_seed(quality.seed)
     # reference_shape is (D, W, H), the file's axis order (as dataset.shape); the loader's tensors are (C, H, W, D).
@@ -62,7 +63,7 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
 
     def build() -> GaussianDiffusion:
         diffusion = workload.build(0)
-        diffusion.load_state_dict(state)
+        load_weights_into(diffusion, state, checkpoint, "model")
         return diffusion.to(run.device)
 
     reference = build().double()

@@ -2,11 +2,13 @@
 figure and table draws on.
 
 A result file belongs to a run by its path: ``<root>/<gpu>/<variant>/<file>`` (``train.json``, ``sample.json``,
-``quality.json``, ``train_steps.csv``, ``samples/sample_000.nii.gz``), ``<root>/<gpu>/bench.csv``, or
-``<root>/<gpu>/<variant>/profile/<phase>/<file>``
+``quality.json``, ``train_steps.csv``, ``samples/sample_000.nii.gz``; a shipped set carries the middle slice alone,
+``samples/sample_000_slice.nii.gz``), ``<root>/<gpu>/bench.csv``, ``<root>/<gpu>/real_image_slice.nii.gz`` (shipped
+sets: the real image beside the samples), or ``<root>/<gpu>/<variant>/profile/<phase>/<file>``
 (``<tool>_summary.csv``, ``<tool>_kernels.parquet``, ``ncu_rules.csv``, shipped gzipped as ``ncu_rules.csv.gz``), with
 ``<root>`` either ``results`` (measured here) or ``data/reference`` (shipped). A shipped label that is also measured
-here is left out: measured wins.
+here is left out of the tables the figures draw (measured wins); it is read apart, as the reference that the run
+measured here is checked against (``reference_*`` tables, tab08).
 
 `collect` reads every file once and writes the tables (the "bundle") as Parquet files; `Results` reads a bundle
 back in a figure or table job. Every row of every table carries ``gpu``, ``variant``, ``origin``, ``device`` and
@@ -28,12 +30,14 @@ SHIPPED = "shipped reference"
 RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
 # Name endings of the files a shipped set contributes (the rules may ship them gzipped).
 SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "_summary.csv", "_kernels.parquet",
-                 "ncu_rules.csv", "ncu_rules.csv.gz", "bench.csv")
+                 "ncu_rules.csv", "ncu_rules.csv.gz", "bench.csv", "_slice.nii.gz")
+REAL_SLICE = "real_image_slice.nii.gz"
 # Preference among tools for one (gpu, variant, phase): the richest first.
 TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
 # The bundle: one Parquet file per table.
-TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench")
+TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
+          "reference_hardware", "reference_runs", "reference_summaries")
 # The kernels of every tool with the columns all tools share; Nsight Compute's kernels with every metric apart
 # (a CPU run adds tens of thousands of operator rows that have none: reading them with 500 metric columns would
 # cost each figure a second).
@@ -47,6 +51,8 @@ def file_keys(path: Path) -> dict:
     name = path.name
     if name == "bench.csv":  # <root>/<gpu>/bench.csv: every variant of the label against its device's ceilings
         return {"gpu": path.parent.name, "variant": None, "phase": None, "tool": None, "kind": "bench"}
+    if name == REAL_SLICE:  # <root>/<gpu>/real_image_slice.nii.gz: a shipped set's real image (its middle slice)
+        return {"gpu": path.parent.name, "variant": None, "phase": None, "tool": None, "kind": "real_slice"}
     if name in RUN_FILES:
         return {"gpu": path.parents[1].name, "variant": path.parent.name, "phase": None, "tool": None, "kind": name}
     if path.parent.name == "samples" and name.endswith(".nii.gz"):
@@ -151,6 +157,7 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
             "train_step_q1_ms": data["step_time"]["q1_ms"],
             "train_step_q3_ms": data["step_time"]["q3_ms"],
             "train_steps_measured": data["step_time"]["n"],
+            "volume_shape": "x".join(str(side) for side in data.get("volume_shape", [])),
             "samples_per_step": data["settings"]["gradient_accumulation"],
             "train_peak_memory_gib": data["peak_memory_bytes"] / 2**30,
             "memory_kind": data["peak_memory_kind"],
@@ -214,9 +221,11 @@ def _middle_slice(path: Path) -> np.ndarray:
 
 
 def _slices(files: pd.DataFrame, real_images: dict[str, Path]) -> pd.DataFrame:
-    """Middle slices of the first sampled volume of each run measured here, and of the real held-out image."""
+    """Middle slices of the first sampled volume of each run, and of the real held-out image (measured here: from the
+    prepared dataset; a shipped set: the slice it carries)."""
     rows = []
-    for gpu, path in real_images.items():
+    shipped_real = {row.gpu: row.path for row in files[files["kind"] == "real_slice"].itertuples()}
+    for gpu, path in {**shipped_real, **real_images}.items():
         image = _middle_slice(path)
         rows.append({"gpu": gpu, "variant": "real image", "height": image.shape[0], "width": image.shape[1],
                      "values": image.ravel().tolist()})
@@ -243,9 +252,21 @@ def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.D
     return frame[TAGS + [c for c in frame.columns if c not in TAGS]]
 
 
+def _references(references: Iterable) -> dict[str, pd.DataFrame]:
+    """The shipped sets of labels measured here, read like any shipped set: the reference side of tab08."""
+    from profiling.tables import load_frame
+
+    files = gather((), references)
+    labels = _labels(files, ())
+    hardware = _hardware(files, labels, _provenances(files))
+    tables = {"reference_runs": _runs(files), "reference_summaries": _per_file(files, "summary", load_frame)}
+    return {"reference_hardware": hardware, **{name: _tag(frame, hardware, labels) for name, frame in tables.items()}}
+
+
 def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable[str] = (),
-            real_images: dict[str, Path] | None = None) -> dict[str, pd.DataFrame]:
-    """Every table of the bundle from the result files (see the module docstring)."""
+            real_images: dict[str, Path] | None = None, references: Iterable = ()) -> dict[str, pd.DataFrame]:
+    """Every table of the bundle from the result files (see the module docstring). `references`: files of shipped
+    sets whose labels are measured here too (read apart: tab08 checks the measured run against them)."""
     from profiling.tables import load_frame
 
     files = gather(measured, shipped, measured_labels)
@@ -270,7 +291,7 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
     tables["ncu_kernels"] = kernels[kernels["tool"] == "ncu"] if "tool" in kernels else kernels
     tables["kernels"] = kernels.reindex(columns=["gpu", "variant", *KERNEL_IDENTITY])
     tagged = {name: _tag(frame, hardware, labels) for name, frame in tables.items()}
-    return {"hardware": hardware, **tagged}
+    return {"hardware": hardware, **tagged, **_references(references)}
 
 
 def write_bundle(tables: dict[str, pd.DataFrame], paths: dict[str, str | Path]) -> None:
