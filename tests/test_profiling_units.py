@@ -494,16 +494,18 @@ def test_ncu_report_module_is_imported_from_the_newest_install(monkeypatch, tmp_
 
 def test_ncu_raw_page_without_a_cc_column_or_without_kernels():
     # Releases without the CC column: the launch columns are known by name, the rest are metrics.
-    text = ('"ID","Kernel Name","Odd Launch Column (x)","Device","dram__bytes_read.sum"\n"","","","","Kbyte"\n'
-            '"1","b","q","0","2"\n"0","a","p","0","1,000"\n')
+    text = ('"ID","Kernel Name","Odd Launch Column (x)","Device","dram__bytes_read.sum","gpu__time_duration.sum"\n'
+            '"","","","","Kbyte","ns"\n"0","a","p","0","1,000","5"\n"1","b","q","0","2","6"\n')
     raw = ncu.parse_raw(text)
-    assert list(raw.columns) == ["id", "kernel_name", "Odd Launch Column (x)", "device", "dram__bytes_read.sum"]
+    assert list(raw.columns) == ["id", "kernel_name", "Odd Launch Column (x)", "device", "dram__bytes_read.sum",
+                                 "gpu__time_duration.sum"]
     assert list(raw["kernel_name"]) == ["a", "b"] and list(raw["dram__bytes_read.sum"]) == [1e6, 2e3]
     assert raw["id"].dtype.kind == "i" and list(raw.index) == [0, 1]
     # A launch column ncu adds before CC that this reader does not know is kept under a snake-case name.
-    text = '"ID","Kernel Name","Odd Launch Column (x)","CC","m"\n"","","","","inst"\n"0","a","p","9.0","3"\n'
+    text = ('"ID","Kernel Name","Odd Launch Column (x)","CC","gpu__time_duration.sum"\n"","","","","ns"\n'
+            '"0","a","p","9.0","3"\n')
     raw = ncu.parse_raw(text)
-    assert list(raw.columns) == ["id", "kernel_name", "odd_launch_column_x", "cc", "m"]
+    assert list(raw.columns) == ["id", "kernel_name", "odd_launch_column_x", "cc", "gpu__time_duration.sum"]
     # A profile that matched no kernel: a header, a units row and nothing else is an empty table, not an error.
     empty = '"ID","Kernel Name","CC","gpu__time_duration.sum"\n"","","","ns"\n'
     assert ncu.check_raw_csv(empty) is None and len(ncu.parse_raw(empty)) == 0
@@ -546,7 +548,8 @@ def test_ncu_raw_page_problems_are_named_in_one_line(text, message):
     ('"ID","Kernel Name","Section Name","Rule Name"\n"0","k","S","R","extra"\n',
      "ncu details CSV has rows longer than its header; fix: export it again"),
     ('"ID","Kernel Name","Section Name","Rule Name"\n"0","k","S","R\n',
-     "ncu details CSV is truncated or malformed (unexpected end of data); fix: export it again"),
+     "ncu details CSV is truncated or malformed (unexpected end of data); fix: export it again with ncu -i REPORT "
+     "--csv --page details"),
 ], ids=["empty", "no section column", "long row", "cut in a quote"])
 def test_ncu_details_page_problems_are_named_in_one_line(text, message):
     with pytest.raises(ProfilingError) as caught:
