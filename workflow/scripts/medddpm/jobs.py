@@ -134,9 +134,14 @@ def load_weights(workload: Workload, run: Run, checkpoint: Path, which: str, tra
     """The diffusion with the `model` or `ema` weights of a checkpoint, for evaluation under the run's variant:
     model-level switches applied, gradients off (the weights are constants here, which also keeps autocast from
     caching their casts across CUDA graph captures)."""
-    diffusion = workload.build(train_seed)
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    diffusion.load_state_dict(state[which])
+    return evaluation_model(workload, run, state[which], train_seed)
+
+
+def evaluation_model(workload: Workload, run: Run, weights: dict, train_seed: int = 0):
+    """The diffusion with `weights` (a state_dict) for evaluation under the run's variant, as `load_weights`."""
+    diffusion = workload.build(train_seed)
+    diffusion.load_state_dict(weights)
     diffusion.to(run.device)
     prepare_model(diffusion, run.variant, run.device)
     diffusion.requires_grad_(False)
