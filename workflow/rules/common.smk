@@ -81,6 +81,39 @@ def check_config(config):
             f"config: dataset.shape {config['dataset']['shape']} must be divisible by {factor} "
             f"(the U-Net halves it {factor.bit_length() - 1} times)"
         )
+    check_study(config)
+
+
+def check_study(config):
+    """The quality study's settings, one line per problem."""
+    study = config["quality_study"]
+    for name in study["variants"]:
+        if name not in config["variants"]:
+            raise WorkflowError(f"config: quality_study.variants lists {name!r}, which is not defined under 'variants'")
+    if "baseline" not in study["variants"]:
+        raise WorkflowError("config: quality_study.variants must include 'baseline' (every run is compared with it)")
+    for label in study["gpus"] or []:
+        if label not in config["gpus"]:
+            raise WorkflowError(f"config: quality_study.gpus lists {label!r}, which is not in gpus {config['gpus']}")
+    data = study["dataset"]
+    if data["heldout"] >= data["cases"] and config["dataset"]["source"] in ("synthetic", "synthetic_brats"):
+        raise WorkflowError("config: quality_study.dataset.heldout must leave at least one training case")
+    if study["masks"] > data["heldout"]:
+        raise WorkflowError(
+            f"config: quality_study.masks ({study['masks']}) exceeds quality_study.dataset.heldout ({data['heldout']})"
+        )
+    levels = len(study["model"].get("channel_mult", config["model"]["channel_mult"]))
+    factor = 2 ** (levels - 1)
+    if any(side % factor for side in data["shape"]):
+        raise WorkflowError(
+            f"config: quality_study.dataset.shape {data['shape']} must be divisible by {factor} "
+            f"(the U-Net halves it {levels - 1} times)"
+        )
+    if study["ssim_kernel"] % 2 == 0 or study["ssim_kernel"] > min(data["shape"]) * 2 - 1:
+        raise WorkflowError(
+            f"config: quality_study.ssim_kernel must be odd and at most 2 x the smallest side - 1, got "
+            f"{study['ssim_kernel']}"
+        )
 
 
 check_config(config)
