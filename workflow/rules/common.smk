@@ -261,9 +261,8 @@ def measured_result_files():
     """Every result file this invocation measures that the figures and tables read."""
     runs = measured("results/{gpu}/{variant}/train.json") + measured("results/{gpu}/{variant}/sample.json")
     runs += measured("results/{gpu}/{variant}/quality.json") + measured("results/{gpu}/{variant}/train_steps.csv")
-    runs += measured("results/{gpu}/{variant}/samples/sample_000.nii.gz")
     bench = expand("results/{gpu}/bench.csv", gpu=config["gpus"])
-    return runs + bench + profile_summaries() + profile_kernel_tables() + ncu_rule_tables()
+    return runs + bench + profile_summaries() + profile_kernel_tables() + ncu_rule_tables() + study_result_files()
 
 
 def reporting_code():

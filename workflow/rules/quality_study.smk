@@ -1,7 +1,8 @@
 # The quality study (medddpm.study): every variant of `quality_study.variants` trains its own model from the same
 # seed, data and budget, samples the first held-out masks from the same noise, and is compared with the held-out real
-# images and with the baseline; the baseline trains once more per extra seed (the seed-to-seed spread). Sizes:
-# config.yaml (a CPU miniature).
+# images and with the baseline; the baseline trains once more per extra seed (the seed-to-seed spread). Target
+# `quality_study` prints each label's summary and verdict; paper/figures/all collects the study too (fig09, tab05,
+# tab06). Sizes: config.yaml (a CPU miniature), config/paper.yaml (the H200 study and its budget).
 
 STUDY = config["quality_study"]
 
@@ -129,3 +130,38 @@ rule study_compare:
         "Quality study on {wildcards.gpu}: every run against the baseline's samples and loss curve"
     script:
         "../scripts/study_compare.py"
+
+
+rule study_summary:
+    input:
+        files=lambda wildcards: [path for path in study_result_files() if path.startswith(f"results/{wildcards.gpu}/")],
+        claims="data/paper_claims.yaml",
+        code=reporting_code(),
+    output:
+        "results/{gpu}/study/summary.md",
+    wildcard_constraints:
+        gpu="|".join(study_labels()),
+    log:
+        "results/{gpu}/study/logs/summary.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    message:
+        "Quality study on {wildcards.gpu}: summary and verdict"
+    script:
+        "../scripts/study_summary.py"
+
+
+# `snakemake --configfile config/paper.yaml -- quality_study`: the study alone (no timing runs, profiles or figures).
+rule quality_study:
+    input:
+        expand("results/{gpu}/study/summary.md", gpu=study_labels()),
+    log:
+        "results/logs/quality_study.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    message:
+        "The quality study's summaries"
+    shell:
+        "cat {input} | tee {log}"

@@ -8,7 +8,6 @@ rule collect_results:
     input:
         measured=measured_result_files(),
         shipped=shipped_reference_files(),
-        dataset=PREPARED,
         code=reporting_code(),
     output:
         **{name: f"{COLLECTED}/{name}.parquet" for name in ("hardware", *BUNDLE)},
