@@ -29,6 +29,7 @@ def write_study_run(root: Path, gpu: str, variant: str, seed: int, wasserstein: 
     vs_real = {"ssim_mean": ssim, "psnr_db_mean": 20.0 + seed, "wasserstein_mean": wasserstein, "max_abs_diff": 1.5,
                "lesion_contrast_mean": 0.2, "lesion_contrast_real_mean": 0.25, "identical": False, "per_sample": []}
     run = {"provenance": provenance, "parameters": 40226433, "volume_shape": [32, 32, 32], "timesteps": 250,
+           "wall_seconds": 70.0,
            "settings": {}, "vs_real": vs_real,
            "training": {"optimizer_steps": steps, "seconds": 60.0, "compile_seconds": None, "final_loss": 0.1,
                         "step_time": {"median_ms": 40.0}},

@@ -269,7 +269,7 @@ def reporting_code():
     """The reporting library shared by every output: editing it re-renders them all (an output's own module is an
     input of its rule alone)."""
     shared = glob.glob("workflow/scripts/reporting/*.py", root_dir=workflow.basedir)
-    return sorted(shared) + ["workflow/scripts/profiling/kernels.py"]
+    return sorted(shared) + ["workflow/scripts/profiling/kernels.py", "workflow/scripts/medddpm/curves.py"]
 
 
 def output_inputs(output):

@@ -65,6 +65,7 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
               out_json: Path, out_losses: Path, out_slice: Path, out_volumes: list[Path]) -> None:
     """Train `study.steps` optimizer steps from `train.seed`, sample the first held-out masks with the EMA weights
     from noise of `study.noise_seed`, and measure the run (module docstring)."""
+    begun_run = time.perf_counter()
     trainer = make_trainer(workload, train, run, dataset_dir)
     reset_peak_memory(run.device)
     compile_seconds = trainer.warm_up_compiled()
@@ -123,6 +124,8 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
         "volume_shape": _file_shape(images[0]),
         "timesteps": workload.diffusion.timesteps,
         "settings": {"train": as_dict(train), "study": as_dict(study)},
+        # The whole run after start-up: building, compiling, training, sampling, the float64 check, the metrics.
+        "wall_seconds": time.perf_counter() - begun_run,
         "training": {
             "optimizer_steps": study.steps,
             "samples_seen": study.steps * train.gradient_accumulation,
