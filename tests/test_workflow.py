@@ -67,6 +67,40 @@ def test_measurements_and_profiles_of_every_variant(finished_run):
     assert "h200,tf32,train,ncu,shipped reference,NVIDIA H200," in kernels  # the shipped set, side by side
 
 
+def test_quality_study_miniature_measures_real_numbers_and_says_why_there_is_no_verdict(finished_run):
+    """The tiny configuration's study: baseline at seeds 0 and 1 and channels_last, 2 optimizer steps at 16^3."""
+    import nibabel as nib
+    import numpy as np
+
+    study = finished_run / "results/cpu/study"
+    run = json.loads((study / "baseline/seed1/run.json").read_text())
+    assert run["training"]["optimizer_steps"] == 2 and run["volume_shape"] == [16, 16, 16]
+    assert run["numeric"]["forward_relative_error"] < 1e-4 and run["numeric"]["gradient_relative_error"] < 1e-4
+    # The per-label distance of the first sample, recomputed from the files: W1 of equal-size samples is the mean
+    # absolute difference of the sorted values.
+    prepared = finished_run / "results/dataset/study/prepared"
+    sample = nib.load(study / "baseline/seed1/samples/sample_000.nii.gz").get_fdata()
+    real = nib.load(prepared / "heldout/image_000.nii.gz").get_fdata()
+    one_hot = np.asarray(nib.load(prepared / "heldout/mask_000.nii.gz").dataobj)
+    labels = np.where(one_hot.any(-1), one_hot.argmax(-1) + 1, 0)
+    row = run["vs_real"]["per_sample"][0]
+    for label, value in row["wasserstein_by_label"].items():
+        inside = labels == int(label)
+        assert value == pytest.approx(np.mean(np.abs(np.sort(sample[inside]) - np.sort(real[inside]))), rel=1e-5)
+    assert run["vs_real"]["ssim_mean"] < 0.3  # two steps: noise
+    assert np.load(study / "baseline/seed1/slice.npy").shape == (2, 16, 16)
+    same = json.loads((study / "baseline/seed0/comparison.json").read_text())["vs_baseline"]
+    other = json.loads((study / "baseline/seed1/comparison.json").read_text())["vs_baseline"]
+    assert same["identical"] and not other["identical"] and other["max_abs_diff"] > 0
+    # The verdict says why it cannot judge, with the numbers and the threshold.
+    claims = (finished_run / "paper/tables/tab05_claims.csv").read_text()
+    quality = next(line for line in claims.splitlines() if line.startswith("synthesis quality") and ",cpu," in line)
+    assert "not measurable here" in quality and "not brain-like" in quality
+    assert "< 0.3 after 2 optimizer steps at 16x16x16" in quality
+    table = (finished_run / "paper/tables/tab06_quality.csv").read_text()
+    assert "\ncpu,baseline,0," in table and "\ncpu,baseline,1," in table and "\ncpu,channels_last,0," in table
+
+
 def test_second_invocation_has_nothing_to_do(finished_run):
     again = snakemake(finished_run, "-n", *TINY, "paper/figures/all")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
@@ -139,20 +173,23 @@ def test_results_of_two_machines_merge_into_one_comparison(finished_run, tmp_pat
     shutil.copytree(other / "results" / "h200", merged / "results" / "h200")  # keeps times, like rsync -a
     for path in [merged / "results" / "dataset", *(merged / "results" / "dataset").rglob("*")]:
         os.utime(path, (946684800, 946684800), follow_symlinks=False)  # 2000-01-01, as the README says
-    (merged / "merged.yaml").write_text("gpus: [cpu, h200]\nrun_variants: [baseline]\n")
+    (merged / "merged.yaml").write_text("gpus: [cpu, h200]\nrun_variants: [baseline]\nquality_study: {gpus: [cpu]}\n")
     args = ("--configfile", "tests/tiny.yaml", "merged.yaml", "--rerun-triggers", "params", "input", "--")
     planned = planned_jobs(merged, *args, "paper/figures/all")
     # Rendering, and the bench tables re-aggregated over the merged variants: nothing measured again.
     assert planned and set(planned) <= RENDERING | {"bench_table"}, planned
     done = snakemake(merged, "--cores", "2", *args, "paper/tables/tab06_quality.csv", "paper/figures/fig08_end_to_end.png")
     assert done.returncode == 0, done.stderr[-3000:]
-    quality = (merged / "paper/tables/tab06_quality.csv").read_text()
+    quality = (merged / "paper/tables/tab06_quality_checks.csv").read_text()
     assert "\ncpu,baseline," in quality and "\nh200,baseline," in quality
+    assert "\ncpu,baseline,1," in (merged / "paper/tables/tab06_quality.csv").read_text()  # the study, measured here
 
 
 def test_paper_configuration_plans_the_full_matrix(workflow_copy):
     jobs = planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/paper.yaml")
     assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5  # five variants on the h200 label
+    # The quality study: six variants and the baseline's second seed, one dataset, one comparison.
+    assert jobs["study_run"] == 7 and jobs["study_dataset"] == jobs["study_compare"] == 1
     assert jobs["profile_torch"] == 10  # two phases each; ncu/nsys join where they are installed
     assert jobs["manifest"] == 1
 
