@@ -57,7 +57,7 @@ def build(job):
         measured, verdict = quality_verdict(claim, gpu, rows, optimized)
         subfig.suptitle(results.panel_label(gpu), x=0.01, ha="left", fontsize=11, fontweight="bold")
         title, top, bottom = subfig.subfigures(3, 1, height_ratios=[TITLE_H, SLICES_H, PANELS_H])
-        wrapped = "\n".join(textwrap.wrap(f"Quality claim: {verdict}. {measured}", int(width * 13)))
+        wrapped = "\n".join(textwrap.wrap(f"Quality claim: {verdict} \N{EM DASH} {measured}", int(width * 13)))
         title.text(0.01, 0.35, wrapped, ha="left", va="center", fontsize=9)
         runs = runs_of(rows)
         _slices(top, results, gpu, rows, runs)
