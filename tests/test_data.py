@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import runpy
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,14 +13,14 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import Files, run_script
 from medddpm.dataset import PreparedPairs, load_condition
 from medddpm.prepare import heldout_images, heldout_masks
 from medddpm.prepare import DatasetError, WholeHeadReader, case_id, prepare_dataset, read_wholehead_pairs
-from medddpm.prepare import scale_slices, split_cases
+from medddpm.prepare import split_cases
 from medddpm import synthetic
 from medddpm.synthetic import write_synthetic_dataset
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 RAW_SHAPE = (24, 24, 24)
 PREPARED_SHAPE = (16, 16, 16)
 
@@ -221,7 +220,9 @@ def test_per_slice_scaling_and_one_hot_without_resize(tmp_path):
     out = tmp_path / "out"
     prepare_dataset(read_wholehead_pairs(raw), out, image.shape, heldout=1, seed=0)
     scaled = read(out / "train" / "image_000.nii.gz")
-    np.testing.assert_allclose(scaled, scale_slices(image.astype(np.float64)), atol=1e-6)
+    low, high = image.min(axis=(0, 1)), image.max(axis=(0, 1))  # per slice of the last axis
+    expected = np.where(high > low, (image - low) / np.where(high > low, high - low, 1) * 2 - 1, -1.0)
+    np.testing.assert_allclose(scaled, expected, atol=1e-5)
     for h in range(image.shape[-1]):
         expected = (-1.0, -1.0) if h == 4 else (-1.0, 1.0)
         assert (scaled[..., h].min(), scaled[..., h].max()) == pytest.approx(expected)
@@ -449,26 +450,13 @@ def _missing_folder(root):
     return "mask", 0
 
 
-@pytest.mark.parametrize(
-    "make",
-    [
-        _corrupt,
-        _truncated,
-        _count_mismatch,
-        _digit_mismatch,
-        _shape_mismatch,
-        _affine_mismatch,
-        _same_case_twice,
-        _brats_labels,
-        _unknown_labels,
-        _nan,
-        _inf,
-        _four_d,
-        _too_few_cases,
-        _empty_folder,
-        _missing_folder,
-    ],
-)
+# Bad whole-head input folders; README.md's Troubleshooting section lists each as dataset-<name>.
+BAD_INPUTS = [_corrupt, _truncated, _count_mismatch, _digit_mismatch, _shape_mismatch, _affine_mismatch,
+              _same_case_twice, _brats_labels, _unknown_labels, _nan, _inf, _four_d, _too_few_cases, _empty_folder,
+              _missing_folder]
+
+
+@pytest.mark.parametrize("make", BAD_INPUTS)
 def test_bad_input_raises_one_clear_line_and_writes_nothing(make, tmp_path):
     root = tmp_path / "raw"
     root.mkdir()
@@ -483,19 +471,6 @@ def test_bad_input_raises_one_clear_line_and_writes_nothing(make, tmp_path):
 
 
 # --- Snakemake entry points -------------------------------------------------------------------------------------
-
-
-class Files(list):
-    """Stand-in for Snakemake's input/output/log lists: positional, with optional names."""
-
-    def __init__(self, *paths: Path, **named: Path) -> None:
-        super().__init__([*map(str, paths), *map(str, named.values())])
-        for key, value in named.items():
-            setattr(self, key, str(value))
-
-
-def run_script(name: str, **fields) -> None:
-    runpy.run_path(str(SCRIPTS / name), init_globals={"snakemake": SimpleNamespace(**fields)}, run_name="__main__")
 
 
 def test_entry_points(tmp_path):

@@ -8,6 +8,7 @@ import copy
 import hashlib
 import importlib
 import json
+import math
 import re
 from pathlib import Path
 
@@ -20,13 +21,14 @@ import yaml
 from matplotlib.patches import Rectangle
 
 from profiling.tables import summarise
-from reporting import claims, derived, render
+from reporting import claims, conformance, derived, render
 from reporting.registry import BY_ID, OUTPUTS, markdown_list
 from reporting.results import MEASURED, SHIPPED, SHIPPED_NAMES, Results, collect, panel_label
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "data" / "reference" / "h200"
 CLAIMS = yaml.safe_load((REPO / "data" / "paper_claims.yaml").read_text())
+CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
 PROVENANCE = json.loads((H200 / "baseline" / "train.json").read_text())
 
 
@@ -133,7 +135,7 @@ def built(tables, tmp_path_factory) -> dict:
         if output.id == "tab02_workload":
             continue
         inputs = {**paths, **{name: REPO / path for name, path in output.files.items()}}
-        made[output.id] = render.build(output.id, inputs)
+        made[output.id] = render.build(output.id, inputs, {"conformance": CONFIG["conformance"]})
     yield made
     plt.close("all")
 
@@ -313,6 +315,35 @@ def test_claims_table_keeps_published_values_out_of_the_measured_column(results)
     assert h200.loc["IPC +7 % wit", "verdict"] == claims.CONTRADICTED
 
 
+def test_claims_table_columns_notes_and_the_rows_of_each_label(results):
+    table, notes = claims.claims_table(CLAIMS, results)
+    assert list(table.columns) == ["claim", "published", "published_on", "gpu", "origin", "measured", "verdict",
+                                   "rule"]
+    assert notes == [c["rule"] for c in CLAIMS["claims"]]
+    for number, claim_ in enumerate(CLAIMS["claims"], 1):
+        rows = table[table["claim"] == claim_["claim"]]
+        assert list(rows["gpu"]) == ["a100", "h200"] and list(rows["origin"]) == [MEASURED, SHIPPED]
+        assert set(rows["published"]) == {claim_["published_text"]} and set(rows["rule"]) == {f"[{number}]"}
+        assert set(rows["published_on"]) == {claim_.get("published_on", "")}
+    by = table.set_index(["gpu", table["claim"].map({c["claim"]: c["id"] for c in CLAIMS["claims"]})])
+    # The shipped H200 training steps: the largest per-class SM-cycle ratio, from its ncu summaries read here.
+    train = {v: pd.read_csv(H200 / v / "profile" / "train" / "ncu_summary.csv").set_index("kernel_class")
+             for v in ("baseline", *CLAIMS["optimized_variants"])}
+    ratios = {(v, c): train["baseline"].loc[c, "sm_cycles"] / train[v].loc[c, "sm_cycles"]
+              for v in CLAIMS["optimized_variants"] for c in ("conv_fprop", "conv_dgrad", "conv_wgrad")}
+    (variant, kernel_class), ratio = max(ratios.items(), key=lambda item: item[1])
+    assert by.loc[("h200", "sm_cycles"), "measured"].startswith(f"{ratio:.3g}x lower ({kernel_class}, {variant})")
+    conv = train["baseline"].loc[["conv_fprop", "conv_dgrad", "conv_wgrad"], "time_share"].sum()
+    assert by.loc[("h200", "conv_dominates"), "measured"] == f"{conv:.1%} of kernel time (baseline, ncu)"
+    assert by.loc[("h200", "conv_dominates"), "verdict"] == (claims.REPRODUCED if conv > 0.5 else claims.CONTRADICTED)
+    for gpu in ("a100", "h200"):  # neither set holds a quality study (tests/test_quality_study.py judges one)
+        if not (gpu == "h200" and (H200 / "study").is_dir()):
+            assert by.loc[(gpu, "quality"), "measured"] == f"no quality study on {gpu}"
+    # The paper's three optimizations are also the default when the claims file does not list them.
+    without = {key: value for key, value in CLAIMS.items() if key != "optimized_variants"}
+    pd.testing.assert_frame_equal(claims.claims_table(without, results)[0], table)
+
+
 # -- every output, built from the collected tables ----------------------------------------------------------------
 def bar_heights(ax) -> list[float]:
     return [patch.get_height() for patch in ax.patches if isinstance(patch, Rectangle) and patch.get_height() > 0]
@@ -392,6 +423,151 @@ def test_claims_and_optimization_tables(built):
     assert kernels.loc[("a100", "tf32", "train", "ncu"), "conv_share"] == pytest.approx(700 / 1000)
 
 
+# -- what each figure drew, checked against its inputs ---------------------------------------------------------
+# The synthetic a100's numbers are those of ncu_kernels above (train: one-pass counters, sample: the full set);
+# the shipped H200's are read here from its files with plain pandas.
+A100_RUNS = {"baseline": (2.0, 1.5, 1.0), "tf32": (1.0, 10.0, 1.07)}  # scale, tensor %, IPC as written
+
+
+def rows_of(fig) -> dict[str, list]:
+    """The axes of each row of a figure, by the row's title (the panel label, then the phase where rows are
+    per phase)."""
+    return {sub.get_suptitle(): sub.axes for sub in fig.subfigs if sub.get_suptitle()}
+
+
+def row(fig, gpu: str, phase: str | None = None) -> list:
+    matches = [axes for title, axes in rows_of(fig).items()
+               if title.startswith(f"{gpu}:") and (phase is None or title.endswith(f" - {phase} step"))]
+    assert len(matches) == 1, (gpu, phase, list(rows_of(fig)))
+    return matches[0]
+
+
+def widths(ax) -> list[float]:
+    """Lengths of the horizontal bars of an axes, in drawing order."""
+    return [p.get_width() for p in ax.patches if isinstance(p, Rectangle)]
+
+
+def heights(ax) -> list[float]:
+    """Heights of the vertical bars of an axes, in drawing order."""
+    return [p.get_height() for p in ax.patches if isinstance(p, Rectangle)]
+
+
+def a100_kernels(variant: str, phase: str) -> pd.DataFrame:
+    scale, tensor_pct, ipc = A100_RUNS[variant]
+    return ncu_kernels(scale, tensor_pct, ipc, full=phase == "sample")
+
+
+def shipped_ncu(variant: str, phase: str) -> pd.DataFrame:
+    return pd.read_parquet(H200 / variant / "profile" / phase / "ncu_kernels.parquet")
+
+
+def test_top_kernels_figure_draws_the_focus_runs_longest_kernels(built):
+    fig = built["fig02_top_kernels"]
+    (a100,) = row(fig, "a100")
+    tf32 = a100_kernels("tf32", "train")
+    assert widths(a100) == pytest.approx(sorted(tf32["duration_ns"] / 1e6, reverse=True))
+    assert [t.get_text() for t in a100.get_yticklabels()] == [f"{name} [fp32] x1" for name in tf32["name"]]
+    (h200,) = row(fig, "h200")
+    shipped = shipped_ncu("tf32", "train")
+    per_kernel = shipped.groupby(["short_name", "kernel_class", "precision"])["duration_ns"].sum()
+    assert widths(h200) == pytest.approx(sorted(per_kernel / 1e6, reverse=True)[:10])
+    assert h200.get_title(loc="left").startswith("top 10: tf32, train step, Nsight Compute")
+
+
+def test_instruction_mix_figure_splits_fp32_arithmetic_off_the_total(built):
+    fig = built["fig03_instruction_mix"]
+    assert not [title for title in rows_of(fig) if title.startswith("a100") and "train step" in title]
+    (a100,) = row(fig, "a100", "sample")
+    fp32, rest = [], []
+    for variant in ("baseline", "tf32"):
+        kernels = a100_kernels(variant, "sample")
+        arithmetic = (kernels["thread_inst_ffma"] + kernels["thread_inst_fadd"] + kernels["thread_inst_fmul"]).sum()
+        fp32.append(arithmetic / 1e9)
+        rest.append((kernels["thread_instructions"].sum() - arithmetic) / 1e9)  # not split without the families
+    assert widths(a100) == pytest.approx(fp32 + rest)
+    (h200,) = row(fig, "h200", "sample")
+    expected = [sum(shipped_ncu(v, "sample")[f"thread_inst_{op}"].sum() for op in ("ffma", "fadd", "fmul")) / 1e9
+                for v in ("baseline", "tf32", "channels_last", "tf32_channels_last")]
+    assert widths(h200)[:4] == pytest.approx(expected)
+
+
+def test_memory_figure_draws_traffic_and_hit_rates_per_class(built):
+    fig = built["fig04_memory_system"]
+    classes = ["conv_fprop", "conv_wgrad", "layout_conversion", "elementwise"]  # CLASS_NAMES order
+    dram, l2, l1 = row(fig, "a100", "sample")
+    kernels = a100_kernels("baseline", "sample").set_index("kernel_class").loc[classes]
+    traffic = list((kernels["dram_read_bytes"] + kernels["dram_write_bytes"]) / 1e9)
+    assert heights(dram) == pytest.approx(traffic * 2)  # both variants move the same bytes
+    assert heights(l2) == pytest.approx(list(kernels["l2_hit_pct"]) * 2)
+    assert heights(l1) == pytest.approx(list(kernels["l1_hit_pct"]) * 2)
+    dram, l2, l1 = row(fig, "a100", "train")  # the one-pass set has no hit rates
+    assert heights(dram) == pytest.approx(traffic * 2) and not heights(l2) and not heights(l1)
+    assert "no L2 hit-rate counters" in texts(fig)
+
+
+def weighted(kernels: pd.DataFrame, column: str) -> float:
+    return float(np.average(kernels[column], weights=kernels["duration_ns"]))
+
+
+def test_warp_state_figure_weights_stalls_and_occupancy_by_kernel_time(built):
+    stall_ax, occupancy_ax = row(built["fig05_warp_states"], "a100", "sample")
+    runs = {v: a100_kernels(v, "sample") for v in ("baseline", "tf32")}
+    reasons = [t.get_text() for t in stall_ax.get_yticklabels()]
+    assert set(reasons) == {"long_scoreboard", "math_pipe_throttle", "barrier"}
+    expected = [weighted(runs[v], f"stall_{r}") for v in ("baseline", "tf32") for r in reasons]
+    assert widths(stall_ax) == pytest.approx(expected)
+    assert heights(occupancy_ax) == pytest.approx([weighted(runs[v], "achieved_occupancy_pct") for v in runs])
+    assert heights(occupancy_ax)[0] == pytest.approx(64000 / 1700)  # (25 x 800 + 30 x 600 + 90 x 200 + 80 x 100) / 1700
+
+
+def test_priority_figure_weights_each_rule_by_its_kernels_time(built):
+    rules_ax, heat_ax = row(built["fig06_priority_scores"], "a100", "sample")[:2]
+    # The rules written for both runs: kernel 0 (conv_fprop) Uncoalesced 50 % and AchievedOccupancy 10 %, kernel 2
+    # (layout conversion) Uncoalesced 25 %, kernel 3 (elementwise) AchievedOccupancy 0 %.
+    savings = {}
+    for variant in ("baseline", "tf32"):
+        time = a100_kernels(variant, "sample")["duration_ns"]
+        savings[variant] = {"UncoalescedGlobalAccess": (50 * time[0] + 25 * time[2]) / time.sum(),
+                            "AchievedOccupancy": 10 * time[0] / time.sum()}
+    ranked = [t.get_text() for t in rules_ax.get_yticklabels()]
+    assert ranked == ["AchievedOccupancy", "UncoalescedGlobalAccess"]  # the largest saving at the top
+    assert widths(rules_ax) == pytest.approx([savings[v][r] for v in ("baseline", "tf32") for r in ranked])
+    heat = heat_ax.images[0].get_array()
+    assert [t.get_text() for t in heat_ax.get_xticklabels()] == ["conv_fprop", "layout_conversion", "elementwise"]
+    time = a100_kernels("tf32", "sample")["duration_ns"]  # the heat map shows the focus variant, tf32
+    expected = [[50 * time[0] / time.sum(), 25 * time[2] / time.sum(), 0.0], [10 * time[0] / time.sum(), 0.0, 0.0]]
+    assert np.asarray(heat) == pytest.approx(np.array(expected))
+
+
+def test_quality_figure_says_which_labels_have_no_quality_study(built):
+    """The synthetic a100 carries no quality study, nor (until one is shipped) the H200 set: the figure says so
+    instead of drawing noise. tests/test_quality_study.py draws a study and checks its numbers."""
+    text = texts(built["fig09_quality"])
+    if (H200 / "study").is_dir():
+        assert "No quality study: a100" in text and "Quality claim:" in text
+    else:
+        assert "no quality study for a100, h200" in text
+
+
+def test_roofline_places_each_top_kernel_at_its_intensity_and_throughput(built):
+    fig = built["fig10_roofline"]
+    (ax,) = row(fig, "h200", "sample")
+    points = {c.get_label(): c.get_offsets() for c in ax.collections}
+    assert set(points) == {"baseline", "tf32", "channels_last", "tf32_channels_last"}
+    for variant, drawn in points.items():
+        kernels = shipped_ncu(variant, "sample")
+        flop = 2 * kernels["thread_inst_ffma"] + kernels["thread_inst_fadd"] + kernels["thread_inst_fmul"]
+        # Tensor kernels were profiled without the tensor-op counters here: their FLOPs are unknown, not drawn.
+        flop = flop.where(~kernels["precision"].isin(["tf32", "bf16", "f16"]))
+        frame = kernels.assign(flop=flop, bytes=kernels["dram_read_bytes"] + kernels["dram_write_bytes"])
+        per_kernel = frame.groupby(["short_name", "kernel_class"]).agg(
+            flop=("flop", lambda v: v.sum(min_count=len(v))), bytes=("bytes", "sum"), time=("duration_ns", "sum"))
+        top = per_kernel.sort_values("time", ascending=False).head(12).dropna()
+        top = top[top["flop"] > 0]
+        expected = sorted(zip(top["flop"] / top["bytes"], top["flop"] / top["time"]))
+        assert sorted(map(tuple, drawn)) == pytest.approx(expected), variant
+
+
 def test_panels_without_ncu_say_why(tmp_path, a100_files):
     torch_only = collect([], shipped_files(without_ncu=True), [])
     paths = {}
@@ -427,3 +603,159 @@ def test_every_kernel_class_has_its_own_colour():
 
     assert set(CLASS_COLORS) == set(CLASS_NAMES)
     assert len({tuple(matplotlib.colors.to_rgb(c)) for c in CLASS_COLORS.values()}) == len(CLASS_NAMES)
+
+
+# -- conformance (tab08): hand-made runs just inside and just outside each band --------------------------------------
+BANDS = CONFIG["conformance"]["bands"]
+
+
+@pytest.mark.parametrize("measured, band, relative, timelike, verdict", [
+    (104.9, "train_step", True, True, conformance.WITHIN),
+    (105.0, "train_step", True, True, conformance.WITHIN),     # on the edge: within
+    (105.1, "train_step", True, True, conformance.SLOWER),
+    (95.0, "train_step", True, True, conformance.WITHIN),
+    (94.9, "train_step", True, True, conformance.FASTER),
+    (103.1, "peak_memory", True, False, conformance.HIGHER),   # memory is never faster or slower
+    (96.9, "peak_memory", True, False, conformance.LOWER),
+    (102.9, "kernel_class_share", False, False, conformance.WITHIN),   # 100 -> 102.9: 2.9 points
+    (103.1, "kernel_class_share", False, False, conformance.HIGHER),
+    (float("nan"), "train_step", True, True, conformance.NOT_COMPARABLE),
+])
+def test_a_value_is_judged_against_its_band(measured, band, relative, timelike, verdict):
+    assert conformance.judge(measured, 100.0, BANDS[band], relative, timelike)[1] == verdict
+
+
+def _provenance(**changes) -> dict:
+    return copy.deepcopy(PROVENANCE["provenance"]) | changes
+
+
+def _side(runs: list[dict], provenance: dict, origin: str, shares: dict) -> tuple[pd.DataFrame, ...]:
+    """hardware, runs and ncu summaries of label g. shares: variant -> conv share of the train step (the rest is
+    normalization); SM cycles 100 M and 10 G warp instructions per step, times the variant's train ms / 100."""
+    hardware = pd.DataFrame({"gpu": ["g"], "origin": [origin], "device": ["NVIDIA H200"], "date": ["2026-12-01"],
+                             "is_gpu": [True], "provenance": [json.dumps(provenance)]})
+    base = {"gpu": "g", "parameters": 40226433, "volume_shape": "128x128x128", "samples_per_step": 2,
+            "train_steps_measured": 4, "switches": json.dumps({"cudnn_tf32": False}), "sample_step_median_ms": 200.0,
+            "train_peak_memory_gib": 19.25}
+    frame = pd.DataFrame([base | run for run in runs])
+    summaries = []
+    for run in frame.itertuples():
+        conv = shares.get(run.variant)
+        if conv is None:
+            continue
+        scale = run.train_ms_per_sample / 100
+        summaries.append(pd.DataFrame({
+            "gpu": "g", "variant": run.variant, "phase": "train", "tool": "ncu",
+            "kernel_class": ["conv_wgrad", "normalization", "all"], "time_share": [conv, 1 - conv, 1.0],
+            "sm_cycles": [math.nan, math.nan, 1e8 * scale], "warp_instructions": [math.nan, math.nan, 1e10]}))
+    return hardware, frame, pd.concat(summaries, ignore_index=True) if summaries else pd.DataFrame(
+        columns=["gpu", "variant", "phase", "tool", "kernel_class", "time_share"])
+
+
+def conformance_results(here_runs, ref_runs, here_prov=None, ref_prov=None, here_shares=None, ref_shares=None,
+                        measured_label=True) -> Results:
+    hardware, runs, summaries = _side(here_runs, here_prov or _provenance(), MEASURED if measured_label else SHIPPED,
+                                      here_shares or {})
+    ref_hw, ref, ref_sum = _side(ref_runs, ref_prov or _provenance(), SHIPPED, ref_shares or {})
+    return Results(hardware, {"runs": runs, "summaries": summaries, "reference_hardware": ref_hw,
+                              "reference_runs": ref, "reference_summaries": ref_sum})
+
+
+def verdicts(results: Results) -> dict[tuple[str, str], tuple[str, str]]:
+    table, _, _ = conformance.conformance_table(results, BANDS)
+    return {(row.variant, row.metric.split(",")[0] if row.metric.startswith("kernel") else row.metric):
+            (row.verdict, row.reasons) for row in table.itertuples()}
+
+
+def test_a_run_within_the_bands_conforms_and_one_outside_says_which_way_and_why():
+    reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0}, {"variant": "tf32", "train_ms_per_sample": 200.0}]
+    shares = {"baseline": 0.90, "tf32": 0.60}
+    inside = [{"variant": "baseline", "train_ms_per_sample": 1049.0, "sample_step_median_ms": 190.2,
+               "train_peak_memory_gib": 19.25 * 1.029},
+              {"variant": "tf32", "train_ms_per_sample": 190.2}]
+    got = verdicts(conformance_results(inside, reference, here_shares={"baseline": 0.929, "tf32": 0.571},
+                                       ref_shares=shares))
+    assert {verdict for verdict, _ in got.values()} == {conformance.WITHIN}, got
+    assert len(got) == 2 * 6  # three end-to-end metrics, the shares and two Nsight Compute totals per variant
+    # The same run on a slower software stack with lower clocks: every verdict outside, with the reasons.
+    clocks = {"sm_max_mhz": 1980.0}
+    outside = [{"variant": "baseline", "train_ms_per_sample": 1051.0, "sample_step_median_ms": 189.8,
+                "train_peak_memory_gib": 19.25 * 1.031},
+               {"variant": "tf32", "train_ms_per_sample": 189.8}]
+    got = verdicts(conformance_results(
+        outside, reference, here_prov=_provenance(cudnn=90100, clocks={"sm_max_mhz": 1500.0}),
+        ref_prov=_provenance(clocks=clocks), here_shares={"baseline": 0.931, "tf32": 0.569}, ref_shares=shares))
+    assert got[("baseline", "training time per sample")][0] == conformance.SLOWER
+    assert got[("baseline", "sampling step (one U-Net evaluation)")][0] == conformance.FASTER
+    assert got[("baseline", "peak memory, training")][0] == conformance.HIGHER
+    assert got[("baseline", "kernel-class shares")][0] == conformance.HIGHER  # conv_wgrad, 3.1 points more
+    assert got[("tf32", "kernel-class shares")][0] == conformance.LOWER  # conv_wgrad (the larger class), 3.1 less
+    assert got[("tf32", "training time per sample")][0] == conformance.FASTER
+    assert got[("baseline", "Nsight Compute SM cycles, train step")][0] == conformance.SLOWER  # 5.1 % more
+    assert got[("baseline", "Nsight Compute warp instructions, train step")][0] == conformance.WITHIN
+    reasons = got[("baseline", "training time per sample")][1]
+    assert "cuDNN 9.1.0 here, 9.19.0 in the reference" in reasons
+    assert "maximum SM clock 1500 MHz here, below the reference's 1980 MHz" in reasons
+    # Nothing differs: the reason says so.
+    same = verdicts(conformance_results(outside, reference, here_shares=shares, ref_shares=shares))
+    assert "run-to-run variation" in same[("baseline", "training time per sample")][1]
+
+
+def test_what_cannot_be_compared_says_why():
+    reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0}]
+    here = [{"variant": "baseline", "train_ms_per_sample": 10.0, "volume_shape": "32x32x32", "parameters": 10},
+            {"variant": "tf32", "train_ms_per_sample": 5.0}]
+    got = verdicts(conformance_results(here, reference))
+    assert got[("baseline", "every metric")] == (conformance.NOT_COMPARABLE, "another workload: volume 32x32x32 here, "
+                                                 "128x128x128 in the reference; parameters 10 here, 40,226,433 in the "
+                                                 "reference")
+    assert got[("tf32", "every metric")] == (conformance.NOT_COMPARABLE, "the reference set has no tf32 run")
+    redefined = [{"variant": "baseline", "train_ms_per_sample": 1000.0, "switches": json.dumps({"cudnn_tf32": True})}]
+    verdict, reason = verdicts(conformance_results(redefined, reference))[("baseline", "every metric")]
+    assert verdict == conformance.NOT_COMPARABLE and "cudnn_tf32 True here, False in the reference" in reason
+    # A profile on one side only.
+    got = verdicts(conformance_results(reference, reference, ref_shares={"baseline": 0.9}))
+    assert got[("baseline", "kernel-class shares")] == (conformance.NOT_COMPARABLE,
+                                                        "no profile of the train step here")
+    # A label measured here without a listed reference set: one row, saying so.
+    results = conformance_results(reference, reference)
+    results.tables["reference_hardware"] = results.tables["reference_hardware"].iloc[:0]
+    table, _, notes = conformance.conformance_table(results, BANDS)
+    assert list(table["verdict"]) == [conformance.NOT_COMPARABLE] and not notes
+    assert "no shipped reference set of g is listed in reference_results" in table["reasons"].iloc[0]
+
+
+def test_the_shipped_h200_set_conforms_with_itself(tmp_path):
+    """The H200 set copied as if measured here, against the set itself: every metric within its band."""
+    wanted = ("train.json", "sample.json", "_summary.csv")
+    shipped = [p for p in shipped_files() if p.name.endswith(wanted)]
+    measured = []
+    for path in shipped:
+        copy_to = tmp_path / "results" / "h200" / path.relative_to(H200)
+        copy_to.parent.mkdir(parents=True, exist_ok=True)
+        copy_to.write_bytes(path.read_bytes())
+        measured.append(copy_to)
+    tables = collect(measured, [], ["h200"], references=shipped)
+    assert set(tables["reference_runs"]["origin"]) == {SHIPPED} and set(tables["runs"]["origin"]) == {MEASURED}
+    table, classes, notes = conformance.conformance_table(Results.from_tables(tables), BANDS)
+    assert len(table[table["variant"] == "tf32"]) == 9  # 3 end-to-end metrics; shares, 2 ncu totals per phase
+    compared = table[table["verdict"] != conformance.NOT_COMPARABLE]
+    assert len(compared) > 50 and set(compared["verdict"]) == {conformance.WITHIN}
+    assert set(table.loc[table["verdict"] == conformance.NOT_COMPARABLE, "reasons"]) <= {"measured on neither side"}
+    assert set(classes["verdict"]) == {conformance.WITHIN} and notes[0].startswith("h200: here NVIDIA H200")
+
+
+def test_conformance_table_of_a_label_without_reference(built):
+    table = built["tab08_conformance"]
+    assert list(table.frame["gpu"]) == ["a100"] and table.frame["verdict"].iloc[0] == conformance.NOT_COMPARABLE
+
+
+def test_clocks_are_read_from_nvidia_smi_as_far_as_the_board_reports_them():
+    from measurement.provenance import parse_clocks
+
+    assert parse_clocks("1980, 1755, 700.00") == {"sm_max_mhz": 1980.0, "sm_application_mhz": 1755.0,
+                                                  "power_limit_w": 700.0}
+    assert parse_clocks("[N/A], 1410, [Not Supported]") == {"sm_application_mhz": 1410.0}
+    # Recorded on one side only: said, never compared.
+    reasons = conformance.provenance_differences(_provenance(clocks={"sm_max_mhz": 1980.0}), _provenance())
+    assert reasons == ["clocks recorded here only"]

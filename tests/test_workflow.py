@@ -1,26 +1,50 @@
 """The workflow end to end in a temporary copy: the DAG runs, outputs are listed with their hashes, reruns."""
 
+import hashlib
+import io
 import json
 import os
 import re
 import shutil
+import subprocess
 import zipfile
 
+import nibabel as nib
+import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import copy_workflow, snakemake
-from reporting.manifest import read_manifest, sha256
-from reporting.registry import OUTPUTS
+from reporting import render
+from reporting.manifest import read_manifest, read_sections
+from reporting.registry import ARTICLE, BY_ID, OUTPUTS, timing_bearing_files
+from reporting.results import SHIPPED_NAMES, collect, file_keys
 
 pytestmark = pytest.mark.workflow
+
+
+def file_sha256(path) -> str:
+    """Digest computed here with hashlib, not with the workflow's own manifest code."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 TINY = ("--configfile", "tests/tiny.yaml", "--")
-RENDERING = {output.id for output in OUTPUTS} | {"collect_results", "manifest"}
+RENDERING = {output.id for output in OUTPUTS} | {"collect_results", "article", "manifest"}
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """The tiny configuration run once through `paper/figures/all`."""
     workdir = copy_workflow(tmp_path_factory.mktemp("run") / "wf")
+    done = snakemake(workdir, "--cores", "2", *TINY, "paper/figures/all")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def second_clean_run(tmp_path_factory):
+    """The same tiny configuration run again from scratch, in a copy of its own."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("again") / "wf")
     done = snakemake(workdir, "--cores", "2", *TINY, "paper/figures/all")
     assert done.returncode == 0, done.stderr[-3000:]
     return workdir
@@ -45,12 +69,26 @@ def job_messages(workdir, *args) -> list[str]:
 
 def test_outputs_are_listed_with_their_hashes(finished_run):
     manifest = read_manifest(finished_run / "paper/figures/all")
-    expected = {path for output in OUTPUTS for path in output.files_out().values()}
+    expected = {path for output in OUTPUTS for path in output.files_out().values()} | {ARTICLE}
     assert "paper/tables/tab03_kernels_by_class.csv" in expected and "paper/figures/fig08_end_to_end.png" in expected
     assert set(manifest) == expected
     for name, digest in manifest.items():
         path = finished_run / name
-        assert path.stat().st_size > 0 and sha256(path) == digest
+        assert path.stat().st_size > 0 and file_sha256(path) == digest
+    marked = read_sections(finished_run / "paper/figures/all")["timing"]
+    assert set(marked) == timing_bearing_files() and "paper/figures/fig08_end_to_end.png" in marked
+    check = subprocess.run(["sha256sum", "--check", "--quiet", "paper/figures/all"], cwd=finished_run)
+    assert check.returncode == 0  # the manifest is sha256sum's format; the section comments are skipped
+
+
+def test_two_clean_runs_differ_only_in_timing_bearing_files(finished_run, second_clean_run):
+    """Every figure and table not declared timing-bearing is byte-identical between two clean runs (the losses,
+    samples, quality figures and the hardware and workload tables); the timing-bearing ones may differ."""
+    first = read_sections(finished_run / "paper/figures/all")
+    second = read_sections(second_clean_run / "paper/figures/all")
+    assert first["deterministic"] == second["deterministic"]
+    assert set(first["timing"]) == set(second["timing"]) == timing_bearing_files()
+    assert {"paper/figures/fig09_quality.png", "paper/tables/tab06_quality.csv"} <= set(first["deterministic"])
 
 
 def test_measurements_and_profiles_of_every_variant(finished_run):
@@ -58,8 +96,19 @@ def test_measurements_and_profiles_of_every_variant(finished_run):
     assert train["provenance"]["switches"]["channels_last"] is True
     assert train["step_time"]["n"] == 2 and train["step_time"]["median_ms"] > 0
     quality = json.loads((finished_run / "results/cpu/baseline/quality.json").read_text())
-    assert quality["vs_baseline"]["identical"] is True
     assert quality["numeric"]["forward_relative_error"] < 1e-4
+    # channels_last's samples against baseline's, compared here voxel by voxel (PSNR over the data range 2).
+    versus = json.loads((finished_run / "results/cpu/channels_last/quality.json").read_text())["vs_baseline"]
+    samples = sorted((finished_run / "results/cpu/channels_last/samples").glob("*.nii.gz"))
+    assert samples and len(versus["per_sample"]) == len(samples)
+    for row, path in zip(versus["per_sample"], samples):
+        ours = np.asarray(nib.load(path).get_fdata(), dtype=np.float32)
+        theirs = np.asarray(nib.load(finished_run / "results/cpu/baseline/samples" / row["reference"]).get_fdata(),
+                            dtype=np.float32)
+        assert row["sample"] == path.name and row["identical"] == bool(np.array_equal(ours, theirs))
+        if not row["identical"]:
+            mse = float(np.mean((ours.astype(np.float64) - theirs) ** 2))
+            assert row["psnr_db"] == pytest.approx(10 * np.log10(4 / mse), rel=1e-3)
     kernels = (finished_run / "paper/tables/tab03_kernels.csv").read_text()
     for variant in ("baseline", "channels_last"):
         for phase in ("train", "sample"):
@@ -105,6 +154,29 @@ def test_quality_study_miniature_measures_real_numbers_and_says_why_there_is_no_
     assert "# Quality study: cpu" in printed.stdout and "Quality claim: **not measurable here**" in printed.stdout
 
 
+def test_article_holds_every_registered_figure_and_table(finished_run):
+    """paper/article.pdf from the tiny run: every output under its id with its caption, the abstract and the
+    methods from what was measured, the claims' verdicts; no creation date."""
+    import pypdfium2
+
+    article = pypdfium2.PdfDocument(finished_run / "paper/article.pdf")
+
+    def squeezed(text: str) -> str:  # line breaks fall anywhere; cells may break after an underscore; smart quotes
+        return re.sub(r"[\s\u200b]+", "", text).translate(str.maketrans("\u2018\u2019\u201c\u201d", "''\"\""))
+
+    text = squeezed(" ".join(page.get_textpage().get_text_range() for page in article))
+    for output in OUTPUTS:
+        caption = (finished_run / output.caption).read_text().replace("``", "").replace("**", "")
+        assert squeezed(f"{output.id}. " + " ".join(caption.split()[:6])) in text, output.id
+    assert squeezed("Abstract. This article is rebuilt") in text
+    workload = pd.read_csv(finished_run / "paper/tables/tab02_workload.csv").set_index("setting")["value"]
+    assert squeezed(f"a U-Net with {workload['parameters']} parameters") in text
+    assert squeezed("Against the 7 claims") in text and squeezed("not measurable here") in text
+    assert squeezed("no shipped reference set of cpu is listed in reference_results") in text  # tab08's one row
+    metadata = article.get_metadata_dict()
+    assert not metadata.get("CreationDate") and not metadata.get("ModDate")
+
+
 def test_second_invocation_has_nothing_to_do(finished_run):
     again = snakemake(finished_run, "-n", *TINY, "paper/figures/all")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
@@ -143,50 +215,110 @@ def test_gpu_label_on_a_machine_without_it_fails_in_one_line(finished_run, tmp_p
     assert not (workdir / "results/h200/baseline/train.json").exists()
 
 
-@pytest.mark.parametrize(
-    "overlay, message",
-    [
-        ("dataset: {shape: [30, 32, 32]}", "must be divisible by 16"),
-        ("run_variants: [baseline, fp8]", "'fp8', which is not defined under 'variants'"),
-        ("gpus: [mi300]", "'mi300', which is not defined under 'hardware'"),
-        ("train: {warmup_steps: 0}", "0 is less than the minimum of 1"),
-        ("dataset: {source: synthetic_brats}", "whose results live under hardware labels ending in _brats"),
-        ("model: {in_channels: 8}", "model.in_channels must be 3 and model.out_channels 1 (got 8 and 1)"),
-    ],
-)
-def test_wrong_config_is_named(workflow_copy, overlay, message):
-    (workflow_copy / "bad.yaml").write_text(overlay + "\n")
-    run = snakemake(workflow_copy, "-n", "--configfile", "bad.yaml")
-    assert run.returncode != 0
-    assert message in run.stderr + run.stdout
-
-
-def test_results_of_two_machines_merge_into_one_comparison(finished_run, tmp_path):
-    """The README's merge recipe: another machine's results/<gpu>/ tree plus ours, tables and figures over both
-    labels without re-measuring. The other machine measures baseline only (what the comparison below needs)."""
-    other = copy_workflow(tmp_path / "other")
-    (other / "other.yaml").write_text("gpus: [h200]\nemulate_gpus_on_cpu: true\nrun_variants: [baseline]\n")
-    measured = [f"results/h200/baseline/{name}" for name in ("quality.json", "train_steps.csv")]
-    measured += [f"results/h200/baseline/profile/{phase}/torch_{kind}" for phase in ("train", "sample")
-                 for kind in ("summary.csv", "kernels.parquet")] + ["results/h200/bench.csv"]
-    done = snakemake(other, "--cores", "2", "--configfile", "tests/tiny.yaml", "other.yaml", "--", *measured)
+@pytest.fixture(scope="module")
+def exported(finished_run):
+    """The tiny run's results shared with the one export target: data/reference/cpu/."""
+    done = snakemake(finished_run, "--cores", "1", *TINY, "export")
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 of 2 steps" in done.stderr, done.stderr[-2000:]  # the export alone: nothing measured again
+    return finished_run / "data/reference/cpu"
 
+
+def test_export_writes_a_small_reference_set_that_exports_to_the_same_bytes(finished_run, exported):
+    listed = read_manifest(exported / "manifest.sha256")
+    files = {p.relative_to(exported).as_posix() for p in exported.rglob("*") if p.is_file()}
+    assert set(listed) == files - {"manifest.sha256"}
+    assert all(file_sha256(exported / name) == digest for name, digest in listed.items())
+    assert {"baseline/profile/train/torch_trace.json.gz", "config.yaml", "bench.csv", "channels_last/sample_steps.csv",
+            "study/baseline/seed1/run.json", "study/baseline/seed1/comparison.json",
+            "study/channels_last/seed0/losses.csv", "study/channels_last/seed0/slice.npy"} <= files
+    assert not any(name.endswith((".pt", ".nii.gz", "-rep", "trace.json", ".log")) for name in files)
+    trace = (exported / "baseline/profile/train/torch_trace.json.gz").read_bytes()
+    assert trace[3] == 0 and trace[4:8] == b"\0\0\0\0"  # gzip -n: no file name, no time
+    readme = (exported / "README.md").read_text()
+    assert "| torch | 2." in readme and "snakemake --cores 1 --configfile tests/tiny.yaml -- export" in readme
+    assert "| baseline |" in readme and "measured | 20" in readme
+    before = {name: file_sha256(exported / name) for name in files}
+    (exported / "manifest.sha256").unlink()  # the same command again writes the same set
+    again = snakemake(finished_run, "--cores", "1", *TINY, "export")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert {name: file_sha256(exported / name) for name in files} == before
+
+
+def test_export_then_import_round_trips(finished_run, exported):
+    """Read back as a shipped set, the export gives the tables of the original results (only the origin tag
+    differs), hence the same figures and tables."""
+    measured = [p for p in (finished_run / "results/cpu").rglob("*") if p.is_file() and file_keys(p)["kind"]]
+    original = collect(measured, [], ["cpu"])
+    imported = collect([], [p for p in exported.rglob("*") if p.name.endswith(SHIPPED_NAMES)], [])
+    for name, frame in original.items():
+        pd.testing.assert_frame_equal(frame.drop(columns="origin", errors="ignore"),
+                                      imported[name].drop(columns="origin", errors="ignore"), obj=name)
+    assert len(original["slices"]) == 2 * 3 and len(original["kernels"]) > 0 and len(original["bench"]) == 2
+    assert len(original["study"]) == 3  # the quality study's runs: baseline at two seeds, channels_last
+    # The same drawings from both: the runs, the quality study (slices, losses, verdict) and the kernel table.
+    for output_id in ("fig08_end_to_end", "fig09_quality", "tab03_kernels"):
+        files = {name: finished_run / path for name, path in BY_ID[output_id].files.items()}  # fig09: the claims
+        made = [render.build(output_id, {**bundle(tables, finished_run / side), **files})
+                for side, tables in (("original", original), ("imported", imported))]
+        if BY_ID[output_id].kind == "figure":
+            assert figure_bytes(made[0]) == figure_bytes(made[1]), output_id
+        else:
+            pd.testing.assert_frame_equal(made[0].frame, made[1].frame)
+
+
+def test_a_shared_reference_set_joins_the_comparison_by_listing_it(finished_run, exported, tmp_path):
+    """Import: a set in data/reference/<label>/ and `reference_results` naming it; nothing is measured. Here the
+    tiny run's own export stands for another machine's twice: as the a100 set, drawn beside the cpu runs, and as
+    the cpu set, the reference that the cpu runs measured here are checked against (tab08: all within)."""
     merged = tmp_path / "merged"
-    shutil.copytree(finished_run, merged)
-    shutil.copytree(other / "results" / "h200", merged / "results" / "h200")  # keeps times, like rsync -a
+    shutil.copytree(finished_run, merged, symlinks=True)
+    shutil.copytree(exported, merged / "data/reference/a100")
+    (merged / "imported.yaml").write_text("reference_results: [h200, a100, cpu]\n")
+    args = ("--configfile", "tests/tiny.yaml", "imported.yaml", "--")
+    planned = planned_jobs(merged, *args, "paper/figures/all")
+    assert planned.get("collect_results") == 1 and set(planned) <= RENDERING, planned
+    done = snakemake(merged, "--cores", "2", *args, "paper/tables/tab04_optimization.csv",
+                     "paper/tables/tab08_conformance.csv")
+    assert done.returncode == 0, done.stderr[-3000:]
+    optimization = pd.read_csv(merged / "paper/tables/tab04_optimization.csv").set_index(["gpu", "variant"])
+    assert list(optimization.loc["a100", "origin"]) == ["shipped reference"] * 2
+    assert optimization.loc[("a100", "baseline"), "train_ms_per_sample"] == \
+        optimization.loc[("cpu", "baseline"), "train_ms_per_sample"]
+    conformance = pd.read_csv(merged / "paper/tables/tab08_conformance.csv")
+    assert set(conformance["gpu"]) == {"cpu"} and set(conformance["verdict"]) == {"within"}, conformance
+    assert len(conformance) == 2 * 5  # three end-to-end metrics and two profiled steps' shares per variant
+
+
+def test_result_trees_of_two_machines_merge_by_copying(finished_run, tmp_path):
+    """The README's path for whole trees (checkpoints, volumes, raw reports): another machine's results/<gpu>/ tree
+    (the tiny run's own, under the a100 label) next to ours, the dataset dated back: a dry run plans only tables,
+    figures and the bench table, nothing measured again."""
+    merged = tmp_path / "merged"
+    shutil.copytree(finished_run, merged, symlinks=True)
+    shutil.copytree(merged / "results" / "cpu", merged / "results" / "a100")  # keeps times, like rsync -a
     for path in [merged / "results" / "dataset", *(merged / "results" / "dataset").rglob("*")]:
         os.utime(path, (946684800, 946684800), follow_symlinks=False)  # 2000-01-01, as the README says
-    (merged / "merged.yaml").write_text("gpus: [cpu, h200]\nrun_variants: [baseline]\nquality_study: {gpus: [cpu]}\n")
+    (merged / "merged.yaml").write_text("gpus: [cpu, a100]\n")
     args = ("--configfile", "tests/tiny.yaml", "merged.yaml", "--rerun-triggers", "params", "input", "--")
     planned = planned_jobs(merged, *args, "paper/figures/all")
-    # Rendering, and the bench tables re-aggregated over the merged variants: nothing measured again.
-    assert planned and set(planned) <= RENDERING | {"bench_table"}, planned
-    done = snakemake(merged, "--cores", "2", *args, "paper/tables/tab06_quality.csv", "paper/figures/fig08_end_to_end.png")
-    assert done.returncode == 0, done.stderr[-3000:]
-    quality = (merged / "paper/tables/tab06_quality_checks.csv").read_text()
-    assert "\ncpu,baseline," in quality and "\nh200,baseline," in quality
-    assert "\ncpu,baseline,1," in (merged / "paper/tables/tab06_quality.csv").read_text()  # the study, measured here
+    assert planned.get("collect_results") == 1 and set(planned) <= RENDERING | {"bench_table"}, planned
+
+
+def bundle(tables: dict, folder) -> dict:
+    """The collected tables as the rules write them, with one origin (the only tag that differs)."""
+    folder.mkdir(exist_ok=True)
+    paths = {}
+    for name, frame in tables.items():
+        paths[name] = folder / f"{name}.parquet"
+        (frame.assign(origin="either") if "origin" in frame else frame).to_parquet(paths[name], index=False)
+    return paths
+
+
+def figure_bytes(fig) -> bytes:
+    out = io.BytesIO()
+    fig.savefig(out, format="png", metadata={"Software": None})
+    return out.getvalue()
 
 
 def test_paper_configuration_plans_the_full_matrix(workflow_copy):
@@ -232,10 +364,12 @@ def test_editing_a_figure_module_rerenders_only_that_figure_byte_identically(fin
     before = read_manifest(workdir / "paper/figures/all")
     module = workdir / "workflow/scripts/reporting/outputs/fig01_runtime_breakdown.py"
     module.write_text(module.read_text() + "\n# a comment: the code changed, the figure must not\n")
-    assert planned_jobs(workdir, *TINY, "paper/figures/all") == {"fig01_runtime_breakdown": 1, "manifest": 1}
+    assert planned_jobs(workdir, *TINY, "paper/figures/all") == {"fig01_runtime_breakdown": 1, "article": 1,
+                                                                  "manifest": 1}
     done = snakemake(workdir, "--cores", "1", *TINY, "paper/figures/all")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert read_manifest(workdir / "paper/figures/all") == before  # no timestamps or random ids in PDF/PNG
+    # No timestamps or random ids in PDF/PNG: the figure and the article typeset again are the same bytes.
+    assert read_manifest(workdir / "paper/figures/all") == before
     # The shared reporting code re-renders every output, and re-measures nothing.
     shared = workdir / "workflow/scripts/reporting/derived.py"
     shared.write_text(shared.read_text() + "\n")

@@ -1,129 +1,34 @@
 import glob
+import os
+import shlex
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
-# The workflow's packages (workflow/scripts) serve the DAG's input functions too.
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
-
-from medddpm.switches import Variant  # noqa: E402 (importable once the path is set)
+from configcheck import ConfigError, check_config, read_mapping, workload_of  # workflow/scripts: on sys.path
+from medddpm.switches import Variant
 
 min_version("9.0")
 
 
+# One line per problem, naming the key and the file that set it (configcheck.py; the schema's own messages dump the
+# schema). Snakemake's validate() then runs as in every catalog workflow; it finds nothing left.
+try:
+    check_config(config, workflow.basedir, [Path(workflow.basedir) / "config.yaml", *workflow.overwrite_configfiles],
+                 dict(workflow.config_settings.config))
+except ConfigError as _error:
+    raise WorkflowError(str(_error)) from None
 validate(config, schema="../schemas/config.schema.yaml")
 
-
-# The two workloads: whole-head (1 image channel, a 2-channel mask) and BraTS (4 modalities, a 4-channel mask).
-BRATS_SOURCES = ("brats", "synthetic_brats")
-CHANNELS = {"wholehead": (1, 2), "brats": (4, 4)}
-BRATS_SUFFIX = "_brats"
-
-
-def workload_of(config):
-    return "brats" if config["dataset"]["source"] in BRATS_SOURCES else "wholehead"
-
-
-def check_config(config):
-    """Consistency the schema cannot express; one line per problem."""
-    for label in config["gpus"]:
-        if label not in config["hardware"]:
-            raise WorkflowError(f"config: gpus lists {label!r}, which is not defined under 'hardware'")
-    # BraTS results live under their own labels (h200_brats, ...), so that they never mix with, or replace, the
-    # whole-head results of the same GPU (results/<label>/, the figures' panels, the shipped reference sets).
-    workload, source = workload_of(config), config["dataset"]["source"]
-    for label in config["gpus"]:
-        if workload == "brats" and not label.endswith(BRATS_SUFFIX):
-            raise WorkflowError(
-                f"config: dataset.source {source} is the BraTS workload, whose results live under hardware labels "
-                f"ending in {BRATS_SUFFIX} (h200_brats, ... in config/brats.yaml); gpus lists {label!r}"
-            )
-        if workload == "wholehead" and label.endswith(BRATS_SUFFIX):
-            raise WorkflowError(
-                f"config: gpus lists {label!r}, a BraTS label, but dataset.source {source} is the whole-head workload"
-            )
-    image, mask = CHANNELS[workload]
-    model = config["model"]
-    if (model["in_channels"], model["out_channels"]) != (image + mask, image):
-        raise WorkflowError(
-            f"config: the {workload} workload has {image} image and {mask} mask channel(s), so model.in_channels "
-            f"must be {image + mask} and model.out_channels {image} (got {model['in_channels']} and "
-            f"{model['out_channels']})"
-        )
-    for name in config["run_variants"]:
-        if name not in config["variants"]:
-            raise WorkflowError(f"config: run_variants lists {name!r}, which is not defined under 'variants'")
-    if "baseline" not in config["run_variants"]:
-        raise WorkflowError(
-            "config: run_variants must include 'baseline' (every quality check and speed-up is relative to it)"
-        )
-    if config["quality"]["ssim_kernel"] % 2 == 0:
-        raise WorkflowError(f"config: quality.ssim_kernel must be odd (a centred Gaussian window), got "
-                            f"{config['quality']['ssim_kernel']}")
-    if config["sample"]["masks"] > config["dataset"]["heldout"]:
-        raise WorkflowError(
-            f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout "
-            f"({config['dataset']['heldout']})"
-        )
-    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
-    if config["dataset"]["heldout"] >= config["dataset"]["cases"] and synthetic:
-        raise WorkflowError("config: dataset.heldout must leave at least one training case")
-    factor = 2 ** (len(config["model"]["channel_mult"]) - 1)
-    crop = config["quality"]["reference_shape"]
-    if crop is not None and any(c % factor or c > s for c, s in zip(crop, config["dataset"]["shape"])):
-        raise WorkflowError(
-            f"config: quality.reference_shape {crop} must fit in dataset.shape and be divisible by {factor}"
-        )
-    if any(side % factor for side in config["dataset"]["shape"]):
-        raise WorkflowError(
-            f"config: dataset.shape {config['dataset']['shape']} must be divisible by {factor} "
-            f"(the U-Net halves it {factor.bit_length() - 1} times)"
-        )
-    check_study(config)
-
-
-def check_study(config):
-    """The quality study's settings, one line per problem."""
-    study = config["quality_study"]
-    for name in study["variants"]:
-        if name not in config["variants"]:
-            raise WorkflowError(f"config: quality_study.variants lists {name!r}, which is not defined under 'variants'")
-    if "baseline" not in study["variants"]:
-        raise WorkflowError("config: quality_study.variants must include 'baseline' (every run is compared with it)")
-    for label in study["gpus"] or []:
-        if label not in config["gpus"]:
-            raise WorkflowError(f"config: quality_study.gpus lists {label!r}, which is not in gpus {config['gpus']}")
-    data = study["dataset"]
-    if data["heldout"] >= data["cases"] and config["dataset"]["source"] in ("synthetic", "synthetic_brats"):
-        raise WorkflowError("config: quality_study.dataset.heldout must leave at least one training case")
-    if study["masks"] > data["heldout"]:
-        raise WorkflowError(
-            f"config: quality_study.masks ({study['masks']}) exceeds quality_study.dataset.heldout ({data['heldout']})"
-        )
-    levels = len(study["model"].get("channel_mult", config["model"]["channel_mult"]))
-    factor = 2 ** (levels - 1)
-    if any(side % factor for side in data["shape"]):
-        raise WorkflowError(
-            f"config: quality_study.dataset.shape {data['shape']} must be divisible by {factor} "
-            f"(the U-Net halves it {levels - 1} times)"
-        )
-    if study["ssim_kernel"] % 2 == 0 or study["ssim_kernel"] > min(data["shape"]) * 2 - 1:
-        raise WorkflowError(
-            f"config: quality_study.ssim_kernel must be odd and at most 2 x the smallest side - 1, got "
-            f"{study['ssim_kernel']}"
-        )
-
-
-check_config(config)
 
 # Every variant is checked once, when the DAG is built: a bad switch is one line naming the variant.
 for _name, _switches in config["variants"].items():
     try:
         Variant.from_config(_name, _switches)
     except (TypeError, ValueError) as _error:
-        raise WorkflowError(f"config: {_error}")
+        raise WorkflowError(f"config: {_error}") from None
 
 
 def device_params(wildcards):
@@ -213,12 +118,16 @@ def profilers(label):
 
 def ncu_metric_sets():
     """The named metric lists of `profiling.ncu.metric_sets`."""
-    import yaml
-
     path = Path(workflow.basedir) / config["profiling"]["ncu"]["metric_sets"]
     if not path.is_file():
-        raise WorkflowError(f"config: profiling.ncu.metric_sets names {path}, which does not exist")
-    return yaml.safe_load(path.read_text()) or {}
+        raise WorkflowError(
+            f"config: profiling.ncu.metric_sets names {path}, which does not exist; fix: correct the path (relative "
+            "to the workflow's folder; config/ncu-metrics.yaml ships the paper's sets)"
+        )
+    try:
+        return read_mapping(path, "metric-set file (profiling.ncu.metric_sets)")
+    except ConfigError as error:
+        raise WorkflowError(str(error)) from None
 
 
 def ncu_settings(label, phase):
@@ -265,11 +174,16 @@ def measured_result_files():
     return runs + bench + profile_summaries() + profile_kernel_tables() + ncu_rule_tables() + study_result_files()
 
 
+# Modules of the reporting package that serve one rule each (the article, the export), not the outputs.
+OWN_RULE_MODULES = ("workflow/scripts/reporting/article.py", "workflow/scripts/reporting/export.py")
+
+
 def reporting_code():
     """The reporting library shared by every output: editing it re-renders them all (an output's own module is an
     input of its rule alone)."""
     shared = glob.glob("workflow/scripts/reporting/*.py", root_dir=workflow.basedir)
-    return sorted(shared) + ["workflow/scripts/profiling/kernels.py", "workflow/scripts/medddpm/curves.py"]
+    return sorted(set(shared) - set(OWN_RULE_MODULES)) + ["workflow/scripts/profiling/kernels.py",
+                                                           "workflow/scripts/medddpm/curves.py"]
 
 
 def output_inputs(output):
@@ -304,34 +218,81 @@ def profile_inputs(wildcards):
     if wildcards.tool == "torch":
         return {"trace": f"{prefix}/torch_trace.json"}
     if wildcards.tool == "ncu":
-        return {"raw": f"{prefix}/ncu_raw.csv", "details": f"{prefix}/ncu_details.csv"}
+        # ncu's own log says how many kernels it profiled: a raw export cut at a row boundary is refused.
+        tool_log = f"results/{wildcards.gpu}/{wildcards.variant}/logs/profile_{wildcards.phase}_ncu.tool.log"
+        return {"raw": f"{prefix}/ncu_raw.csv", "details": f"{prefix}/ncu_details.csv", "tool_log": tool_log}
     return {"kern_sum": f"{prefix}/nsys_kern_sum.csv"}
 
 
 # Shipped reference sets (data/reference/<label>/, config key `reference_results`) read by the figures.
 def reference_labels():
     """Shipped reference sets drawn on: `reference_results`, less the labels measured here (measured wins)."""
-    return [label for label in config.get("reference_results", ["h200"]) if label not in config["gpus"]]
+    return [label for label in config["reference_results"] if label not in config["gpus"]]
 
 
-def shipped_reference_files(*names):
-    """Files of the shipped reference sets (listed at parse time), those ending in one of `names` (default all the
-    figures read). A label in `reference_results` without a folder under data/reference/ is an error."""
+def conformance_labels():
+    """Labels measured here whose shipped set is listed too: the references of tab08."""
+    return [label for label in config["reference_results"] if label in config["gpus"]]
+
+
+def shipped_reference_files(labels=None):
+    """Files of the shipped reference sets (listed at parse time) that the figures and tables read, of `labels`
+    (default: those drawn on). A label in `reference_results` without a folder under data/reference/ is an error."""
     from reporting.results import SHIPPED_NAMES
 
-    names = names or SHIPPED_NAMES
     files = []
-    for label in reference_labels():
+    for label in reference_labels() if labels is None else labels:
         root = Path(workflow.basedir) / "data" / "reference" / label
         if not root.is_dir():
             raise WorkflowError(
                 f"config: reference_results lists {label!r}, but data/reference/{label}/ does not exist"
             )
         found = glob.glob(f"data/reference/{label}/**/*", recursive=True, root_dir=workflow.basedir)
-        files += sorted(f for f in found if f.endswith(names))
+        files += sorted(f for f in found if f.endswith(SHIPPED_NAMES))
     return files
 
 
 def profile_kernel_tables():
     """Tidy per-kernel tables of every profile this invocation takes (next to the summaries)."""
     return [path.removesuffix("_summary.csv") + "_kernels.parquet" for path in profile_summaries()]
+
+
+# The Nsight Compute settings of every label that runs it, resolved when the DAG is built: a missing or broken
+# metric-set file is then one line, not the traceback of the input function that needs it.
+for _label in config["gpus"]:
+    if "ncu" in profilers(_label):
+        for _phase in config["profiling"]["phases"]:
+            ncu_settings(_label, _phase)
+
+
+# Export of a label's results as a reference set (data/reference/<label>/; reporting.export).
+def export_inputs(wildcards):
+    """What the reference set of a label measured here is made of: the run files of every run variant, each profile's
+    tidy tables and raw exports, the bench, and the quality study's runs (where the label runs it)."""
+    label = wildcards.label
+    names = ["train.json", "sample.json", "quality.json", "train_steps.csv", "sample_steps.csv"]
+    files = [f"results/{label}/{variant}/{name}" for variant in config["run_variants"] for name in names]
+    raw = {"torch": ["torch_trace.json"], "ncu": ["ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv"],
+           "nsys": ["nsys_kern_sum.csv"]}
+    for variant in config["run_variants"]:
+        for phase in config["profiling"]["phases"]:
+            for tool in profilers(label):
+                prefix = f"results/{label}/{variant}/profile/{phase}"
+                files += [f"{prefix}/{tool}_summary.csv", f"{prefix}/{tool}_kernels.parquet"]
+                files += [f"{prefix}/{name}" for name in raw[tool]]
+    files += [f"results/{label}/{name}" for name in ("bench.csv", "bench.md", "device_rates.json")]
+    files += [path for path in study_result_files() if path.startswith(f"results/{label}/")]
+    return {"results": files}
+
+
+def article_settings():
+    """The configuration the article's methods are written from (the run variants' definitions only)."""
+    keys = ("gpus", "reference_results", "run_variants", "dataset", "model", "diffusion", "train", "sample",
+            "profiling", "conformance")
+    return {key: config[key] for key in keys} | {"variants": {v: config["variants"][v] for v in config["run_variants"]}}
+
+
+# The command line of this invocation as typed, for the README of an exported set. An environment variable rather
+# than a parameter: a parameter would make the export rerun whenever the command differs (a dry run, another --cores).
+# Jobs inherit it; a Snakemake process that a job starts keeps the first one.
+os.environ.setdefault("MEDDDPM_SNAKEMAKE_COMMAND", shlex.join(["snakemake", *sys.argv[1:]]))

@@ -8,6 +8,7 @@ rule collect_results:
     input:
         measured=measured_result_files(),
         shipped=shipped_reference_files(),
+        references=shipped_reference_files(conformance_labels()),
         code=reporting_code(),
     output:
         **{name: f"{COLLECTED}/{name}.parquet" for name in ("hardware", *BUNDLE)},
@@ -19,6 +20,7 @@ rule collect_results:
     params:
         gpus=config["gpus"],
         references=reference_labels(),
+        conformance=conformance_labels(),
     message:
         "Collecting the results of {params.gpus} and the shipped reference sets {params.references}"
     script:
@@ -48,9 +50,34 @@ for _output in OUTPUTS:
             "../scripts/render_output.py"
 
 
+# The study's article from every registered output (reporting.article; Typst, from PyPI's typst wheel).
+rule article:
+    input:
+        outputs=[path for output in OUTPUTS for path in output.files_out().values()],
+        captions=[output.caption for output in OUTPUTS],
+        template="workflow/report/article.typ",
+        code="workflow/scripts/reporting/article.py",
+    output:
+        pdf=report("paper/article.pdf", caption="../report/article.rst", category="Article"),
+    log:
+        "paper/logs/article.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        settings=article_settings(),
+    message:
+        "Typesetting the article from every figure and table"
+    script:
+        "../scripts/typeset_article.py"
+
+
 rule manifest:
     input:
-        [path for output in OUTPUTS for path in output.files_out().values()],
+        outputs=[path for output in OUTPUTS for path in output.files_out().values()],
+        article=rules.article.output.pdf,
+        # Which outputs are timing-bearing is declared in the registry; the manifest marks them.
+        code=["workflow/scripts/reporting/registry.py", "workflow/scripts/reporting/manifest.py"],
     output:
         "paper/figures/all",
     log:

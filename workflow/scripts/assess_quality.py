@@ -36,4 +36,4 @@ def main() -> None:
     )
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

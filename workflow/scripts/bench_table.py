@@ -29,4 +29,4 @@ def main() -> None:
     Path(out.md).write_text(bench_markdown(frame, snakemake.wildcards.gpu, rates, first["provenance"], model))
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

@@ -8,9 +8,10 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 
 def main() -> None:
-    tables = collect(snakemake.input.measured, snakemake.input.shipped, snakemake.params.gpus)
+    tables = collect(snakemake.input.measured, snakemake.input.shipped, snakemake.params.gpus,
+                     references=snakemake.input.references)
     write_bundle(tables, dict(snakemake.output.items()))
     print({name: len(frame) for name, frame in tables.items()})
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

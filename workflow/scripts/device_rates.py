@@ -22,4 +22,4 @@ def main() -> None:
     print(f"bf16 matrix product {rates['bf16_matmul_tflops']:.4g} TFLOP/s, copy {rates['copy_gb_per_s']:.4g} GB/s")
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

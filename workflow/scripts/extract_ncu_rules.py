@@ -11,11 +11,12 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 def main() -> None:
     try:
-        rules = ncu.parse_details(Path(snakemake.input.details).read_text())
+        details = Path(snakemake.input.details)
+        rules = ncu.parse_details(details.read_text(errors="replace"), source=f"ncu details CSV {details}")
     except ProfilingError as error:
         raise JobError(str(error)) from None
     tables.save_frame(rules, snakemake.output.rules)
     print(f"{len(rules)} rule results for {rules['kernel_id'].nunique() if len(rules) else 0} kernels")
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

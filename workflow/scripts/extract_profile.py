@@ -11,11 +11,21 @@ from ruleio import JobError, run_job
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 
+def ncu_kernels(raw_csv: Path, tool_log: Path) -> pd.DataFrame:
+    """The raw page's kernels, refused unless it holds every kernel ncu's log says it profiled."""
+    raw = ncu.parse_raw(raw_csv.read_text(errors="replace"), source=f"ncu raw CSV {raw_csv}")
+    profiled = ncu.profiled_kernels(tool_log.read_text(errors="replace"))
+    if profiled is None:
+        print(f"{tool_log} holds no ==PROF== lines: the kernel count of {raw_csv} is not checked against ncu's")
+    ncu.check_kernel_count(len(raw), profiled, f"ncu raw CSV {raw_csv}", f"its log {tool_log}")
+    return tables.from_ncu(raw)
+
+
 def kernels_of(tool: str, inputs) -> pd.DataFrame:
     if tool == "torch":
         return tables.from_torch(torchprof.trace_rows(inputs.trace))
     if tool == "ncu":
-        return tables.from_ncu(ncu.parse_raw(Path(inputs.raw).read_text()))
+        return ncu_kernels(Path(inputs.raw), Path(inputs.tool_log))
     return tables.from_nsys(nsys.parse_kern_sum(inputs.kern_sum))
 
 
@@ -28,11 +38,12 @@ def main() -> None:
         gpu_rows = kernels[kernels["device"] == "gpu"]
         if phase == "train" and len(gpu_rows):
             ncu.validate_kernels(gpu_rows)  # the backward pass must be in a training-step profile
+        summary = tables.summarise(kernels)
     except ProfilingError as error:
         raise JobError(str(error)) from None
     tables.save_frame(kernels, out.kernels)
-    tables.save_frame(tables.summarise(kernels), out.summary)
+    tables.save_frame(summary, out.summary)
     print(f"{len(kernels)} rows from {tool}; classes: {kernels['kernel_class'].value_counts().to_dict()}")
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from measurement import gpus
 from medddpm.settings import params_dict
 from profiling.errors import ProfilingError
 from profiling.runner import profile_ncu, profile_nsys, profile_torch
@@ -20,6 +21,10 @@ def main() -> None:
             "dataset": snakemake.input.dataset, "repo": str(repo_root(snakemake.scriptdir)), "nvtx_range": RANGE}
     log = Path(snakemake.log.tool)  # the profiler's own output, next to this job's log
     log.unlink(missing_ok=True)
+    device = snakemake.params.device
+    if snakemake.params.tool != "torch" and device["device"] == "cuda" and not device["emulate_gpus_on_cpu"]:
+        # The profiler and the profiled program it starts inherit this job's GPU (measurement.gpus).
+        gpus.hold(f"label {wildcards.gpu}, {wildcards.variant}/{wildcards.phase} under {snakemake.params.tool}")
     try:
         if snakemake.params.tool == "torch":
             profile_torch(spec, Path(out.trace), log)
@@ -33,4 +38,4 @@ def main() -> None:
     print(f"{snakemake.params.tool} profile written; the profiler's output is in {log}")
 
 
-run_job(snakemake.log.job, main)
+run_job(snakemake.log.job, main, snakemake.output)

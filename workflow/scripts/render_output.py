@@ -6,4 +6,5 @@ from ruleio import run_job
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 run_job(snakemake.log[0], lambda: render(snakemake.params.output, dict(snakemake.input.items()),
-                                         dict(snakemake.output.items()), snakemake.params.settings))
+                                         dict(snakemake.output.items()), snakemake.params.settings),
+        snakemake.output)

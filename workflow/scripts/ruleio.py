@@ -1,40 +1,97 @@
-"""Glue between Snakemake's `script:` jobs and the library: the job's log, and one-line errors."""
+"""Glue between Snakemake's `script:` jobs and the library: the job's log, one-line errors, no half-written outputs."""
 
 from __future__ import annotations
 
+import errno
+import shutil
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
 from errors import ExpectedError
+
+# A full disk, or a full quota: the writing call fails with one of these, whatever it was writing.
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 
 
 class JobError(ExpectedError):
     """A job's own one-line refusal (bad input, wrong device, missing tool)."""
 
 
-def run_job(log_path: str | Path, main: Callable[[], None]) -> None:
-    """Run `main` with stdout/stderr in the job's log; an expected error ends the job with one line.
+def disk_full(error: BaseException, outputs: Iterable[str | Path] = ()) -> str | None:
+    """One line naming a full disk (ENOSPC, EDQUOT) met while writing, the file or folder, and the fix; else None.
 
-    Snakemake removes the outputs of a failed job, so nothing half-written stays.
+    A failed write() names no file, so the job's outputs say where it was writing.
     """
-    with open(log_path, "w", buffering=1) as log:
-        stdout, stderr = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = log
-        try:
-            main()
-        except ExpectedError as error:
-            message = f"error: {error}"
-            print(message, file=log)
-            sys.stdout, sys.stderr = stdout, stderr
-            sys.exit(message)
-        except BaseException:
-            traceback.print_exc(file=log)
+    if not isinstance(error, OSError) or error.errno not in _NO_SPACE:
+        return None
+    outputs = [Path(p) for p in outputs]
+    where = error.filename or (outputs[0] if outputs else None)
+    place = f"writing {where}" if where else "writing the job's outputs"
+    folder = Path(where).parent if where else Path.cwd()
+    kind = "the disk quota is exhausted" if error.errno == errno.EDQUOT else "no space left on the device"
+    return (f"{kind} while {place} ({errno.errorcode[error.errno]}); fix: free space on the disk holding {folder} "
+            "(df -h shows it) and rerun; nothing half-written is kept")
+
+
+def remove_outputs(outputs: Iterable[str | Path]) -> None:
+    """Remove what a failed job wrote of its outputs (files, folders, dangling links), as Snakemake does."""
+    for path in map(Path, outputs):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists() or path.is_symlink():
+            path.unlink(missing_ok=True)
+
+
+def run_job(log_path: str | Path, main: Callable[[], None], outputs: Iterable[str | Path] = ()) -> None:
+    """Run `main` with stdout/stderr in the job's log; an expected error (or a full disk) ends the job with one line.
+
+    On any failure the job's `outputs` are removed before it ends (Snakemake removes those of a failed job too), so
+    nothing half-written stays, whoever runs the script.
+    """
+    outputs = list(outputs)
+    log = open(log_path, "w", buffering=1)
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = log
+    try:
+        main()
+    except (ExpectedError, OSError) as error:
+        full = disk_full(error, outputs)
+        if full is None and not isinstance(error, ExpectedError):
+            _print_traceback(log)
+            remove_outputs(outputs)
             raise
-        finally:
-            sys.stdout, sys.stderr = stdout, stderr
+        remove_outputs(outputs)
+        message = f"error: {full or error}"
+        _print(message, log)
+        sys.stdout, sys.stderr = stdout, stderr
+        sys.exit(message)
+    except BaseException:
+        _print_traceback(log)
+        remove_outputs(outputs)
+        raise
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+        try:
+            log.close()
+        except OSError:
+            pass  # the log lies on a full disk too: the job's message says so
+
+
+def _print(text: str, log) -> None:
+    try:
+        print(text, file=log)
+    except OSError:
+        pass
+
+
+def _print_traceback(log) -> None:
+    try:
+        traceback.print_exc(file=log)
+    except OSError:
+        pass
 
 
 def repo_root(scriptdir: str) -> Path:

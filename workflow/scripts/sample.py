@@ -20,4 +20,4 @@ def main() -> None:
                  Path(snakemake.input.dataset), Path(out.summary), Path(out.steps), [Path(p) for p in out.volumes])
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

@@ -22,4 +22,4 @@ def main() -> None:
     compare_runs(runs, ("baseline", snakemake.params.reference_seed), snakemake.params.ssim_kernel, outputs)
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

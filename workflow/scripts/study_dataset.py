@@ -33,4 +33,4 @@ def main() -> None:
     print(f"prepared {manifest['counts']} at shape {manifest['shape']} from {source['source']}")
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

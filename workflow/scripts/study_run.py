@@ -22,4 +22,4 @@ def main() -> None:
               [Path(p) for p in out.volumes])
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

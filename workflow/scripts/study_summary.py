@@ -3,6 +3,7 @@ claim's verdict by the rule of data/paper_claims.yaml), which the target `qualit
 
 from pathlib import Path
 
+from errors import writing
 from reporting.claims import load_claims, quality_verdict
 from reporting.outputs.tab06_quality import COLUMNS
 from reporting.results import collect
@@ -10,7 +11,9 @@ from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
-SHOWN = [c for c in COLUMNS if c not in ("gpu", "origin", "device", "date", "volume_shape", "timesteps")]
+# tab06's numbers and the wall times of every run (tab06 leaves times out: they differ between two runs).
+SHOWN = ["variant", "seed", "run_s", "train_s", "sample_s_per_volume"] + [
+    c for c in COLUMNS if c not in ("gpu", "variant", "seed", "origin", "device", "date", "volume_shape", "timesteps")]
 
 
 def main() -> None:
@@ -26,7 +29,8 @@ def main() -> None:
              f"{int(first['optimizer_steps'])} optimizer steps per run.", "",
              study.reindex(columns=SHOWN).to_markdown(index=False, floatfmt=".4g"), "",
              f"Quality claim: **{verdict}**. {measured}", ""]
-    Path(snakemake.output[0]).write_text("\n".join(lines))
+    with writing(snakemake.output[0]):
+        Path(snakemake.output[0]).write_text("\n".join(lines))
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

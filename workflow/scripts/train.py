@@ -20,4 +20,4 @@ def main() -> None:
                  Path(out.summary), Path(out.steps), Path(out.checkpoint))
 
 
-run_job(snakemake.log[0], main)
+run_job(snakemake.log[0], main, snakemake.output)

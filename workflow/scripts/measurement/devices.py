@@ -8,6 +8,8 @@ import torch
 
 from errors import ExpectedError
 
+from . import gpus
+
 
 class DeviceMismatch(ExpectedError, RuntimeError):
     """The device found does not match the hardware label of the job."""
@@ -21,21 +23,25 @@ def resolve_device(label: str, hardware: dict, emulate_gpus_on_cpu: bool = False
     as emulated); it is never a silent fallback.
     """
     if label not in hardware:
-        raise DeviceMismatch(f"hardware label {label!r} is not defined under 'hardware' in the config")
+        raise DeviceMismatch(
+            f"hardware label {label!r} is not defined under 'hardware' in the config; fix: add it there"
+        )
     spec = hardware[label]
     if spec["device"] == "cpu":
         return torch.device("cpu")
     if emulate_gpus_on_cpu:
         return torch.device("cpu")
+    # Before anything asks CUDA: the job takes a free GPU of its own and is bound to it (measurement.gpus).
+    gpus.hold(f"label {label}")
     if not torch.cuda.is_available():
         raise DeviceMismatch(
             f"label {label!r} needs a CUDA GPU matching {spec['name_pattern']!r}, but no CUDA device is visible"
-            " (run it on that GPU, or relabel the target)"
+            "; fix: run it on a machine with that GPU, or measure this machine under its own label (gpus: [cpu])"
         )
     name = torch.cuda.get_device_name(0)
     if not re.search(spec["name_pattern"], name, flags=re.IGNORECASE):
         raise DeviceMismatch(
             f"label {label!r} expects a GPU matching {spec['name_pattern']!r} but found {name!r}"
-            " (use the label of this GPU, e.g. add it under 'hardware' in the config)"
+            "; fix: use the label of this GPU (gpus: [...]), or add one for it under 'hardware' in the config"
         )
     return torch.device("cuda", 0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import time
 from pathlib import Path
 
@@ -11,9 +13,11 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from errors import writing
 from measurement.timing import DeviceTimer, summary
 
 from .build import Workload
+from .checkpoints import load_checkpoint, load_weights_into, save_checkpoint, workload_record
 from .dataset import PreparedPairs, load_condition
 from .prepare import condition_values, heldout_images, heldout_masks
 from .prepare import write_nifti
@@ -25,8 +29,39 @@ from .unet import parameter_count
 from .variants import autocast, compile_model, compiles_on, prepare_input, prepare_model
 
 
+def _non_finite(value, key: str = "") -> str | None:
+    """The key path of the first NaN or infinity in a JSON-ready payload, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return key or "(the value)"
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for name, item in items:
+        found = _non_finite(item, f"{key}.{name}" if key else str(name))
+        if found:
+            return found
+    return None
+
+
 def write_json(path: Path, payload: dict) -> None:
-    Path(path).write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+    """`payload` as JSON, written whole (a temporary file renamed into place). Strict JSON only: a NaN or infinity
+    (which json.dumps would write as the invalid NaN/Infinity) is a bug upstream and raises ValueError naming it."""
+    bad = _non_finite(payload)
+    if bad:
+        raise ValueError(f"{path}: {bad} is not a finite number, and JSON has none; refusing to write it")
+    text = json.dumps(payload, indent=2, sort_keys=True, default=str, allow_nan=False) + "\n"
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        with writing(path):
+            temporary.write_text(text)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _synchronize(device: torch.device) -> None:
@@ -105,8 +140,9 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
             for row in rows
         ]
     )
-    steps.to_csv(out_steps, index=False)
-    torch.save(trainer.checkpoint(), out_ckpt)
+    with writing(out_steps):
+        steps.to_csv(out_steps, index=False)
+    save_checkpoint({**trainer.checkpoint(), "workload": workload_record(workload)}, out_ckpt)
     bare = bare_loop(trainer, train.bare_loop_steps)  # after the checkpoint: it changes the weights
     timing = summary(step_ms)
     samples_per_step = train.gradient_accumulation  # batch size 1, as upstream
@@ -134,14 +170,21 @@ def load_weights(workload: Workload, run: Run, checkpoint: Path, which: str, tra
     """The diffusion with the `model` or `ema` weights of a checkpoint, for evaluation under the run's variant:
     model-level switches applied, gradients off (the weights are constants here, which also keeps autocast from
     caching their casts across CUDA graph captures)."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    return evaluation_model(workload, run, state[which], train_seed)
+    diffusion = workload.build(train_seed)
+    state = load_checkpoint(checkpoint, workload_record(workload))
+    load_weights_into(diffusion, state[which], checkpoint, which)
+    return _for_evaluation(diffusion, run)
 
 
 def evaluation_model(workload: Workload, run: Run, weights: dict, train_seed: int = 0):
-    """The diffusion with `weights` (a state_dict) for evaluation under the run's variant, as `load_weights`."""
+    """The diffusion with `weights` (a state_dict held in memory, as a study run's EMA copy) for evaluation under the
+    run's variant, as `load_weights` prepares it."""
     diffusion = workload.build(train_seed)
     diffusion.load_state_dict(weights)
+    return _for_evaluation(diffusion, run)
+
+
+def _for_evaluation(diffusion, run: Run):
     diffusion.to(run.device)
     prepare_model(diffusion, run.variant, run.device)
     diffusion.requires_grad_(False)
@@ -196,7 +239,8 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
                          "step_ms": ms})
         write_nifti(_to_image_axes(volume), nib.load(images[index]).affine, out_path)
     steps_table = pd.DataFrame(rows)
-    steps_table.to_csv(out_steps, index=False)
+    with writing(out_steps):
+        steps_table.to_csv(out_steps, index=False)
     timed = steps_table[steps_table["position"] >= sample.warmup_steps]["step_ms"]
     per_volume = steps_table.groupby("volume")["step_ms"].sum()
     timing = summary(list(timed))

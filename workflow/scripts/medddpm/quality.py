@@ -15,6 +15,7 @@ from scipy.stats import wasserstein_distance
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
 from .build import Workload
+from .checkpoints import load_checkpoint, load_weights_into, workload_record
 from .dataset import PreparedPairs
 from .diffusion import GaussianDiffusion
 from .runs import Run
@@ -52,12 +53,12 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
     128^3 one float64 forward and backward takes minutes on an H200); the weights are the trained model's (at
     initialisation the output convolution is zero, which would make every relative error undefined).
     """
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]
+    state = load_checkpoint(checkpoint, workload_record(workload))["model"]
+    diffusion = workload.build(0)
+    load_weights_into(diffusion, state, checkpoint, "model")  # weights of another network: one line naming the file
     inputs = fidelity_inputs(workload, quality, run, dataset_dir)
     reference = float64_reference(workload, state, run, inputs)
     variant = run.variant
-    diffusion = workload.build(0)
-    diffusion.load_state_dict(state)
     diffusion.to(run.device)
     prepare_model(diffusion, variant, run.device)
     compiled = compile_model(diffusion, variant)

@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from errors import writing
 from measurement.timing import DeviceTimer, summary
 
 from .build import Workload
@@ -84,7 +85,8 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
     table = pd.DataFrame({"step": range(len(rows)), "loss": [float(np.mean(r)) for r in rows],
                           **{f"loss_micro_{i}": [r[i] for r in rows] for i in range(len(rows[0]))},
                           "step_ms": step_ms})
-    table.to_csv(out_losses, index=False, float_format="%.7g")
+    with writing(out_losses):
+        table.to_csv(out_losses, index=False, float_format="%.7g")
     training_memory = peak_memory(run.device)
 
     # Sampling: the EMA weights, as upstream samples, through the variant's sampling path.
@@ -116,7 +118,8 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
 
     vs_real = compare_with_real(out_volumes, images, masks, read_manifest(dataset_dir)["workload"],
                                 study.ssim_kernel, run.device)
-    np.save(out_slice, slices(out_volumes[0], images[0]))
+    with writing(out_slice):
+        np.save(out_slice, slices(out_volumes[0], images[0]))
     per_step = summary(step_ms)
     write_json(out_json, {
         "provenance": run.provenance,

@@ -9,6 +9,7 @@ does the same assembling and pinning before the timed region, so the timed step 
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -16,11 +17,26 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from errors import ExpectedError
+
 from .diffusion import GaussianDiffusion
 from .settings import TrainSettings
 from .variants import Variant, autocast, compile_model, compiles_on, prepare_input
 
-__all__ = ["EMA", "Trainer", "TrainSettings", "cycle", "data_batches"]
+__all__ = ["EMA", "NonFiniteLoss", "Trainer", "TrainSettings", "cycle", "data_batches"]
+
+
+class NonFiniteLoss(ExpectedError, FloatingPointError):
+    """Training diverged: the first loss that is NaN or infinite stops it, before anything is written."""
+
+    def __init__(self, value: float, step: int, micro_batch: int, settings: TrainSettings) -> None:
+        super().__init__(
+            f"training diverged: the loss is {value} at optimizer step {step}, micro-batch {micro_batch} of "
+            f"{settings.gradient_accumulation} (numbered from 0, as the step and loss_micro_N columns of "
+            f"train_steps.csv); nothing was written; fix: lower train.lr (now {settings.lr:g}), or check the "
+            "variant's precision switches (autocast) and the prepared dataset"
+        )
+        self.step, self.micro_batch = step, micro_batch
 
 
 class EMA:
@@ -117,16 +133,18 @@ class Trainer:
             loss = self.diffusion.loss(target, condition, generator)
         return loss.sum() / target.shape[0]
 
-    def micro_batch(self) -> float:
+    def micro_batch(self, index: int = 0) -> float:
         condition, target = self._to_device(self._next_batch())
         loss = self.loss(target, condition, self.generator)
         # Upstream prints loss.item() every micro-batch: a host synchronisation that is part of the workload.
         value = loss.item()
+        if not math.isfinite(value):
+            raise NonFiniteLoss(value, self.step_index, index, self.settings)
         (loss / self.settings.gradient_accumulation).backward()
         return value
 
     def step(self) -> list[float]:
-        losses = [self.micro_batch() for _ in range(self.settings.gradient_accumulation)]
+        losses = [self.micro_batch(index) for index in range(self.settings.gradient_accumulation)]
         self.optimizer.step()
         self.optimizer.zero_grad()
         if self.step_index % self.settings.ema_update_every == 0:

@@ -15,9 +15,10 @@ from types import ModuleType
 
 import pandas as pd
 
+from . import tables
 from .csvpages import ragged_row, rows_from_header
 from .errors import ProfilingError
-from .kernels import classify
+from .kernels import classify, short_name
 from .units import scale_to_base
 
 REPORT_SUFFIX = ".ncu-rep"
@@ -53,6 +54,8 @@ RULE_COLUMNS = [
     "estimated_speedup_pct",
 ]
 _MISSING_VALUES = {"", "n/a", "N/A", "nan"}
+# Every time share is computed from it.
+DURATION = "gpu__time_duration.sum"
 
 
 # --- command lines ---------------------------------------------------------------------------------------------
@@ -145,35 +148,82 @@ def _csv_rows(text: str) -> list[list[str]]:
     return rows_from_header(lines, lambda row: row[0] == "ID")
 
 
-def _raw_rows(text: str) -> tuple[list[list[str]], str | None]:
+def _raw_rows(text: str, source: str = "ncu raw CSV") -> tuple[list[list[str]], str | None]:
     """The raw page's rows from the header on, and one line naming what makes them unusable (no header, no units
-    row, short rows), or None."""
+    row, short rows, kernel IDs that do not run 0, 1, 2, ...), or None. `source` names the file in the line."""
     fix = "fix: export again with ncu -i REPORT --csv --page raw and keep the whole output"
     try:
         rows = _csv_rows(text)
     except csv.Error as error:
-        return [], f"ncu raw CSV is truncated or malformed ({error}); {fix}"
+        return [], f"{source} is truncated or malformed ({error}); {fix}"
     if not rows:
-        return rows, f"ncu raw CSV has no header row (empty or failed export); {fix}"
+        return rows, f"{source} has no header row (empty or failed export); {fix}"
     if len(rows) < 2 or rows[1][0] != "":
-        return rows, f"ncu raw CSV has no units row after the header (truncated or not a --page raw export); {fix}"
+        return rows, f"{source} has no units row after the header (truncated or not a --page raw export); {fix}"
     ragged = ragged_row(rows)
-    return rows, (f"ncu raw CSV is truncated: {ragged}; {fix}" if ragged else None)
+    if ragged:
+        return rows, f"{source} is truncated: {ragged}; {fix}"
+    gap = _id_gap([row[0] for row in rows[2:]])
+    return rows, (f"{source} is incomplete: {gap}; {fix}" if gap else None)
 
 
-def check_raw_csv(text: str) -> str | None:
-    """One line naming what makes a raw-page CSV unusable (no header, no units row, short rows), or None."""
-    return _raw_rows(text)[1]
+def _id_gap(ids: list[str]) -> str | None:
+    """Where ncu's kernel IDs stop running 0, 1, 2, ... in file order (rows lost or cut), or None.
+
+    ncu numbers the profiled kernels of a report from 0 and exports them in that order, so a cut at the top or rows
+    missing in the middle show here; a cut at a row boundary at the end does not (profiled_kernels catches that).
+    """
+    for position, text in enumerate(ids):
+        if text.strip() != str(position):
+            found = repr(text.strip()) if text.strip() else "an empty ID"
+            where = f"after kernel {position - 1}" if position else "as the first kernel"
+            return f"kernel IDs must run 0, 1, 2, ...; line {position + 3} holds {found} {where}"
+    return None
 
 
-def _numeric(values: pd.Series) -> pd.Series | None:
-    """Float column from ncu's printed numbers ("1,245,312", "n/a"); None if some value is not a number."""
+# ncu's progress line per profiled kernel: '==PROF== Profiling "NAME" - ID: 0%....50%....100% - N passes'.
+_PROFILED = re.compile(r'^==PROF== Profiling "(?P<name>.*)" - (?P<id>\d+):', re.M)
+
+
+def profiled_kernels(log_text: str) -> int | None:
+    """The number of kernels ncu says it profiled, from its log (one '==PROF== Profiling' line per kernel); None
+    when the log holds none of ncu's own '==PROF==' lines (not ncu's output, or ncu run with --quiet/--log-file)."""
+    if "==PROF==" not in log_text:
+        return None
+    return len(_PROFILED.findall(log_text))
+
+
+def check_kernel_count(kernels: int, profiled: int | None, source: str, log: str = "its log") -> None:
+    """Raise ProfilingError unless a raw page of `kernels` rows holds every kernel ncu profiled (`profiled`, from
+    profiled_kernels; None: unknown, not checked). A page cut at a row boundary parses, and would otherwise be
+    summarised as if it were the whole step."""
+    if profiled is None or kernels == profiled:
+        return
+    state = "cut short" if kernels < profiled else "not the export of this run"
+    raise ProfilingError(
+        f"{source} holds {kernels} kernels but ncu profiled {profiled} (says {log}): the export is {state}; "
+        "fix: delete it and export it again from the report (ncu -i REPORT --csv --page raw --print-units base "
+        "--print-kernel-base demangled), or rerun the profile job"
+    )
+
+
+def exported_kernels(text: str) -> int:
+    """The number of kernel rows of a raw page (0 where it has no header and units row)."""
+    return max(len(_raw_rows(text)[0]) - 2, 0)
+
+
+def check_raw_csv(text: str, source: str = "ncu raw CSV") -> str | None:
+    """One line naming what makes a raw-page CSV unusable (no header, no units row, short rows, IDs), or None."""
+    return _raw_rows(text, source)[1]
+
+
+def _numeric(values: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """(numbers, bad) from ncu's printed numbers ("1,245,312"): floats with NaN where a value is missing ("n/a",
+    empty) or not a number; `bad` marks the values that are present but not numbers."""
     cleaned = values.str.strip().str.replace(",", "", regex=False)
     missing = cleaned.isin(_MISSING_VALUES)
-    numbers = pd.to_numeric(cleaned.where(~missing), errors="coerce")
-    if numbers[~missing].isna().any():
-        return None
-    return numbers.astype(float)
+    numbers = pd.to_numeric(cleaned.where(~missing), errors="coerce").astype(float)
+    return numbers, numbers.isna() & ~missing
 
 
 def _identity_columns(header: list[str]) -> list[str]:
@@ -184,18 +234,33 @@ def _snake(text: str) -> str:
     return re.sub(r"[^0-9a-z]+", "_", text.lower()).strip("_")
 
 
-def parse_raw(text: str) -> pd.DataFrame:
-    """One row per profiled kernel launch from `ncu -i X --csv --page raw`.
+def _kernel(frame: pd.DataFrame, row: int) -> str:
+    name = frame["Kernel Name"].iloc[row] if "Kernel Name" in frame.columns else ""
+    return f"kernel {frame['ID'].iloc[row].strip()} ({short_name(name) if name else 'unnamed'})"
+
+
+def parse_raw(text: str, source: str = "ncu raw CSV") -> pd.DataFrame:
+    """One row per profiled kernel launch from `ncu -i X --csv --page raw`; `source` names the file in errors.
 
     Identity columns are renamed by IDENTITY_COLUMNS; metric columns keep ncu's metric names and are converted
     to base units (nanoseconds, bytes, counts) using the units row; metrics that are not numbers (device names,
-    cache configs) stay text. df.attrs["units"] maps each metric to the unit of its values after conversion
-    (the printed unit, unconverted, where it is not understood).
+    cache configs: no unit, not a metric the tidy table maps) stay text. df.attrs["units"] maps each metric to the
+    unit of its values after conversion (the printed unit, unconverted, where it is not understood).
+
+    Refused with one line naming the kernel, the column and the file: a value that is not a number in a metric
+    column (one with a unit, or one the tidy table maps), and a missing value ("n/a", empty) in the duration or in
+    a metric the per-class summary sums or averages (tables.SUMMARY_INPUTS), which would make it NaN. Elsewhere a
+    missing value stays NaN: ncu prints "n/a" where a metric does not apply to a kernel.
     """
-    rows, problem = _raw_rows(text)
+    rows, problem = _raw_rows(text, source)
     if problem:
         raise ProfilingError(problem)
     header, units = rows[0], rows[1]
+    if DURATION not in header:
+        raise ProfilingError(
+            f"{source} has no {DURATION} column, which every time share is computed from; fix: keep it in the "
+            "metric set (profiling.ncu.metrics) and profile again"
+        )
     frame = pd.DataFrame(rows[2:], columns=header, dtype=str)
     columns: dict[str, pd.Series] = {}
     unit_of: dict[str, str] = {}
@@ -204,10 +269,28 @@ def parse_raw(text: str) -> pd.DataFrame:
         if column in identity:
             columns[IDENTITY_COLUMNS.get(column, _snake(column))] = frame[column]
             continue
-        numbers = _numeric(frame[column])
-        if numbers is None:
-            columns[column] = frame[column]
+        numbers, bad = _numeric(frame[column])
+        is_metric = bool(unit.strip()) or tables.maps_metric(column)
+        if bad.any() and not is_metric:
+            columns[column] = frame[column]  # a text metric (device name, cache configuration)
             continue
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise ProfilingError(
+                f"{source}: {_kernel(frame, row)} has {frame[column].iloc[row]!r} in column {column}, which is not "
+                "a number; fix: export the raw page again from the report (ncu -i REPORT --csv --page raw), "
+                "an edited or damaged export cannot be summarised"
+            )
+        if column == DURATION or tables.metric_column(column) in tables.SUMMARY_INPUTS:
+            gaps = numbers.isna().to_numpy().nonzero()[0]
+            if len(gaps):
+                row = int(gaps[0])
+                raise ProfilingError(
+                    f"{source}: {_kernel(frame, row)} has no value ({frame[column].iloc[row].strip()!r}) in column "
+                    f"{column}, and {len(gaps)} of {len(frame)} kernels lack it; a summary over them would be NaN; "
+                    "fix: profile the step again, or leave the metric out of profiling.ncu.metrics where this "
+                    "GPU cannot collect it"
+                )
         factor, base = scale_to_base(unit) or (1.0, unit)
         columns[column] = numbers * factor
         unit_of[column] = base
@@ -218,7 +301,7 @@ def parse_raw(text: str) -> pd.DataFrame:
     return out
 
 
-def parse_details(text: str) -> pd.DataFrame:
+def parse_details(text: str, source: str = "ncu details CSV") -> pd.DataFrame:
     """Rules table (RULE_COLUMNS) from `ncu -i X --csv --page details`; rows that carry no rule are ignored.
 
     A report collected with an explicit --metrics list and no sections has no rule columns at all: that gives an
@@ -227,21 +310,24 @@ def parse_details(text: str) -> pd.DataFrame:
     try:
         rows = _csv_rows(text)
     except csv.Error as error:
-        raise ProfilingError(f"ncu details CSV is truncated or malformed ({error}); fix: export it again") from None
+        raise ProfilingError(
+            f"{source} is truncated or malformed ({error}); "
+            "fix: export it again with ncu -i REPORT --csv --page details"
+        ) from None
     if not rows:
         raise ProfilingError(
-            "ncu details CSV has no header row (empty or failed export); "
+            f"{source} has no header row (empty or failed export); "
             "fix: export again with ncu -i REPORT --csv --page details"
         )
     header = rows[0]
     for column in ("Kernel Name", "Section Name"):
         if column not in header:
-            raise ProfilingError(f"ncu details CSV lacks the {column!r} column; fix: export with --page details")
+            raise ProfilingError(f"{source} lacks the {column!r} column; fix: export with --page details")
     if "Rule Name" not in header:
         return pd.DataFrame(columns=RULE_COLUMNS)
     width = len(header)
     if any(len(row) > width for row in rows):
-        raise ProfilingError("ncu details CSV has rows longer than its header; fix: export it again")
+        raise ProfilingError(f"{source} has rows longer than its header; fix: export it again")
     # Metric rows may stop before the (empty) rule columns; pad them.
     frame = pd.DataFrame([row + [""] * (width - len(row)) for row in rows[1:]], columns=header, dtype=str)
     frame = frame[frame["Rule Name"].str.strip() != ""]

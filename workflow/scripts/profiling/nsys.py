@@ -129,7 +129,15 @@ def parse_kern_sum(csv_path: str | Path) -> pd.DataFrame:
         unit = (match.group("unit") or "").strip().lower()
         # Columns without a unit are nanoseconds in every release (percent for Time).
         factor = _TIME_UNIT_NS.get(unit, 1.0)
-        out[target] = pd.to_numeric(frame[column].str.replace(",", "", regex=False), errors="coerce") * factor
+        values = pd.to_numeric(frame[column].str.strip().str.replace(",", "", regex=False), errors="coerce")
+        if values.isna().any() and target in ("total_ns", "instances"):
+            row = int(values.isna().to_numpy().nonzero()[0][0])
+            name = frame["Name"].iloc[row] if "Name" in frame.columns else f"row {row + 2}"
+            raise ProfilingError(
+                f"{csv_path}: kernel {str(name)[:80]!r} has {frame[column].iloc[row]!r} in column {column!r}, not a "
+                "number; a summary over it would be NaN; fix: export the kernel summary again with nsys stats"
+            )
+        out[target] = values * factor
     missing = [c for c in ("name", "total_ns", "instances") if c not in out.columns]
     if missing:
         raise ProfilingError(f"{csv_path}: nsys kernel-summary CSV lacks {missing}; fix: export cuda_gpu_kern_sum")

@@ -55,7 +55,7 @@ def run_tool(argv: Sequence[str], scripts_dir: Path, timeout_s: float, log: Path
         raise ProfilingError(diagnose(f"{argv[0]}: command not found", 127) or f"{argv[0]} not found") from None
     except subprocess.TimeoutExpired:
         raise ProfilingError(
-            f"{tool} did not finish within {timeout_s / 60:.0f} minutes; fix: raise profiling.{tool}.timeout_minutes "
+            f"{tool} did not finish within {timeout_s / 60:g} minutes; fix: raise profiling.{tool}.timeout_minutes "
             "or collect fewer metrics (profiling.ncu.metrics) or kernels (profiling.ncu.launch_count)"
         ) from None
     text = log.read_text(errors="replace")
@@ -101,6 +101,10 @@ def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw
                                settings["metrics"] if page == "raw" else ())
         if problem or done.returncode != 0:
             raise ProfilingError(problem or f"ncu export of the {page} page failed: {done.stderr.strip()[:200]}")
+        if page == "raw":
+            exported = ncu.exported_kernels(done.stdout)
+            profiled = ncu.profiled_kernels(log.read_text(errors="replace"))
+            ncu.check_kernel_count(exported, profiled, f"the raw page of {report}", f"its log {log}")
         out.write_text(done.stdout)
 
 

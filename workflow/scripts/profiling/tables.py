@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from errors import writing
+
 from . import instructions
+from .errors import ProfilingError
 from .kernels import CLASS_NAMES, classify, classify_cpu_op, precision_tag, short_name
 
 # Columns every tidy table has, in this order; metric columns (ncu only) follow.
@@ -95,6 +98,24 @@ SUMMARY_COLUMNS = [
     "tensor_flop",  # sum of instructions.tensor_flop (NaN where not collected)
     "fp32_flop",  # sum of instructions.fp32_flop (NaN where not collected)
 ]
+
+
+# The tidy columns the per-class summary sums or averages (and the tensor FLOPs it derives): a missing value in one
+# of them would make its class's figure NaN, so the parsers refuse one (ncu.parse_raw names kernel, column, file).
+SUMMARY_INPUTS = frozenset(
+    ["duration_ns", "sm_cycles", "warp_instructions", "thread_instructions", "ipc", "tensor_hmma_pct",
+     "tensor_all_pct", "dram_read_bytes", "dram_write_bytes", *instructions.TENSOR_OPS_COLUMNS,
+     *instructions.FP32_COLUMNS]
+)
+
+
+# Derived per kernel from the inputs above (NaN in every row where their counters were not collected).
+DERIVED_INPUTS = frozenset(["tensor_pipe_pct", "tensor_flop", "fp32_flop"])
+
+
+def maps_metric(metric: str) -> bool:
+    """Whether the tidy table maps this ncu metric on purpose (METRIC_COLUMNS or a family): its values are numbers."""
+    return _mapped(metric) is not None
 
 
 def _mapped(metric: str) -> str | None:
@@ -228,11 +249,35 @@ def _class_share(df: pd.DataFrame, kernel_class: str, total_ns: float) -> float:
     return class_ns / total_ns if total_ns > 0 else math.nan
 
 
+def _first_gap(df: pd.DataFrame) -> str | None:
+    """'launch N (name) has no COLUMN' for the first missing value in a column the summary reads, or None.
+
+    A metric the source does not measure (torch.profiler and nsys: durations only; FLOPs where their counters were
+    not collected) is absent or empty in every row, and its summary value is NaN by design; a column with gaps
+    would make it NaN for its classes without a word. Durations are never missing.
+    """
+    for column in ["duration_ns", *sorted((SUMMARY_INPUTS | DERIVED_INPUTS) & set(df.columns) - {"duration_ns"})]:
+        missing = df[column].isna().to_numpy()
+        if missing.any() and (column == "duration_ns" or not missing.all()):
+            position = int(missing.nonzero()[0][0])
+            row = df.iloc[position]
+            name = row.get("short_name", row.get("name", row.get("kernel_class", "")))
+            return (f"launch {row.get('launch', position)} ({name}) has no {column} "
+                    f"({int(missing.sum())} of {len(df)} rows lack it)")
+    return None
+
+
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
-    """Per-run summary (SUMMARY_COLUMNS): one row per kernel class present, in CLASS_NAMES order, then "all"."""
+    """Per-run summary (SUMMARY_COLUMNS): one row per kernel class present, in CLASS_NAMES order, then "all".
+
+    Refused (ProfilingError) where a column it reads has gaps: the summary holds NaN only for what the source does
+    not measure (SUMMARY_COLUMNS says which)."""
     sources = df["source"].unique()
     if len(sources) != 1:
         raise ValueError(f"summarise takes one run of one source, got sources {list(sources)}")
+    gap = _first_gap(df)
+    if gap:
+        raise ProfilingError(f"{sources[0]} kernel table: {gap}; a summary over it would be NaN; fix: profile again")
     total_ns = _strict_sum(df["duration_ns"])
     rows = []
     for kernel_class in CLASS_NAMES:
@@ -257,12 +302,13 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
 def save_frame(df: pd.DataFrame, path: str | Path) -> None:
     """Write a table as Parquet (.parquet) or CSV (.csv), without the index."""
     path = Path(path)
-    if path.suffix == ".parquet":
-        df.to_parquet(path, index=False)
-    elif path.suffix == ".csv":
-        df.to_csv(path, index=False)
-    else:
+    if path.suffix not in (".parquet", ".csv"):
         raise ValueError(f"{path}: table files end in .parquet or .csv")
+    with writing(path):
+        if path.suffix == ".parquet":
+            df.to_parquet(path, index=False)
+        else:
+            df.to_csv(path, index=False)
 
 
 def load_frame(path: str | Path) -> pd.DataFrame:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
 import pandas as pd
+
+from .errors import ProfilingError
 
 ROW_COLUMNS = ["name", "device", "start_us", "duration_us"]
 
@@ -93,10 +96,43 @@ def _self_times(events: list[dict]) -> dict[int, float]:
     return self_time
 
 
+def read_trace(path: str | Path) -> list[dict]:
+    """The complete events ("ph": "X") of an exported Chrome trace, each with a name and numeric ts and dur.
+
+    Raises ProfilingError with one line naming the file for a trace that is not JSON (cut short, or another file),
+    not torch.profiler's Chrome trace, or holds an event without its times.
+    """
+    fix = f"fix: delete {path} and rerun its profile job (snakemake writes it again)"
+    try:
+        trace = json.loads(Path(path).read_text())
+    except UnicodeDecodeError:
+        raise ProfilingError(f"torch trace {path} is not text (a binary file?); {fix}") from None
+    except json.JSONDecodeError as error:
+        cut = error.pos >= len(error.doc.rstrip()) or error.msg.startswith("Unterminated string")
+        what = "is cut short (the JSON ends early)" if cut else "is not valid JSON"
+        raise ProfilingError(
+            f"torch trace {path} {what}: {error.msg} at line {error.lineno}, column {error.colno}; {fix}"
+        ) from None
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list):
+        raise ProfilingError(f"torch trace {path} has no traceEvents list: not a torch.profiler Chrome trace; {fix}")
+    complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
+    for number, event in enumerate(complete):
+        for key in ("ts", "dur"):
+            value = event.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ProfilingError(
+                    f"torch trace {path}: event {number} ({event.get('name', 'unnamed')}) has {key} {value!r}, "
+                    f"not a number; {fix}"
+                )
+        if "name" not in event:
+            raise ProfilingError(f"torch trace {path}: event {number} has no name; {fix}")
+    return complete
+
+
 def trace_rows(chrome_trace_json_path: str | Path) -> pd.DataFrame:
     """The rows of kernel_rows, rebuilt from an exported Chrome trace (prof.export_chrome_trace) without torch."""
-    trace = json.loads(Path(chrome_trace_json_path).read_text())
-    complete = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    complete = read_trace(chrome_trace_json_path)
     kernels = [e for e in complete if e.get("cat") == "kernel"]
     if kernels:
         rows = [

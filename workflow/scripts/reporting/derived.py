@@ -71,3 +71,10 @@ def exercised(runs: pd.DataFrame, gpu: str, variant: str, reference: str = "base
     does comparing the two measure the optimization (TF32 on a CPU changes nothing)."""
     differing = differing_switches(runs, gpu, variant, reference)
     return bool(differing) and all(differing.values())
+
+
+def cudnn_version(value) -> str:
+    """torch reports cuDNN 9.19.0 as 91900."""
+    if isinstance(value, int) and value >= 10000:
+        return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
+    return "" if value is None else str(value)

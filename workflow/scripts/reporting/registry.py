@@ -2,16 +2,23 @@
 (`paper/figures/all`), the HTML report's entries, the README's list and the tests all derive from OUTPUTS.
 
 Adding an output: one entry here, its code in `reporting/outputs/<id>.py` (a `build(job)` returning a figure or a
-`Table`), and its caption in `workflow/report/<id>.rst`.
+`Table`), and its caption in `workflow/report/<id>.rst`. The article (`paper/article.pdf`) places every output, with
+its caption, in the section the entry names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read.
-BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench", "study",
-          "study_losses")
+# The article (reporting.article): every output in one of its sections, in this order.
+ARTICLE = "paper/article.pdf"
+SECTIONS = ("methods", "results", "claims", "frontier", "conformance")
+
+# Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read. The
+# reference_* tables hold the shipped sets of labels measured here too (the other side of tab08); study and
+# study_losses the quality study's runs.
+BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
+          "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
 
 
 @dataclass(frozen=True)
@@ -23,6 +30,12 @@ class Output:
     files: dict[str, str] = field(default_factory=dict)
     config: tuple[str, ...] = ()  # config sections the output depends on (given to it as settings)
     extra: dict[str, str] = field(default_factory=dict)  # further output files, by name
+    # Timing-bearing: it shows measured times, or what is derived from them (time shares, speed-ups, means weighted
+    # by kernel time, achieved rates), so two runs of one configuration differ there and only there; the manifest
+    # marks its files. Every other output is byte-identical between clean runs on one machine (and one day: panel
+    # titles carry the measurement date).
+    timing: bool = False
+    section: str = "results"  # where the article shows it (SECTIONS)
 
     @property
     def kind(self) -> str:
@@ -51,40 +64,56 @@ class Output:
 
 OUTPUTS: list[Output] = [
     Output("fig01_runtime_breakdown", "Runtime breakdown: share of kernel time per kernel class, per variant and phase",
-           reads=("summaries",)),
-    Output("fig02_top_kernels", "Top kernels of a training step with their class and precision", reads=("kernels",)),
+           reads=("summaries",), timing=True),
+    Output("fig02_top_kernels", "Top kernels of a training step with their class and precision", reads=("kernels",),
+           timing=True),
     Output("fig03_instruction_mix", "Executed instructions by kind (FP32, tensor, integer, memory, control, ...)",
            reads=("ncu_kernels", "summaries")),
     Output("fig04_memory_system", "DRAM traffic and cache hit rates per kernel class",
-           reads=("ncu_kernels", "summaries")),
-    Output("fig05_warp_states", "Warp stall reasons and achieved occupancy", reads=("ncu_kernels", "summaries")),
+           reads=("ncu_kernels", "summaries"), timing=True),
+    Output("fig05_warp_states", "Warp stall reasons and achieved occupancy", reads=("ncu_kernels", "summaries"),
+           timing=True),
     Output("fig06_priority_scores", "Nsight Compute's estimated speedups by rule and kernel class",
-           reads=("rules", "ncu_kernels", "summaries")),
+           reads=("rules", "ncu_kernels", "summaries"), timing=True),
     Output("fig07_optimization_impact", "SM cycles, instructions, IPC and tensor use relative to baseline; speed-ups",
-           reads=("summaries", "runs")),
-    Output("fig08_end_to_end", "Training time per sample, sampling time per volume and peak memory", reads=("runs",)),
+           reads=("summaries", "runs"), timing=True),
+    Output("fig08_end_to_end", "Training time per sample, sampling time per volume and peak memory", reads=("runs",),
+           timing=True),
     Output("fig09_quality", "Quality study: sample slices of every variant beside the real image, loss curves against "
            "the baseline's seed spread, distances to the real images and to the baseline's samples",
            reads=("study", "study_losses", "slices"), files={"claims": "data/paper_claims.yaml"}),
     Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
-           reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}),
-    Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch"),
+           reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}, timing=True),
+    Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods"),
     Output("tab02_workload", "Model and diffusion settings, parameters, FLOPs per step, dataset",
-           files={"dataset": "{prepared}"}, config=("model", "diffusion", "train", "dataset")),
+           files={"dataset": "{prepared}"}, config=("model", "diffusion", "train", "dataset"), section="methods"),
     Output("tab03_kernels", "Per run and kernel class: time share, count, SM cycles, instructions, IPC, tensor %",
-           reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}),
-    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries")),
+           reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True),
+    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"), timing=True),
     Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
-           reads=("runs", "summaries", "study"), files={"claims": "data/paper_claims.yaml"}),
+           reads=("runs", "summaries", "study"), files={"claims": "data/paper_claims.yaml"}, timing=True,
+           section="claims"),
     Output("tab06_quality", "Quality study per variant and seed: image quality against the real images and the "
            "baseline, loss, float64 errors at the trained weights", reads=("study", "quality"),
            extra={"checks": "paper/tables/tab06_quality_checks.csv"}),
     Output("fig11_optimization_ladder", "From baseline to the fastest variant: time per rung against the FLOP floor, "
-           "and what each rung changed in the kernel mix", reads=("bench", "summaries"), config=("run_variants",)),
+           "and what each rung changed in the kernel mix", reads=("bench", "summaries"), config=("run_variants",),
+           timing=True, section="frontier"),
     Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
-           "volume, peak GiB, compile s", reads=("bench",)),
+           "volume, peak GiB, compile s", reads=("bench",), timing=True, section="frontier"),
+    Output("tab08_conformance", "Each label measured here against its shipped reference set: per metric a band, a "
+           "verdict (within, faster, slower, lower, higher, not comparable) and the likely reasons",
+           reads=("runs", "summaries", "reference_hardware", "reference_runs", "reference_summaries"),
+           config=("conformance",), extra={"classes": "paper/tables/tab08_conformance_by_class.csv"}, timing=True,
+           section="conformance"),
 ]
 BY_ID = {output.id: output for output in OUTPUTS}
+
+
+def timing_bearing_files() -> set[str]:
+    """The files of the timing-bearing outputs (Output.timing), as the manifest lists them, and the article (which
+    shows them all)."""
+    return {path for output in OUTPUTS if output.timing for path in output.files_out().values()} | {ARTICLE}
 
 
 def markdown_list() -> str:

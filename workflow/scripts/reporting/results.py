@@ -6,7 +6,9 @@ A result file belongs to a run by its path: ``<root>/<gpu>/<variant>/<file>`` (`
 (``<tool>_summary.csv``, ``<tool>_kernels.parquet``, ``ncu_rules.csv``, shipped gzipped as ``ncu_rules.csv.gz``), or
 the quality study's ``<root>/<gpu>/study/<variant>/seed<k>/<file>`` (``run.json``, ``comparison.json``,
 ``losses.csv``, ``slice.npy``: medddpm.study), with ``<root>`` either ``results`` (measured here) or
-``data/reference`` (shipped). A shipped label that is also measured here is left out: measured wins.
+``data/reference`` (shipped). A shipped label that is also measured here is left out of the tables the figures draw
+(measured wins); it is read apart, as the reference that the run measured here is checked against (``reference_*``
+tables, tab08).
 
 `collect` reads every file once and writes the tables (the "bundle") as Parquet files; `Results` reads a bundle
 back in a figure or table job. Every row of every table carries ``gpu``, ``variant``, ``origin``, ``device`` and
@@ -39,7 +41,7 @@ TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
 # The bundle: one Parquet file per table.
 TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
-          "study", "study_losses")
+          "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
 # The kernels of every tool with the columns all tools share; Nsight Compute's kernels with every metric apart
 # (a CPU run adds tens of thousands of operator rows that have none: reading them with 500 metric columns would
 # cost each figure a second).
@@ -162,6 +164,7 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
             "train_step_q1_ms": data["step_time"]["q1_ms"],
             "train_step_q3_ms": data["step_time"]["q3_ms"],
             "train_steps_measured": data["step_time"]["n"],
+            "volume_shape": "x".join(str(side) for side in data.get("volume_shape", [])),
             "samples_per_step": data["settings"]["gradient_accumulation"],
             "train_peak_memory_gib": data["peak_memory_bytes"] / 2**30,
             "memory_kind": data["peak_memory_kind"],
@@ -248,19 +251,24 @@ def _study(files: pd.DataFrame) -> pd.DataFrame:
         rows[key].update(ssim_vs_baseline=versus["ssim_mean"], psnr_vs_baseline_db=versus["psnr_db_mean"],
                          max_abs_diff_vs_baseline=versus["max_abs_diff"], identical_to_baseline=versus["identical"],
                          loss_deviation_vs_baseline=curve["mean_abs_deviation"])
-    return pd.DataFrame(list(rows.values()))
+    frame = pd.DataFrame(list(rows.values()))
+    # Seeds in order whatever order the files came in (_tag then orders labels and variants, keeping this order).
+    return frame.sort_values(["gpu", "variant", "seed"], kind="stable", ignore_index=True) if len(frame) else frame
 
 
 def _study_losses(files: pd.DataFrame) -> pd.DataFrame:
     frames = [pd.read_csv(row.path).assign(gpu=row.gpu, variant=row.variant, seed=int(row.seed))
               for row in files[files["kind"] == "study_losses"].itertuples()]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["gpu", "variant", "seed"])
+    if not frames:
+        return pd.DataFrame(columns=["gpu", "variant", "seed"])
+    return pd.concat(frames, ignore_index=True).sort_values(["gpu", "variant", "seed", "step"], kind="stable",
+                                                            ignore_index=True)
 
 
 def _slices(files: pd.DataFrame) -> pd.DataFrame:
     """The middle slices of every study run's first sample ("sample") and of the real image of its mask ("real")."""
     rows = []
-    for row in files[files["kind"] == "study_slice"].sort_values("path").itertuples():
+    for row in files[files["kind"] == "study_slice"].sort_values(["gpu", "variant", "seed"]).itertuples():
         planes = np.load(row.path)
         for name, image in zip(("sample", "real"), planes):
             rows.append({"gpu": row.gpu, "variant": row.variant, "seed": int(row.seed), "image": name,
@@ -284,8 +292,21 @@ def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.D
     return frame[TAGS + [c for c in frame.columns if c not in TAGS]]
 
 
-def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable[str] = ()) -> dict[str, pd.DataFrame]:
-    """Every table of the bundle from the result files (see the module docstring)."""
+def _references(references: Iterable) -> dict[str, pd.DataFrame]:
+    """The shipped sets of labels measured here, read like any shipped set: the reference side of tab08."""
+    from profiling.tables import load_frame
+
+    files = gather((), references)
+    labels = _labels(files, ())
+    hardware = _hardware(files, labels, _provenances(files))
+    tables = {"reference_runs": _runs(files), "reference_summaries": _per_file(files, "summary", load_frame)}
+    return {"reference_hardware": hardware, **{name: _tag(frame, hardware, labels) for name, frame in tables.items()}}
+
+
+def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable[str] = (),
+            references: Iterable = ()) -> dict[str, pd.DataFrame]:
+    """Every table of the bundle from the result files (see the module docstring). `references`: files of shipped
+    sets whose labels are measured here too (read apart: tab08 checks the measured run against them)."""
     from profiling.tables import load_frame
 
     files = gather(measured, shipped, measured_labels)
@@ -311,7 +332,7 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
     tables["ncu_kernels"] = kernels[kernels["tool"] == "ncu"] if "tool" in kernels else kernels
     tables["kernels"] = kernels.reindex(columns=["gpu", "variant", *KERNEL_IDENTITY])
     tagged = {name: _tag(frame, hardware, labels) for name, frame in tables.items()}
-    return {"hardware": hardware, **tagged}
+    return {"hardware": hardware, **tagged, **_references(references)}
 
 
 def write_bundle(tables: dict[str, pd.DataFrame], paths: dict[str, str | Path]) -> None:

@@ -18,8 +18,9 @@ from ..panels import variant_color
 from ..results import variant_order
 from ..style import note
 
-# Panel heights (inches) of one label: its title and verdict, the slices, the panels.
-TITLE_H, SLICES_H, PANELS_H = 0.6, 2.0, 3.4
+# Heights (inches) of one label's block: its title and verdict, the slices, the panels; and of the closing note.
+TITLE_H, SLICES_H, PANELS_H, FOOT_H = 0.85, 2.1, 3.6, 0.4
+BLOCK_H = TITLE_H + SLICES_H + PANELS_H
 
 
 def runs_of(study) -> list[tuple[str, int]]:
@@ -35,60 +36,71 @@ def run_label(variant: str, seed: int, seeds: int) -> str:
 
 
 def build(job):
+    """The figure, laid out by hand: the constrained-layout solver places axes differently in the last bits from one
+    process to the next (the order it meets its variables in), and this figure must be byte-identical between runs."""
     results = job.results
     study, losses = results.table("study"), results.table("study_losses")
-    claim = next(c for c in load_claims(job.files["claims"])["claims"] if c["measure"] == "quality_unchanged")
-    optimized = load_claims(job.files["claims"]).get("optimized_variants", [])
+    claims_file = load_claims(job.files["claims"])
+    claim = next(c for c in claims_file["claims"] if c["measure"] == "quality_unchanged")
+    optimized = claims_file.get("optimized_variants", [])
     labels = results.labels()
     drawn = [g for g in labels if len(study) and (study["gpu"] == g).any()]
     missing = [g for g in labels if g not in drawn]
-    width = max(14.0, 1.75 * (1 + max([len(study[study["gpu"] == g]) for g in drawn] + [1])))
-    foot = 0.5 if missing and drawn else 0.0
-    height = (TITLE_H + SLICES_H + PANELS_H) * len(drawn) + foot if drawn else 2.5
-    fig = plt.figure(figsize=(width, height), layout="constrained")
     if not drawn:
+        fig = plt.figure(figsize=(14.0, 2.5))
         note(fig.add_subplot(), "no quality study for " + ", ".join(labels) + " (target quality_study; shipped "
              "reference sets carry it under data/reference/<label>/study/)")
         return fig
-    ratios = [TITLE_H + SLICES_H + PANELS_H] * len(drawn) + ([foot] if foot else [])
-    subfigs = fig.subfigures(len(ratios), 1, squeeze=False, height_ratios=ratios)[:, 0]
-    for subfig, gpu in zip(subfigs, drawn):
+    width = max(14.0, 1.75 * (1 + max(len(study[study["gpu"] == g]) for g in drawn)))
+    foot = FOOT_H if missing else 0.0
+    height = BLOCK_H * len(drawn) + foot
+    fig = plt.figure(figsize=(width, height))
+    top = height  # inches from the bottom of the figure to the top of the next block
+    for gpu in drawn:
         rows = study[study["gpu"] == gpu]
         measured, verdict = quality_verdict(claim, gpu, rows, optimized)
-        subfig.suptitle(results.panel_label(gpu), x=0.01, ha="left", fontsize=11, fontweight="bold")
-        title, top, bottom = subfig.subfigures(3, 1, height_ratios=[TITLE_H, SLICES_H, PANELS_H])
+        fig.text(0.01, (top - 0.2) / height, results.panel_label(gpu), ha="left", va="center", fontsize=11,
+                 fontweight="bold")
         wrapped = "\n".join(textwrap.wrap(f"Quality claim: {verdict} \N{EM DASH} {measured}", int(width * 13)))
-        title.text(0.01, 0.35, wrapped, ha="left", va="center", fontsize=9)
+        fig.text(0.01, (top - 0.42) / height, wrapped, ha="left", va="top", fontsize=9)
         runs = runs_of(rows)
-        _slices(top, results, gpu, rows, runs)
-        ax_loss, ax_dist, ax_ssim, ax_psnr = bottom.subplots(1, 4, width_ratios=[1.4, 1, 1, 1])
+        _slices(fig, results, gpu, rows, runs, top - TITLE_H, height)
+        panels = top - TITLE_H - SLICES_H
+        grid = fig.add_gridspec(1, 4, width_ratios=[1.4, 1, 1, 1], left=0.06, right=0.99, wspace=0.38,
+                                top=(panels - 0.35) / height, bottom=(panels - PANELS_H + 1.05) / height)
+        ax_loss, ax_dist, ax_ssim, ax_psnr = (fig.add_subplot(grid[0, k]) for k in range(4))
         _losses(ax_loss, losses[losses["gpu"] == gpu] if len(losses) else losses, runs, rows)
         _distance(ax_dist, rows, runs, claim)
         _similarity(ax_ssim, rows, runs, "ssim", "3D SSIM (1 = identical)")
         _similarity(ax_psnr, rows, runs, "psnr", "PSNR (dB)")
+        top -= BLOCK_H
     if foot:
-        subfigs[-1].text(0.01, 0.5, "No quality study: " + ", ".join(missing) + " (no study files measured here or "
-                         "shipped under data/reference/<label>/study/)", ha="left", va="center", fontsize=9)
+        fig.text(0.01, foot / 2 / height, "No quality study: " + ", ".join(missing) + " (no study files measured here "
+                 "or shipped under data/reference/<label>/study/)", ha="left", va="center", fontsize=9)
     return fig
 
 
-def _slices(subfig, results, gpu, rows, runs) -> None:
+def _slices(fig, results, gpu, rows, runs, top: float, height: float) -> None:
+    """The real image and every run's first sample, in the band from `top` down SLICES_H (inches)."""
     seeds = len([r for r in runs if r[0] == "baseline"])
     first = runs[0]
     panels = [("real image", results.slice_of(gpu, first[0], first[1], "real"))]
     panels += [(run_label(v, s, seeds), results.slice_of(gpu, v, s)) for v, s in runs]
-    axes = subfig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (title, image) in zip(axes, panels):
+    shape = rows["volume_shape"].iloc[0]
+    steps = int(rows["optimizer_steps"].iloc[0])
+    fig.text(0.5, (top - 0.1) / height, f"middle axial slice of the first held-out mask ({shape} voxels, {steps} "
+             f"optimizer steps, T = {int(rows['timesteps'].iloc[0])}; grey scale [-1, 1])", ha="center", va="center",
+             fontsize=9)
+    grid = fig.add_gridspec(1, len(panels), left=0.01, right=0.99, wspace=0.15, top=(top - 0.5) / height,
+                            bottom=(top - SLICES_H + 0.05) / height)
+    for k, (title, image) in enumerate(panels):
+        ax = fig.add_subplot(grid[0, k])
         ax.axis("off")
         ax.set_title(title, fontsize=9)
         if image is None:
             ax.text(0.5, 0.5, "no slice", ha="center", va="center", fontsize=8, transform=ax.transAxes)
             continue
         ax.imshow(image, cmap="gray", vmin=-1, vmax=1, interpolation="nearest")
-    shape = rows["volume_shape"].iloc[0]
-    steps = int(rows["optimizer_steps"].iloc[0])
-    subfig.suptitle(f"middle axial slice of the first held-out mask ({shape} voxels, {steps} optimizer steps, "
-                    f"T = {int(rows['timesteps'].iloc[0])}; grey scale [-1, 1])", fontsize=9)
 
 
 def _losses(ax, losses, runs, rows) -> None:

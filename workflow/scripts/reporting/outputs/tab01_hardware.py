@@ -7,16 +7,11 @@ import math
 
 import pandas as pd
 
+from ..derived import cudnn_version
 from ..render import Table
 
-COLUMNS = ["label", "device", "sms", "memory_gib", "driver", "cuda", "cudnn", "torch", "origin", "date"]
-
-
-def cudnn_version(value) -> str:
-    """torch reports cuDNN 9.19.0 as 91900."""
-    if isinstance(value, int) and value >= 10000:
-        return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
-    return "" if value is None else str(value)
+COLUMNS = ["label", "device", "sms", "memory_gib", "max_sm_clock_mhz", "driver", "cuda", "cudnn", "torch", "origin",
+           "date"]
 
 
 def build(job) -> Table:
@@ -25,10 +20,12 @@ def build(job) -> Table:
         prov = json.loads(row.provenance)
         memory = prov.get("memory_bytes")
         sms = prov.get("multiprocessors")
+        clock = (prov.get("clocks") or {}).get("sm_max_mhz")  # recorded since the clocks joined the provenance
         rows.append({"label": row.gpu, "device": row.device, "sms": "" if sms is None else str(int(sms)),
                      "memory_gib": memory / 2**30 if isinstance(memory, (int, float)) else math.nan,
+                     "max_sm_clock_mhz": float(clock) if isinstance(clock, (int, float)) else math.nan,
                      "driver": prov.get("driver") or "", "cuda": prov.get("cuda") or "",
                      "cudnn": cudnn_version(prov.get("cudnn")), "torch": prov.get("torch") or "",
                      "origin": row.origin, "date": row.date})
-    frame = pd.DataFrame(rows, columns=COLUMNS).astype({"memory_gib": float})
+    frame = pd.DataFrame(rows, columns=COLUMNS).astype({"memory_gib": float, "max_sm_clock_mhz": float})
     return Table(frame, "Hardware: every device measured here or shipped as a reference, from the runs' provenance")

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from ..render import Table
 
+# No times: tab06 is the same between two clean runs of one configuration (the study's times are in
+# results/<label>/study/summary.md and the collected study table).
 COLUMNS = ["gpu", "variant", "seed", "origin", "device", "date", "volume_shape", "timesteps", "optimizer_steps",
-           "run_s", "train_s", "sample_s_per_volume", "final_loss", "ssim_vs_real", "psnr_vs_real_db", "wasserstein_vs_real",
+           "final_loss", "ssim_vs_real", "psnr_vs_real_db", "wasserstein_vs_real",
            "lesion_contrast", "lesion_contrast_real", "ssim_vs_baseline", "psnr_vs_baseline_db",
            "max_abs_diff_vs_baseline", "loss_deviation_vs_baseline", "forward_rel_error", "gradient_rel_error"]
 CAPTION = ("Quality study: every variant trained from the same seed, data and number of optimizer steps, the baseline "
@@ -16,8 +18,7 @@ CAPTION = ("Quality study: every variant trained from the same seed, data and nu
            "contrast (mean lesion minus mean surrounding tissue; of the samples, and of the real images). Against the "
            "baseline's samples at the variants' seed, from the same noise and masks: 3D SSIM, PSNR (empty: the same "
            "volumes), largest absolute difference; mean absolute difference of the smoothed loss curves. Relative "
-           "errors of the forward and of all gradients against float64 at the trained weights. Times in seconds (run: the whole "
-           "run after start-up)")
+           "errors of the forward and of all gradients against float64 at the trained weights")
 
 
 def build(job) -> Table:

@@ -1,0 +1,187 @@
+"""Mutation testing of the numerical core and the verdict logic (opt-in, not part of the suite or CI).
+
+    python3 tests/mutation.py                  # every group below, one after the other
+    python3 tests/mutation.py units diffusion  # some groups
+    python3 tests/mutation.py --list           # the groups, their modules and tests
+
+Each group mutates its modules with mutmut (pinned in envs/requirements-test.txt) and runs only its own tests against
+each mutant, in a scratch copy of the repository (--workdir, default $TMPDIR/medddpm-mutation/<group>), so the
+working tree is never touched. It prints per module the mutants killed, those that survived and the score (killed
+over all mutants; a mutant no test reaches counts as surviving), and writes them to <workdir>/score.json; the
+surviving mutants are listed by name (see one with `cd <workdir> && python3 -m mutmut show NAME`).
+
+mutmut mutates the bodies of functions and methods, not module-level tables; the group "constants" mutates the two
+tables the numbers depend on, in memory (tests/mutation_tables.py): each kernel-class pattern of profiling/kernels.py
+removed in turn, and each unit factor of profiling/units.py multiplied by 1000 in turn, against the table tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# mutmut names a mutant after its module's import path, which it derives from the file's path with a leading "src."
+# dropped; so the scratch copy holds the packages of workflow/scripts under src/ and imports them from there.
+SCRIPTS = "src"
+
+# group: (modules to mutate, test selection[, functions]). The selection is what each mutant is run against: the tests
+# written for the module, without workflow runs. Where functions are named, only their mutants run (mutmut's globs on
+# "<module>.x_<function>"): the readers of a module, not its command-line builders or its diagnoses of failed runs.
+PARSERS = ["tests/test_profiling_units.py", "tests/test_profiling_parsers.py"]
+GROUPS: dict[str, tuple] = {
+    "units": (["profiling/units.py", "profiling/csvpages.py"], PARSERS),
+    "ncu": (["profiling/ncu.py"], PARSERS,
+            ["parse_raw", "parse_details", "check_raw_csv", "_raw_rows", "_csv_rows", "_numeric", "_identity_columns",
+             "_snake", "read_report", "_action_rules", "_as_dict", "_enum_names", "validate_kernels",
+             "_missing_metrics"]),
+    "nsys": (["profiling/nsys.py"], PARSERS, ["parse_kern_sum", "_checked_rows", "check_csv", "_is_header"]),
+    "torchprof": (["profiling/torchprof.py"], PARSERS),
+    "tidy": (["profiling/tables.py"], PARSERS),
+    "kernels": (["profiling/kernels.py"], ["tests/test_kernel_classes.py", "tests/test_profiling_parsers.py"]),
+    "diffusion": (["medddpm/diffusion.py"], ["tests/test_diffusion_reference.py"]),
+    "preparation": (["medddpm/prepare.py", "medddpm/brats.py"],
+                    ["tests/test_preparation_rules.py", "tests/test_data.py", "tests/test_brats.py",
+                     "-k", "not synthetic and not entry_points and not training_sampling"],
+                    ["scale_slices", "scale_volume", "_resize", "one_hot", "check_labels", "check_finite",
+                     "check_same_grid", "as_shape", "case_id", "split_cases", "*WholeHeadReader*", "crop_or_pad*",
+                     "shifted_affine", "*BratsReader*", "_parse"]),
+    "claims": (["reporting/claims.py"],
+               ["tests/test_claims.py", "tests/test_reporting.py", "-k", "(claim or threshold) and not tables"]),
+    "devices": (["measurement/devices.py"], ["tests/test_devices.py", "tests/test_variants.py"]),
+    # Not mutmut: the module-level tables (kernel-class patterns, unit factors), see tests/mutation_tables.py.
+    "constants": (["profiling/kernels.py (patterns)", "profiling/units.py (factors)"],
+                  ["tests/test_kernel_classes.py", "tests/test_profiling_units.py", "tests/test_profiling_parsers.py"]),
+}
+COPIED = ["workflow", "tests", "data", "config", "config.yaml"]
+PYPROJECT = """\
+[tool.pytest.ini_options]
+pythonpath = ["{scripts}"]
+testpaths = ["tests"]
+addopts = "-p no:cacheprovider --strict-markers"
+markers = ["workflow: end to end", "slurm: a local SLURM"]
+
+[tool.mutmut]
+source_paths = ["{scripts}"]
+only_mutate = {only}
+also_copy = {also}
+pytest_add_cli_args = ["-n", "0", "-p", "no:randomly"]
+pytest_add_cli_args_test_selection = {selection}
+use_git_change_detection = false
+"""
+
+
+def mutant_globs(group: str) -> list[str]:
+    """mutmut's names of the mutants to run: every mutant of the group's modules, or those of the named functions."""
+    modules, _, *functions = GROUPS[group]
+    if not functions:
+        return []
+    return [f"{module[:-3].replace('/', '.')}.x{sep}{function}__mutmut_*" for module in modules
+            for function in functions[0] for sep in ("_", "ǁ")]
+
+
+def prepare(group: str, workdir: Path) -> None:
+    modules, selection, *_ = GROUPS[group]
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
+    for path in COPIED:
+        source = REPO / path
+        if source.is_dir():
+            shutil.copytree(source, workdir / path, ignore=ignore)
+        else:
+            shutil.copy2(source, workdir / path)
+    shutil.copytree(REPO / "workflow" / "scripts", workdir / SCRIPTS, ignore=ignore)
+    (workdir / "pyproject.toml").write_text(PYPROJECT.format(
+        scripts=SCRIPTS, only=json.dumps([f"{SCRIPTS}/{m}" for m in modules]),
+        also=json.dumps([p for p in COPIED if p != "tests"]), selection=json.dumps(selection)))
+
+
+def score(group: str, workdir: Path) -> dict:
+    """Per module: killed, timed out (a mutant that makes a test loop forever is caught too), survived, not reached
+    by any test, other (crashes, suspicious), and the score: killed and timed out over all mutants run."""
+    listing = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=workdir,
+                             capture_output=True, text=True, check=True).stdout
+    modules = {m: {"killed": 0, "timeout": 0, "survived": 0, "no tests": 0, "other": 0, "surviving": []}
+               for m in GROUPS[group][0]}
+    for line in listing.splitlines():
+        if ":" not in line:
+            continue
+        name, status = (part.strip() for part in line.rsplit(":", 1))
+        module = next((m for m in modules if name.startswith(m[:-3].replace("/", ".") + ".")), None)
+        if module is None:
+            continue
+        counts = modules[module]
+        if status == "not checked":  # outside the functions run
+            continue
+        if status in ("killed", "timeout"):
+            counts[status] += 1
+        elif status in ("survived", "no tests"):
+            counts["survived" if status == "survived" else "no tests"] += 1
+            counts["surviving"].append(name)
+        else:
+            counts["other"] += 1
+    for counts in modules.values():
+        total = counts["killed"] + counts["timeout"] + counts["survived"] + counts["no tests"] + counts["other"]
+        counts["total"] = total
+        counts["score"] = round((counts["killed"] + counts["timeout"]) / total, 4) if total else None
+    return modules
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("groups", nargs="*", metavar="GROUP", help=f"groups to run (default: all): {', '.join(GROUPS)}")
+    parser.add_argument("--workdir", type=Path,
+                        default=Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "medddpm-mutation")
+    parser.add_argument("--max-children", type=int, default=1, help="mutants tested in parallel (default 1)")
+    parser.add_argument("--list", action="store_true", help="list the groups and exit")
+    args = parser.parse_args()
+    if args.list:
+        for group, (modules, selection, *functions) in GROUPS.items():
+            only = f" (functions: {', '.join(functions[0])})" if functions else ""
+            print(f"{group}: {', '.join(modules)}{only} <- {' '.join(selection)}")
+        return 0
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"unknown group(s) {', '.join(unknown)}; known: {', '.join(GROUPS)}")
+    failed = False
+    for group in args.groups or list(GROUPS):
+        if group == "constants":
+            env = {**os.environ, "HYPOTHESIS_EXAMPLES": os.environ.get("HYPOTHESIS_EXAMPLES", "15")}
+            failed |= subprocess.run([sys.executable, str(REPO / "tests" / "mutation_tables.py")], cwd=REPO,
+                                     env=env).returncode != 0
+            continue
+        workdir = args.workdir / group
+        prepare(group, workdir)
+        started = time.monotonic()
+        # Property tests run fewer examples against each mutant than in the suite.
+        env = {**os.environ, "HYPOTHESIS_EXAMPLES": os.environ.get("HYPOTHESIS_EXAMPLES", "15")}
+        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children),
+                              *mutant_globs(group)],
+                             cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        seconds = time.monotonic() - started
+        if run.returncode != 0:
+            print(f"{group}: mutmut failed ({run.returncode}): {run.stderr.strip().splitlines()[-1:]}")
+            failed = True
+            continue
+        modules = score(group, workdir)
+        (workdir / "score.json").write_text(json.dumps({"seconds": round(seconds), "modules": modules}, indent=2))
+        for module, counts in modules.items():
+            print(f"{group}: {module}: {counts['killed'] + counts['timeout']} of {counts['total']} killed "
+                  f"({counts['score']:.1%}; {counts['timeout']} by a timeout), {counts['survived']} survived, "
+                  f"{counts['no tests']} not reached, {counts['other']} other [{seconds:.0f} s]")
+            for name in counts["surviving"]:
+                print(f"    {name}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

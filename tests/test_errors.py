@@ -1,0 +1,796 @@
+"""Bad input and faults: each kind the workflow is known to meet ends in one line that names the file (or the setting)
+and the fix, and leaves none of the job's outputs behind. README.md's Troubleshooting section lists the same cases,
+by the ids used here (a test keeps the two in step).
+
+The cases run the job scripts themselves (as Snakemake's `script:` does, with a stand-in `snakemake` object) or the
+library functions the workflow calls; Snakemake itself runs only for the cases that are about Snakemake (where it is
+run from, a config error before any job, a failed job stopping what depends on it), in one shared copy.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import nibabel as nib
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from conftest import REPO, Files, Params, copy_workflow, run_script, snakemake
+from test_data import BAD_INPUTS
+from configcheck import check_config, check_files, read_mapping
+from errors import ExpectedError
+from medddpm import checkpoints, training
+from medddpm.build import Workload
+from medddpm.prepare import prepare_dataset, read_wholehead_pairs
+from snakemake.utils import update_config
+
+FIXTURES = REPO / "tests" / "fixtures" / "profiling"
+H200_RAW = FIXTURES / "ncu_raw_h200_tiny_train_step.csv"
+H200_PUSHPOP = FIXTURES / "ncu_raw_h200_tiny_train_step_pushpop.csv"
+H200_DETAILS = FIXTURES / "ncu_details_h200_tiny_train_step.csv"
+H200_TRACE = FIXTURES / "torch_trace_h200_tiny_train_step.json"
+NSYS_KERN_SUM = FIXTURES / "nsys_cuda_gpu_kern_sum_handmade.csv"
+REFERENCE = REPO / "data" / "reference" / "h200"
+
+# The tiny U-Net of tests/unet_helpers.py on 8^3 volumes: a training step takes a fraction of a second on a CPU.
+MODEL = {"in_channels": 3, "out_channels": 1, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
+         "attention_downsample_rates": [2], "num_heads": 1, "dropout": 0.0}
+DIFFUSION = {"timesteps": 4}
+SHAPE = (8, 8, 8)
+CPU = {"label": "cpu", "device": "cpu", "name_pattern": None, "emulate_gpus_on_cpu": False}
+BASELINE = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
+TRAIN = {"lr": 1e-5, "gradient_accumulation": 2, "ema_decay": 0.995, "ema_update_every": 10, "ema_start_step": 2000,
+         "warmup_steps": 1, "measured_steps": 1, "seed": 0, "bare_loop_steps": 0}
+
+
+# --- what every case asserts -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Attempt:
+    """What a case does (`act` must fail) and the outputs that must not exist afterwards."""
+
+    act: Callable[[], object]
+    outputs: list[Path] = field(default_factory=list)
+
+
+def refusal(act: Callable[[], object]) -> str:
+    """The one-line message with which `act` fails: an ExpectedError's, or a job script's exit message."""
+    try:
+        act()
+    except ExpectedError as error:
+        return str(error)
+    except SystemExit as exit_:
+        message = str(exit_.code)
+        assert message.startswith("error: "), message
+        return message.removeprefix("error: ")
+    raise AssertionError("no error")
+
+
+CASES: dict[str, tuple[Callable[..., Attempt], str]] = {}
+
+
+def case(pattern: str):
+    """Register a case: the function (its name, dashed, is the case's id) returns an Attempt; `pattern` is searched
+    in the message."""
+
+    def register(make: Callable[..., Attempt]) -> Callable[..., Attempt]:
+        CASES[make.__name__.removeprefix("case_").replace("_", "-")] = (make, pattern)
+        return make
+
+    return register
+
+
+# --- shared inputs ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    """A prepared dataset of three random 8^3 cases (one held out), written without nilearn."""
+    raw = tmp_path_factory.mktemp("raw")
+    rng = np.random.default_rng(0)
+    for index in range(3):
+        mask = np.zeros(SHAPE, np.uint8)
+        mask[1:-1, 1:-1, 1:-1] = 1
+        mask[3, 3, 3 + index] = 2
+        for sub, volume in (("image", rng.uniform(0, 100, SHAPE).astype(np.float32)), ("mask", mask)):
+            (raw / sub).mkdir(exist_ok=True)
+            nib.save(nib.Nifti1Image(volume, np.eye(4)), raw / sub / f"sample_{index}.nii.gz")
+    out = tmp_path_factory.mktemp("prepared") / "prepared"
+    prepare_dataset(read_wholehead_pairs(raw), out, SHAPE, heldout=1, seed=0)
+    return out
+
+
+def train_job(folder: Path, dataset: Path, train: dict | None = None, device: dict | None = None) -> Attempt:
+    """workflow/scripts/train.py on the tiny workload, writing into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = Files(summary=folder / "train.json", steps=folder / "train_steps.csv", checkpoint=folder / "checkpoint.pt")
+    params = Params(device=device or CPU, variant=BASELINE, model=MODEL, diffusion=DIFFUSION, train=train or TRAIN)
+    return Attempt(lambda: run_script("train.py", params=params, wildcards=SimpleNamespace(variant="baseline"),
+                                      input=Files(dataset=dataset), output=out, log=Files(folder / "train.log")),
+                   [Path(p) for p in out])
+
+
+@pytest.fixture(scope="module")
+def checkpoint(dataset, tmp_path_factory) -> Path:
+    """A checkpoint of the tiny workload, written by the train job."""
+    attempt = train_job(tmp_path_factory.mktemp("trained"), dataset)
+    attempt.act()
+    return attempt.outputs[2]
+
+
+def sample_job(folder: Path, dataset: Path, checkpoint: Path, diffusion: dict = DIFFUSION) -> Attempt:
+    """workflow/scripts/sample.py with the EMA weights of `checkpoint`."""
+    out = Files(summary=folder / "sample.json", steps=folder / "sample_steps.csv",
+                volumes=[folder / "samples" / "sample_000.nii.gz"])
+    params = Params(device=CPU, variant=BASELINE, model=MODEL, diffusion=diffusion,
+                    sample={"masks": 1, "max_steps": None, "warmup_steps": 1, "seed": 0})
+    return Attempt(lambda: run_script("sample.py", params=params, wildcards=SimpleNamespace(variant="baseline"),
+                                      input=Files(dataset=dataset, checkpoint=checkpoint), output=out,
+                                      log=Files(folder / "sample.log")),
+                   [Path(p) for p in out])
+
+
+def extract_job(folder: Path, tool: str, phase: str = "train", **inputs: Path) -> Attempt:
+    """workflow/scripts/extract_profile.py on the given profiler exports."""
+    out = Files(kernels=folder / f"{tool}_kernels.parquet", summary=folder / f"{tool}_summary.csv")
+    return Attempt(lambda: run_script("extract_profile.py", params=Params(tool=tool),
+                                      wildcards=SimpleNamespace(phase=phase), input=Files(**inputs), output=out,
+                                      log=Files(folder / f"extract_{phase}_{tool}.log")),
+                   [Path(p) for p in out])
+
+
+def ncu_log(kernels: int) -> str:
+    """What ncu prints while profiling `kernels` kernels (its per-kernel progress lines)."""
+    lines = ["==PROF== Connected to process 4711 (/usr/bin/python3.12)"]
+    lines += [f'==PROF== Profiling "kernel_{k}" - {k}: 0%....50%....100% - 1 pass' for k in range(kernels)]
+    return "\n".join(lines + ["==PROF== Disconnected from process 4711", "==PROF== Report: out.ncu-rep", ""])
+
+
+def ncu_extract(folder: Path, raw_text: str, profiled: int = 41, raw_name: str = "ncu_raw.csv") -> Attempt:
+    """extract_profile.py on a raw page `raw_text`, with a tool log saying ncu profiled `profiled` kernels."""
+    (folder / raw_name).write_text(raw_text)
+    (folder / "tool.log").write_text(ncu_log(profiled))
+    return extract_job(folder, "ncu", raw=folder / raw_name, details=H200_DETAILS, tool_log=folder / "tool.log")
+
+
+def raw_lines() -> list[str]:
+    return H200_RAW.read_text().splitlines(keepends=True)
+
+
+def with_value(column: str, kernel: int, value: str) -> str:
+    """The H200 raw page with `value` in `column` of kernel `kernel` (quoted as ncu quotes every field)."""
+    lines = raw_lines()
+    header, row = next(csv.reader([lines[0]])), next(csv.reader([lines[2 + kernel]]))
+    row[header.index(column)] = value
+    text = io.StringIO()
+    csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerow(row)
+    lines[2 + kernel] = text.getvalue()
+    return "".join(lines)
+
+
+def fake_profiler(folder: Path, name: str, log_text: str, code: int = 0, raw: str = "", details: str = "",
+                  seconds: float = 0) -> Path:
+    """An executable standing in for ncu: it writes the report, prints `log_text` and exits with `code` (after
+    `seconds`); asked for a page, it prints `raw` or `details`."""
+    (folder / "fake.log").write_text(log_text)
+    (folder / "fake_raw.csv").write_text(raw)
+    (folder / "fake_details.csv").write_text(details)
+    script = folder / name
+    script.write_text(f"""#!/bin/sh
+case " $* " in
+  *" --page raw "*) cat '{folder}/fake_raw.csv'; exit 0 ;;
+  *" --page details "*) cat '{folder}/fake_details.csv'; exit 0 ;;
+esac
+previous=""
+for argument in "$@"; do
+  if [ "$previous" = "-o" ]; then : > "$argument.ncu-rep"; fi
+  previous="$argument"
+done
+{f'sleep {seconds}' if seconds else ''}
+cat '{folder}/fake.log'
+exit {code}
+""")
+    script.chmod(0o755)
+    return script
+
+
+def profile_job(folder: Path, dataset: Path, executable: str | Path, tool: str = "ncu", minutes: float = 1) -> Attempt:
+    """workflow/scripts/profile_run.py for one training step of the tiny workload under `executable`."""
+    if tool == "ncu":
+        settings = {"executable": str(executable), "metrics": ["gpu__time_duration.sum"], "sections": [],
+                    "launch_count": None, "extra_args": [], "timeout_minutes": minutes}
+        out = Files(report=folder / "ncu.ncu-rep", raw=folder / "ncu_raw.csv", details=folder / "ncu_details.csv")
+    else:
+        settings = {"executable": str(executable), "timeout_minutes": minutes}
+        out = Files(report=folder / "nsys.nsys-rep", kern_sum=folder / "nsys_kern_sum.csv")
+    params = Params(tool=tool, settings=settings, device=CPU, variant=BASELINE, model=MODEL, diffusion=DIFFUSION,
+                    train={"seed": 0, "lr": 1e-5}, warmup_steps=1)
+    return Attempt(lambda: run_script("profile_run.py", params=params,
+                                      wildcards=SimpleNamespace(variant="baseline", phase="train"),
+                                      input=Files(dataset=dataset), output=out,
+                                      log=Files(job=folder / "job.log", tool=folder / "tool.log")),
+                   [Path(p) for p in out])
+
+
+def config_with(tmp_path: Path, overlay: dict) -> Attempt:
+    """The embedded default merged with `overlay` (written as an overlay file), checked as the workflow does."""
+    path = tmp_path / "overlay.yaml"
+    path.write_text(yaml.safe_dump(overlay))
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, overlay)
+    return Attempt(lambda: check_config(config, REPO, [REPO / "config.yaml", path]))
+
+
+# --- silent wrong results, now refused -------------------------------------------------------------------------------
+
+
+@case(r"ncu raw CSV \S+ncu_raw\.csv holds 20 kernels but ncu profiled 41 \(says its log \S+tool\.log\): the export is "
+      r"cut short; fix: delete it and export it again")
+def case_ncu_export_cut_at_a_row_boundary(tmp_path, dataset):
+    return ncu_extract(tmp_path, "".join(raw_lines()[:22]))
+
+
+@case(r"ncu raw CSV \S+ is incomplete: kernel IDs must run 0, 1, 2, \.\.\.; line 13 holds '11' after kernel 9; fix:")
+def case_ncu_export_with_rows_lost(tmp_path, dataset):
+    lines = raw_lines()
+    return ncu_extract(tmp_path, "".join(lines[:12] + lines[13:]))
+
+
+@case(r"ncu raw CSV \S+ is incomplete: kernel IDs must run 0, 1, 2, \.\.\.; line 3 holds '17' as the first kernel")
+def case_ncu_export_cut_at_the_top(tmp_path, dataset):
+    lines = raw_lines()
+    return ncu_extract(tmp_path, "".join(lines[:2] + lines[19:]))
+
+
+@case(r"ncu raw CSV \S+: kernel 3 \(\S+\) has '12\.5x' in column gpu__time_duration\.sum, which is not a number; "
+      r"fix: export the raw page again")
+def case_ncu_duration_not_a_number(tmp_path, dataset):
+    return ncu_extract(tmp_path, with_value("gpu__time_duration.sum", 3, "12.5x"))
+
+
+@case(r"ncu raw CSV \S+: kernel 5 \(\S+\) has no value \('n/a'\) in column gpu__time_duration\.sum, and 1 of 41 "
+      r"kernels lack it; a summary over them would be NaN; fix: profile the step again")
+def case_ncu_duration_missing(tmp_path, dataset):
+    return ncu_extract(tmp_path, with_value("gpu__time_duration.sum", 5, "n/a"))
+
+
+@case(r"ncu raw CSV \S+: kernel 7 \(\S+\) has no value \(''\) in column sm__cycles_elapsed\.max, .*would be NaN")
+def case_ncu_metric_missing(tmp_path, dataset):
+    return ncu_extract(tmp_path, with_value("sm__cycles_elapsed.max", 7, ""))
+
+
+@case(r"ncu raw CSV \S+: kernel 2 \(\S+\) has 'n/a;' in column sm__inst_executed\.avg\.per_cycle_active, which is "
+      r"not a number")
+def case_ncu_metric_not_a_number(tmp_path, dataset):
+    return ncu_extract(tmp_path, with_value("sm__inst_executed.avg.per_cycle_active", 2, "n/a;"))
+
+
+@case(r"ncu raw CSV \S+ has no gpu__time_duration\.sum column, which every time share is computed from; fix: keep "
+      r"it in the metric set")
+def case_ncu_export_without_durations(tmp_path, dataset):
+    rows = list(csv.reader(io.StringIO((FIXTURES / "ncu_raw_handmade_scaled_units.csv").read_text())))
+    drop = rows[0].index("gpu__time_duration.sum")
+    text = io.StringIO()
+    csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows([r[:drop] + r[drop + 1:] for r in rows])
+    return ncu_extract(tmp_path, text.getvalue(), profiled=10)
+
+
+@case(r"training diverged: the loss is (nan|inf) at optimizer step 2, micro-batch 0 of 2 \(numbered from 0, as the "
+      r"step and loss_micro_N columns of train_steps\.csv\); nothing was written; fix: lower train\.lr \(now 1e\+30\)")
+def case_loss_not_finite(tmp_path, dataset):
+    return train_job(tmp_path, dataset, {**TRAIN, "lr": 1e30, "measured_steps": 2})  # step 1 is finite, step 2 not
+
+
+@case(r"training diverged: the loss is inf at optimizer step 0, micro-batch 1 of 2 .*fix: lower train\.lr")
+def case_loss_infinite(tmp_path, dataset, monkeypatch):
+    original, calls = training.Trainer.loss, []
+
+    def loss(self, target, condition, generator):
+        calls.append(1)
+        value = original(self, target, condition, generator)
+        return value * float("inf") if len(calls) == 2 else value
+
+    monkeypatch.setattr(training.Trainer, "loss", loss)
+    return train_job(tmp_path, dataset)
+
+
+# --- profiler exports that cannot be used ----------------------------------------------------------------------------
+
+
+@case(r"ncu raw CSV \S+ is truncated: row 43 has 222 of 336 columns; fix: export again")
+def case_ncu_export_cut_inside_a_row(tmp_path, dataset):
+    text = H200_RAW.read_text()
+    return ncu_extract(tmp_path, text[: len(text) - 700])
+
+
+@case(r"ncu raw CSV \S+ has no units row after the header .*; fix: export again")
+def case_ncu_export_without_units_row(tmp_path, dataset):
+    lines = raw_lines()
+    return ncu_extract(tmp_path, "".join(lines[:1] + lines[2:]))
+
+
+@case(r"ncu raw CSV \S+ has no header row \(empty or failed export\); fix: export again")
+def case_ncu_export_empty(tmp_path, dataset):
+    return ncu_extract(tmp_path, "")
+
+
+@case(r"ncu details CSV \S+details\.csv is truncated or malformed .*; fix: export it again with ncu -i REPORT --csv "
+      r"--page details")
+def case_ncu_details_cut(tmp_path, dataset):
+    text = H200_DETAILS.read_text()
+    (tmp_path / "details.csv").write_text(text[: len(text) // 2 - 3] + '"x')
+    out = Files(rules=tmp_path / "ncu_rules.csv")
+    return Attempt(lambda: run_script("extract_ncu_rules.py", input=Files(details=tmp_path / "details.csv"),
+                                      output=out, log=Files(tmp_path / "rules.log")), [Path(p) for p in out])
+
+
+@case(r"backward pass missing: no dgrad or wgrad kernel among 21 profiled kernels; .*fix: use "
+      r"torch\.cuda\.nvtx\.range_start/range_end")
+def case_training_profile_without_backward_kernels(tmp_path, dataset):
+    return ncu_extract(tmp_path, H200_PUSHPOP.read_text(), profiled=21)
+
+
+@case(r"torch trace \S+torch_trace\.json is cut short \(the JSON ends early\): .* at line \d+, column \d+; fix: delete "
+      r"\S+ and rerun its profile job")
+def case_torch_trace_cut_short(tmp_path, dataset):
+    text = H200_TRACE.read_text()
+    (tmp_path / "torch_trace.json").write_text(text[: len(text) // 2])
+    return extract_job(tmp_path, "torch", trace=tmp_path / "torch_trace.json")
+
+
+@case(r"torch trace \S+torch_trace\.json is not valid JSON: Expecting value at line 1, column 1; fix: delete")
+def case_torch_trace_not_json(tmp_path, dataset):
+    (tmp_path / "torch_trace.json").write_text("ncu-rep\x00 binary report saved under the trace's name\n")
+    return extract_job(tmp_path, "torch", trace=tmp_path / "torch_trace.json")
+
+
+@case(r"torch trace \S+ has no traceEvents list: not a torch\.profiler Chrome trace; fix: delete")
+def case_torch_trace_of_another_tool(tmp_path, dataset):
+    (tmp_path / "torch_trace.json").write_text(json.dumps({"schemaVersion": 1, "events": []}))
+    return extract_job(tmp_path, "torch", trace=tmp_path / "torch_trace.json")
+
+
+@case(r"torch trace \S+: event 3 \(\S+\) has dur None, not a number; fix: delete")
+def case_torch_trace_event_without_duration(tmp_path, dataset):
+    trace = json.loads(H200_TRACE.read_text())
+    complete = [event for event in trace["traceEvents"] if event.get("ph") == "X"]
+    complete[3]["dur"] = None
+    (tmp_path / "torch_trace.json").write_text(json.dumps(trace))
+    return extract_job(tmp_path, "torch", trace=tmp_path / "torch_trace.json")
+
+
+@case(r"torch profile of the sample step holds no kernels; fix: see the profile job's log")
+def case_torch_profile_without_kernels(tmp_path, dataset):
+    (tmp_path / "torch_trace.json").write_text(json.dumps({"traceEvents": []}))
+    return extract_job(tmp_path, "torch", phase="sample", trace=tmp_path / "torch_trace.json")
+
+
+@case(r"\S+nsys_kern_sum\.csv: nsys kernel-summary CSV is truncated: row 4 has \d+ of 9 columns; fix: run nsys stats")
+def case_nsys_summary_cut(tmp_path, dataset):
+    lines = NSYS_KERN_SUM.read_text().splitlines(keepends=True)
+    (tmp_path / "nsys_kern_sum.csv").write_text("".join(lines[:3]) + lines[3][:40] + "\n")
+    return extract_job(tmp_path, "nsys", phase="sample", kern_sum=tmp_path / "nsys_kern_sum.csv")
+
+
+@case(r"\S+nsys_kern_sum\.csv: kernel '.+' has '12;4' in column 'Total Time \(ns\)', not a number; .*fix: export")
+def case_nsys_value_not_a_number(tmp_path, dataset):
+    rows = list(csv.reader(io.StringIO(NSYS_KERN_SUM.read_text())))
+    rows[2][rows[0].index("Total Time (ns)")] = "12;4"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    (tmp_path / "nsys_kern_sum.csv").write_text(out.getvalue())
+    return extract_job(tmp_path, "nsys", phase="sample", kern_sum=tmp_path / "nsys_kern_sum.csv")
+
+
+# --- profilers that cannot run --------------------------------------------------------------------------------------
+
+
+@case(r"ncu not found: Nsight Compute is not on PATH; fix: add /opt/nvidia/nsight-compute/<version> to PATH .*"
+      r"\(tool output: \S+tool\.log\)")
+def case_ncu_not_found(tmp_path, dataset):
+    return profile_job(tmp_path, dataset, tmp_path / "missing" / "ncu")
+
+
+@case(r"ncu may not read the GPU performance counters \(ERR_NVGPUCTRPERM.*fix: run as root or with CAP_SYS_ADMIN")
+def case_ncu_counters_restricted_to_admins(tmp_path, dataset):
+    text = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters\n"
+    return profile_job(tmp_path, dataset, fake_profiler(tmp_path, "ncu", text, code=1))
+
+
+@case(r"this ncu does not support the GPU \(gv100\); fix: use an ncu release that supports it")
+def case_ncu_too_new_for_the_gpu(tmp_path, dataset):
+    return profile_job(tmp_path, dataset, fake_profiler(tmp_path, "ncu", "==ERROR== Invalid chip gv100\n", code=1))
+
+
+@case(r"ncu does not know the metric sm__bogus\.sum on this GPU/ncu; fix: correct it or override it")
+def case_ncu_unknown_metric(tmp_path, dataset):
+    text = "==ERROR== Failed to find metric sm__bogus.sum\n"
+    return profile_job(tmp_path, dataset, fake_profiler(tmp_path, "ncu", text, code=1))
+
+
+@case(r"ncu profiled no kernels: the NVTX filter never matched; fix: check the range name")
+def case_ncu_profiled_no_kernels(tmp_path, dataset):
+    text = "==PROF== Disconnected from process 1329\n==WARNING== No kernels were profiled.\n"
+    return profile_job(tmp_path, dataset, fake_profiler(tmp_path, "ncu", text))
+
+
+@case(r"the raw page of \S+ncu\.ncu-rep holds 20 kernels but ncu profiled 41 \(says its log \S+tool\.log\): the "
+      r"export is cut short")
+def case_ncu_export_shorter_than_the_profile(tmp_path, dataset):
+    cut = "".join(raw_lines()[:22])
+    return profile_job(tmp_path, dataset, fake_profiler(tmp_path, "ncu", ncu_log(41), raw=cut))
+
+
+@case(r"ncu did not finish within 0\.01 minutes; fix: raise profiling\.ncu\.timeout_minutes or collect fewer")
+def case_profiler_timeout(tmp_path, dataset):
+    return profile_job(tmp_path, dataset, fake_profiler(tmp_path, "ncu", ncu_log(1), seconds=5), minutes=0.01)
+
+
+@case(r"nsys not found: .*fix:")
+def case_nsys_not_found(tmp_path, dataset):
+    return profile_job(tmp_path, dataset, tmp_path / "missing" / "nsys", tool="nsys")
+
+
+# --- checkpoints, devices and disks ----------------------------------------------------------------------------------
+
+
+@case(r"checkpoint \S+checkpoint\.pt is truncated or not a checkpoint of this workflow \(.*\); fix: delete \S+ and "
+      r"rerun: Snakemake then trains that variant again")
+def case_checkpoint_truncated(tmp_path, dataset, checkpoint):
+    data = checkpoint.read_bytes()
+    (tmp_path / "checkpoint.pt").write_bytes(data[: len(data) // 2])
+    return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
+
+
+@case(r"checkpoint \S+checkpoint\.pt is truncated or not a checkpoint of this workflow .*fix: delete")
+def case_checkpoint_not_a_checkpoint(tmp_path, dataset):
+    (tmp_path / "checkpoint.pt").write_text("weights: see the cluster's copy\n")
+    return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
+
+
+@case(r"checkpoint \S+checkpoint\.pt holds ema weights of another network \(\d+ tensors differ in shape, e\.g\. "
+      r"denoiser\.time_embed\.0\.weight is \[256, 64\] there and \[128, 32\] here\): it was trained for another "
+      r"configuration; fix: delete")
+def case_checkpoint_of_another_network(tmp_path, dataset):
+    wide = Workload.from_params({**MODEL, "base_width": 64}, DIFFUSION).build(0).state_dict()
+    torch.save({"model": wide, "ema": wide, "step": 3}, tmp_path / "checkpoint.pt")
+    return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
+
+
+@case(r"checkpoint \S+checkpoint\.pt was trained for another configuration \(diffusion\.timesteps 4 there, 8 here\); "
+      r"fix: delete")
+def case_checkpoint_of_another_configuration(tmp_path, dataset, checkpoint):
+    return sample_job(tmp_path, dataset, checkpoint, diffusion={"timesteps": 8})
+
+
+@case(r"checkpoint \S+checkpoint\.pt holds \d+ entries \(alphas_cumprod, betas, \S+, \.\.\.\), not the model and ema "
+      r"weights this workflow's train job writes \(a bare state_dict, or another program's file\); fix: delete")
+def case_checkpoint_without_the_weights(tmp_path, dataset):
+    torch.save(Workload.from_params(MODEL, DIFFUSION).build(0).state_dict(), tmp_path / "checkpoint.pt")
+    return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
+
+
+@case(r"label 'h200' needs a CUDA GPU matching '.*H200.*', but no CUDA device is visible; fix: run it on a machine "
+      r"with that GPU")
+def case_gpu_label_without_that_gpu(tmp_path, dataset):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible here")
+    h200 = {"label": "h200", "device": "cuda", "name_pattern": r"\bH200\b", "emulate_gpus_on_cpu": False}
+    return train_job(tmp_path, dataset, device=h200)
+
+
+@case(r"no space left on the device while writing \S+ncu_kernels\.parquet \(ENOSPC\); fix: free space on the disk "
+      r"holding \S+ \(df -h shows it\) and rerun")
+def case_disk_full_writing_a_table(tmp_path, dataset):
+    attempt = ncu_extract(tmp_path, H200_RAW.read_text())
+    attempt.outputs[0].symlink_to("/dev/full")  # every write to it fails with ENOSPC
+    return attempt
+
+
+@case(r"no space left on the device while writing \S+checkpoint\.pt \(ENOSPC\); fix: free space")
+def case_disk_full_writing_the_checkpoint(tmp_path, dataset, monkeypatch):
+    def full_disk(**_):  # the checkpoint's temporary file lands on a full disk
+        return os.open("/dev/full", os.O_WRONLY), str(tmp_path / ".checkpoint.pt.tmp")
+
+    monkeypatch.setattr(checkpoints.tempfile, "mkstemp", full_disk)
+    return train_job(tmp_path, dataset)
+
+
+# --- configuration ---------------------------------------------------------------------------------------------------
+
+
+@case(r"config: hardware\.cpu\.profilers\[1\]: 'perf' is not one of \['torch', 'ncu', 'nsys'\] \(set in \S+overlay"
+      r"\.yaml\) \[hardware\.cpu\.profilers: Profilers run for this label\]; fix: correct it there")
+def case_unknown_profiler_name(tmp_path):
+    return config_with(tmp_path, {"hardware": {"cpu": {"device": "cpu", "profilers": ["torch", "perf"]}}})
+
+
+@case(r"config: train: Additional properties are not allowed \('warmup' was unexpected\) \(set in \S+overlay\.yaml\)")
+def case_misspelt_key(tmp_path):
+    return config_with(tmp_path, {"train": {"warmup": 2}})
+
+
+@case(r"config: train\.lr: 'fast' is not of type 'number' \(set in \S+overlay\.yaml\) \[train\.lr: Adam learning "
+      r"rate\]; fix:")
+def case_value_of_the_wrong_type(tmp_path):
+    return config_with(tmp_path, {"train": {"lr": "fast"}})
+
+
+@case(r"config: train\.warmup_steps: 0 is less than the minimum of 1 \(set in \S+overlay\.yaml\)")
+def case_value_out_of_range(tmp_path):
+    return config_with(tmp_path, {"train": {"warmup_steps": 0}})
+
+
+@case(r"config: gpus lists 'mi300' \(set in \S+overlay\.yaml\), which is not defined under 'hardware'; fix: add it "
+      r"there \(device, name_pattern, architecture\) or use one of \['a100', 'cpu', 'h100', 'h200', 'v100'\]")
+def case_undefined_hardware_label(tmp_path):
+    return config_with(tmp_path, {"gpus": ["mi300"]})
+
+
+@case(r"config: dataset\.source synthetic_brats is the BraTS workload, whose results live under hardware labels "
+      r"ending in _brats; gpus lists 'cpu' \(set in \S*config\.yaml\); fix: use cpu_brats")
+def case_brats_source_under_a_whole_head_label(tmp_path):
+    return config_with(tmp_path, {"dataset": {"source": "synthetic_brats"}})
+
+
+@case(r"config: gpus lists 'h200_brats' \(set in \S+overlay\.yaml\), a BraTS label, but dataset\.source synthetic is "
+      r"the whole-head workload; fix: use h200")
+def case_brats_label_for_the_whole_head_workload(tmp_path):
+    return config_with(tmp_path, {"gpus": ["h200_brats"], "hardware": {"h200_brats": {"device": "cuda"}}})
+
+
+@case(r"config: the wholehead workload has 1 image and 2 mask channel\(s\), so model\.in_channels must be 3 and "
+      r"model\.out_channels 1 \(got 8 and 1\) \(set in \S+overlay\.yaml\); fix: set them so")
+def case_model_channels_of_another_workload(tmp_path):
+    return config_with(tmp_path, {"model": {"in_channels": 8}})
+
+
+@case(r"config: run_variants lists 'fp8' \(set in \S+overlay\.yaml\), which is not defined under 'variants'; fix: "
+      r"define its switches there")
+def case_undefined_variant(tmp_path):
+    return config_with(tmp_path, {"run_variants": ["baseline", "fp8"]})
+
+
+@case(r"config: run_variants must include 'baseline' \(set in \S+overlay\.yaml\) \(every quality check and speed-up "
+      r"is relative to it\); fix: add baseline to the list")
+def case_run_variants_without_baseline(tmp_path):
+    return config_with(tmp_path, {"run_variants": ["channels_last"]})
+
+
+@case(r"config: quality\.ssim_kernel must be odd \(a centred Gaussian window\), got 8 \(set in \S+overlay\.yaml\); "
+      r"fix: use 7 or 9")
+def case_even_ssim_kernel(tmp_path):
+    return config_with(tmp_path, {"quality": {"ssim_kernel": 8}})
+
+
+@case(r"config: sample\.masks \(3\) exceeds dataset\.heldout \(2\) \(set in \S+overlay\.yaml\); fix: lower "
+      r"sample\.masks or hold out more cases")
+def case_more_masks_than_held_out_cases(tmp_path):
+    return config_with(tmp_path, {"sample": {"masks": 3}})
+
+
+@case(r"config: dataset\.heldout must leave at least one training case \(set in \S+overlay\.yaml\); fix: hold out "
+      r"fewer than dataset\.cases \(6\)")
+def case_every_case_held_out(tmp_path):
+    return config_with(tmp_path, {"dataset": {"heldout": 6, "cases": 6}, "sample": {"masks": 1}})
+
+
+@case(r"config: dataset\.shape \[30, 32, 32\] must be divisible by 16 \(the U-Net halves it 4 times\) \(set in "
+      r"\S+overlay\.yaml\); fix: use \[32, 32, 32\]")
+def case_volume_shape_the_unet_cannot_halve(tmp_path):
+    return config_with(tmp_path, {"dataset": {"shape": [30, 32, 32]}})
+
+
+@case(r"config: quality\.reference_shape \[48, 16, 16\] must fit in dataset\.shape and be divisible by 16 \(set in "
+      r"\S+overlay\.yaml\); fix: use multiples of 16 up to \[32, 32, 32\], or null")
+def case_reference_crop_larger_than_the_volume(tmp_path):
+    return config_with(tmp_path, {"quality": {"reference_shape": [48, 16, 16]}})
+
+
+@case(r"config: reference_results lists 'a100' \(set in \S+overlay\.yaml\), but data/reference/a100/ does not "
+      r"exist; fix: leave it out, or ship that label's results there")
+def case_reference_set_not_shipped(tmp_path):
+    return config_with(tmp_path, {"reference_results": ["h200", "a100"]})
+
+
+@case(r"overlay \S+my-overlay\.yaml does not exist; fix: correct the path")
+def case_overlay_missing(tmp_path):
+    return Attempt(lambda: check_files([tmp_path / "my-overlay.yaml"]))
+
+
+@case(r"\S+my-overlay\.yaml:4:1: YAML syntax error in this overlay: expected ',' or '}', but got '<stream end>' "
+      r"\(while parsing a flow mapping that starts at line 2\); fix: correct the YAML there")
+def case_overlay_yaml_syntax_error(tmp_path):
+    (tmp_path / "my-overlay.yaml").write_text("gpus: [cpu]\ntrain: {lr: 1.0e-4,\nsample: {masks: 1}\n")
+    return Attempt(lambda: check_files([tmp_path / "my-overlay.yaml"]))
+
+
+@case(r"overlay \S+my-overlay\.yaml holds a list, not keys and values; fix: write it as `key: value` lines")
+def case_overlay_not_a_mapping(tmp_path):
+    (tmp_path / "my-overlay.yaml").write_text("- gpus: [cpu]\n- train: {lr: 1.0e-4}\n")
+    return Attempt(lambda: check_files([tmp_path / "my-overlay.yaml"]))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_refused_in_one_line_naming_the_fix_and_nothing_is_left(name, request, tmp_path):
+    make, pattern = CASES[name]
+    fixtures = {arg: request.getfixturevalue(arg) for arg in make.__code__.co_varnames[: make.__code__.co_argcount]
+                if arg != "tmp_path"}
+    attempt = make(tmp_path, **fixtures)
+    message = refusal(attempt.act)
+    assert "\n" not in message and "Traceback" not in message, message
+    assert re.search(pattern, message), f"{message!r}\ndoes not match\n{pattern!r}"
+    assert "; fix: " in message, message
+    left = [str(path) for path in attempt.outputs if path.exists() or path.is_symlink()]
+    assert not left, f"left behind: {left}"
+    leftovers = [p.name for p in tmp_path.rglob(".*.tmp")]
+    assert not leftovers, f"temporary files left behind: {leftovers}"
+
+
+def test_the_fake_profiler_writes_a_whole_profile(tmp_path, dataset):
+    """The control for the profiler cases: with a whole export and a clean log the job writes its outputs."""
+    raw = H200_RAW.read_text()
+    attempt = profile_job(tmp_path, dataset, fake_profiler(tmp_path, "ncu", ncu_log(41), raw=raw,
+                                                           details=H200_DETAILS.read_text()))
+    attempt.act()
+    assert all(path.exists() for path in attempt.outputs)
+    assert (tmp_path / "ncu_raw.csv").read_text() == raw
+
+
+def test_the_training_control_writes_valid_json(checkpoint):
+    """The control for the training cases: the same job with a sane learning rate writes strict JSON."""
+    summary = json.loads((checkpoint.parent / "train.json").read_text(), parse_constant=_reject)
+    assert np.isfinite(summary["final_loss"])
+    assert torch.load(checkpoint, weights_only=True)["workload"]["diffusion"] == DIFFUSION
+
+
+def _reject(constant: str):
+    raise AssertionError(f"{constant} in JSON")
+
+
+# --- truncated copies of every real ncu export ----------------------------------------------------------------------
+
+REAL_EXPORTS = sorted(FIXTURES.glob("ncu_raw_h200*.csv")) + sorted(FIXTURES.glob("h200_small/*/*/ncu_raw.csv.gz"))
+REAL_EXPORTS += [REFERENCE / "baseline" / "profile" / "sample" / "ncu_raw.csv.gz",
+                 REFERENCE / "tf32" / "profile" / "train" / "ncu_raw_first300.csv.gz"]
+
+
+def _text(path: Path) -> str:
+    return gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
+
+
+@pytest.mark.parametrize("path", REAL_EXPORTS, ids=[str(p.relative_to(REPO)) for p in REAL_EXPORTS])
+def test_every_real_export_cut_at_a_row_boundary_is_refused(path):
+    """Cut after half its kernel rows, a real export still parses (its rows are whole), and is refused against the
+    kernel count ncu's log gives; without its first rows or one in the middle it is refused on its own."""
+    from profiling import ncu
+    from profiling.errors import ProfilingError
+
+    text = _text(path)
+    kernels = ncu.exported_kernels(text)
+    lines = text.splitlines(keepends=True)
+    half = "".join(lines[: 2 + kernels // 2])
+    assert ncu.exported_kernels(half) == kernels // 2
+    profiled = ncu.profiled_kernels(ncu_log(kernels))
+    ncu.check_kernel_count(kernels, profiled, "whole")
+    with pytest.raises(ProfilingError, match=rf"holds {kernels // 2} kernels but ncu profiled {kernels} .*cut short"):
+        ncu.check_kernel_count(ncu.exported_kernels(half), profiled, "cut")
+    for damaged in ("".join(lines[:2] + lines[3:]), "".join(lines[: 2 + kernels // 2] + lines[3 + kernels // 2:])):
+        assert "kernel IDs must run 0, 1, 2" in ncu.check_raw_csv(damaged)
+
+
+def test_profiled_kernels_reads_ncus_log():
+    from profiling import ncu
+
+    assert ncu.profiled_kernels(ncu_log(7)) == 7
+    assert ncu.profiled_kernels("python says hello\n") is None  # not ncu's output: the count is unknown
+
+
+def test_json_results_refuse_nan(tmp_path):
+    from medddpm.jobs import write_json
+
+    with pytest.raises(ValueError, match=r"final_loss is not a finite number"):
+        write_json(tmp_path / "train.json", {"final_loss": float("nan"), "step_time": {"n": 2}})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_case_is_in_the_readme():
+    """README.md's Troubleshooting section lists every case by its id, and no other."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Troubleshooting", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", section, re.M))
+    dataset = {"dataset-" + make.__name__.strip("_").replace("_", "-") for make in BAD_INPUTS}  # tests/test_data.py
+    cases = set(CASES) | set(SNAKEMAKE_CASES) | dataset
+    assert listed == cases, cases ^ listed
+    assert len(CASES) + len(SNAKEMAKE_CASES) >= 36
+
+
+# --- cases about Snakemake itself: one copy of the workflow, shared ---------------------------------------------------
+
+# The tiny U-Net on 16^3 volumes (the smallest the synthetic source writes well) with an absurd learning rate.
+DIVERGING = """dataset: {cases: 3, heldout: 1, shape: [16, 16, 16]}
+model: {base_width: 32, channel_mult: [1, 2], attention_downsample_rates: [2]}
+diffusion: {timesteps: 4}
+quality: {reference_shape: [16, 16, 16]}
+train: {lr: 1.0e+30, warmup_steps: 1, measured_steps: 2, bare_loop_steps: 0}
+run_variants: [baseline]
+"""
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory) -> Path:
+    return copy_workflow(tmp_path_factory.mktemp("errors") / "wf")
+
+
+def _started_from_a_subfolder(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
+    (workdir / "sub").mkdir(exist_ok=True)
+    return snakemake(workdir / "sub", "-s", "../Snakefile", "--cores", "1", "results/dataset/prepared"), [
+        workdir / "sub" / "results", workdir / "results" / "dataset"]
+
+
+def _profiler_name_in_an_overlay(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
+    (workdir / "perf.yaml").write_text("hardware:\n  cpu: {device: cpu, profilers: [torch, perf]}\n")
+    return snakemake(workdir, "--cores", "1", "--configfile", "perf.yaml", "--", "results/dataset/prepared"), [
+        workdir / "results"]
+
+
+def _metric_sets_with_a_yaml_error(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
+    (workdir / "sets.yaml").write_text("paper:\n  - gpu__time_duration.sum\n  - [sm__cycles_elapsed.max\n")
+    (workdir / "sets-overlay.yaml").write_text(  # a label whose profilers include ncu reads the metric sets
+        "gpus: [h200]\nhardware: {h200: {device: cuda, profilers: [torch, ncu]}}\n"
+        "profiling: {ncu: {metric_sets: sets.yaml}}\n")
+    return snakemake(workdir, "-n", "--configfile", "sets-overlay.yaml"), []
+
+
+def _diverging_training_stops_the_run(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
+    (workdir / "diverging.yaml").write_text(DIVERGING)
+    run = snakemake(workdir, "--cores", "1", "--configfile", "diverging.yaml", "--", "results/cpu/baseline/sample.json")
+    folder = workdir / "results" / "cpu" / "baseline"
+    log = (folder / "logs" / "train.log").read_text()
+    assert log.strip().splitlines()[-1].startswith("error: training diverged"), log  # the log keeps the line
+    return run, [folder / name for name in ("train.json", "train_steps.csv", "checkpoint.pt", "sample.json")]
+
+
+SNAKEMAKE_CASES = {
+    "started-from-a-subfolder": (
+        _started_from_a_subfolder,
+        r"Snakemake runs in \S+/sub, but this workflow runs in its own folder \S+ \(its paths are relative to it\); "
+        r"fix: cd \S+ and run it there"),
+    "unknown-profiler-name-in-an-overlay": (
+        _profiler_name_in_an_overlay,
+        r"config: hardware\.cpu\.profilers\[1\]: 'perf' is not one of \['torch', 'ncu', 'nsys'\] \(set in "
+        r"perf\.yaml\)"),
+    "metric-sets-with-a-yaml-error": (
+        _metric_sets_with_a_yaml_error,
+        r"\S+sets\.yaml:4:1: YAML syntax error in this metric-set file \(profiling\.ncu\.metric_sets\): expected ',' "
+        r"or '\]', but got '<stream end>' \(while parsing a flow sequence that starts at line 3\); fix:"),
+    "diverging-training-stops-the-run": (
+        _diverging_training_stops_the_run,
+        r"error: training diverged: the loss is (nan|inf) at optimizer step \d+, micro-batch \d of 2"),
+}
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("name", list(SNAKEMAKE_CASES))
+def test_snakemake_stops_in_one_line_and_leaves_nothing(name, workflow):
+    run_case, pattern = SNAKEMAKE_CASES[name]
+    done, outputs = run_case(workflow)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-2000:]
+    assert re.search(pattern, output), output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    left = [str(path) for path in outputs if path.exists()]
+    assert not left, f"left behind: {left}"

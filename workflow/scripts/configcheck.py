@@ -1,0 +1,331 @@
+"""The workflow's configuration, checked: YAML files read with the file and line of a syntax error, the schema with one
+line per problem (the key, what is wrong, the file that set it), and the consistency the schema cannot express.
+
+The workflow (workflow/rules/common.smk) runs `check_config` when it builds the DAG. Snakemake itself reads the
+overlays given with --configfile before the workflow starts, and reports a missing one or a YAML error there without
+the file's line; checking them here first names both:
+
+    python3 workflow/scripts/configcheck.py config/paper.yaml my-overlay.yaml
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from errors import ExpectedError
+
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
+_SCHEMA_FIX = "workflow/schemas/config.schema.yaml describes every key"
+
+
+# The two workloads: whole-head (1 image channel, a 2-channel mask) and BraTS (4 modalities, a 4-channel mask).
+BRATS_SOURCES = ("brats", "synthetic_brats")
+CHANNELS = {"wholehead": (1, 2), "brats": (4, 4)}
+# BraTS results live under their own labels (h200_brats, ...), so that they never mix with, or replace, the
+# whole-head results of the same GPU (results/<label>/, the figures' panels, the shipped reference sets).
+BRATS_SUFFIX = "_brats"
+
+
+def workload_of(config: dict) -> str:
+    return "brats" if config["dataset"]["source"] in BRATS_SOURCES else "wholehead"
+
+
+class ConfigError(ExpectedError, ValueError):
+    """A configuration file or value that cannot be used; the message names the key or file and the fix."""
+
+
+def read_yaml(path: str | Path, what: str = "config file") -> Any:
+    """The YAML document of `path`; ConfigError with one line for a missing file or a syntax error
+    (file:line:column)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist; fix: correct the path (relative to {Path.cwd()})") from None
+    except (IsADirectoryError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{what} {path} is not a text file ({type(error).__name__}); fix: name a YAML file") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        context, started = getattr(error, "context", None), getattr(error, "context_mark", None)
+        if context and started is not None and mark is not None and started.line != mark.line:
+            context += f" that starts at line {started.line + 1}"
+        detail = f"{problem} ({context})" if context else problem
+        raise ConfigError(f"{where}: YAML syntax error in this {what}: {detail}; fix: correct the YAML there "
+                          "(indent with spaces, close every bracket and quote)") from None
+
+
+def read_mapping(path: str | Path, what: str = "config file") -> dict:
+    """A YAML file that must hold a mapping (a config file or overlay), read with read_yaml."""
+    data = read_yaml(path, what)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} {path} holds a {type(data).__name__}, not keys and values; fix: write it as "
+                          "`key: value` lines (see config.yaml)")
+    return data
+
+
+def check_start(basedir: str | Path, cwd: str | Path | None = None) -> None:
+    """Raise ConfigError unless Snakemake runs in the workflow's folder (every path of the rules and the config is
+    relative to it), and the embedded default config.yaml there reads."""
+    basedir, cwd = Path(basedir).resolve(), Path(cwd or Path.cwd()).resolve()
+    if cwd != basedir:
+        raise ConfigError(
+            f"Snakemake runs in {cwd}, but this workflow runs in its own folder {basedir} (its paths are relative "
+            f"to it); fix: cd {basedir} and run it there (-s is then not needed), or add --directory {basedir}"
+        )
+    read_mapping(basedir / "config.yaml", "embedded default")
+
+
+# --- the schema ----------------------------------------------------------------------------------------------------
+
+
+def _dotted(path: Iterable) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _description(schema: dict, schema_path: Iterable) -> str:
+    """The description nearest to the failing part of the schema (the key's own, else its parent's)."""
+    node, found = schema, ""
+    for part in schema_path:
+        if isinstance(node, dict) and "description" in node:
+            found = node["description"]
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            break
+        if isinstance(node, dict) and "$ref" in node:
+            target = node["$ref"].removeprefix("#/")
+            node = schema
+            for key in target.split("/"):
+                node = node[key]
+    if isinstance(node, dict) and "description" in node:
+        found = node["description"]
+    text = " ".join(str(found).split())
+    for stop in (". ", " (", ": ", "; ", ", "):
+        text = text.split(stop)[0]
+    return text.rstrip(".") if len(text) <= 100 else ""
+
+
+def set_in(key_path: Sequence, files: Sequence[str | Path]) -> str | None:
+    """The last of `files` (later ones win, as Snakemake merges them) that sets `key_path`, or None."""
+    keys = [k for k in key_path if not isinstance(k, int)]
+    for path in reversed(list(files)):
+        try:
+            node = read_mapping(path)
+        except ConfigError:
+            continue
+        for key in keys:
+            if not isinstance(node, dict) or key not in node:
+                break
+            node = node[key]
+        else:
+            return _shown(path)
+    return None
+
+
+def _shown(path: str | Path) -> str:
+    """`path` relative to the working directory where it lies below it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _has(mapping: dict, key_path: Sequence) -> bool:
+    node = mapping
+    for key in (k for k in key_path if not isinstance(k, int)):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def schema_problem(config: dict, files: Sequence[str | Path] = (), command_line: dict | None = None,
+                   schema_path: Path = SCHEMA) -> str | None:
+    """One line naming the most relevant schema violation of `config` (key, problem, and the file that set it or
+    --config, whose values `command_line` holds), or None."""
+    command_line = command_line or {}
+    import jsonschema
+    from jsonschema.exceptions import best_match
+
+    schema = read_yaml(schema_path, "schema")
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    error = best_match(validator.iter_errors(copy.deepcopy(config)))
+    if error is None:
+        return None
+    path = list(error.absolute_path)
+    key = _dotted(path) or "the top level"
+    described = _description(schema, error.absolute_schema_path)
+    if path and _has(command_line, path):
+        origin = " (set with --config)"
+    else:
+        where = set_in(path, files) if path else None
+        origin = f" (set in {where})" if where else ""
+    about = f" [{key.split('[')[0]}: {described}]" if described else ""
+    return f"config: {key}: {error.message}{origin}{about}; fix: correct it there, {_SCHEMA_FIX}"
+
+
+# --- what the schema cannot say --------------------------------------------------------------------------------------
+
+
+def _nearest_multiple(value: int, factor: int) -> int:
+    return max(factor, round(value / factor) * factor)
+
+
+def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path] = (),
+                        command_line: dict | None = None) -> str | None:
+    """One line for the first inconsistency between keys the schema checks one by one (with the file that set the
+    key and the fix), or None."""
+    command_line = command_line or {}
+
+    def origin(*key_path: str) -> str:
+        if _has(command_line, key_path):
+            return " (set with --config)"
+        where = set_in(key_path, files)
+        return f" (set in {where})" if where else ""
+
+    for label in config["gpus"]:
+        if label not in config["hardware"]:
+            return (f"config: gpus lists {label!r}{origin('gpus')}, which is not defined under 'hardware'; fix: add "
+                    f"it there (device, name_pattern, architecture) or use one of {sorted(config['hardware'])}")
+    workload, source = workload_of(config), config["dataset"]["source"]
+    for label in config["gpus"]:
+        if workload == "brats" and not label.endswith(BRATS_SUFFIX):
+            return (f"config: dataset.source {source} is the BraTS workload, whose results live under hardware labels "
+                    f"ending in {BRATS_SUFFIX}; gpus lists {label!r}{origin('gpus')}; fix: use {label}{BRATS_SUFFIX} "
+                    "(h200_brats, ... in config/brats.yaml)")
+        if workload == "wholehead" and label.endswith(BRATS_SUFFIX):
+            return (f"config: gpus lists {label!r}{origin('gpus')}, a BraTS label, but dataset.source {source} is the "
+                    f"whole-head workload; fix: use {label.removesuffix(BRATS_SUFFIX)}, or the BraTS configuration "
+                    "(config/brats.yaml)")
+    image, mask = CHANNELS[workload]
+    model = config["model"]
+    if (model["in_channels"], model["out_channels"]) != (image + mask, image):
+        return (f"config: the {workload} workload has {image} image and {mask} mask channel(s), so model.in_channels "
+                f"must be {image + mask} and model.out_channels {image} (got {model['in_channels']} and "
+                f"{model['out_channels']}){origin('model')}; fix: set them so")
+    for name in config["run_variants"]:
+        if name not in config["variants"]:
+            return (f"config: run_variants lists {name!r}{origin('run_variants')}, which is not defined under "
+                    "'variants'; fix: define its switches there, or correct the name")
+    if "baseline" not in config["run_variants"]:
+        return (f"config: run_variants must include 'baseline'{origin('run_variants')} (every quality check and "
+                "speed-up is relative to it); fix: add baseline to the list")
+    kernel = config["quality"]["ssim_kernel"]
+    if kernel % 2 == 0:
+        return (f"config: quality.ssim_kernel must be odd (a centred Gaussian window), got {kernel}"
+                f"{origin('quality', 'ssim_kernel')}; fix: use {kernel - 1} or {kernel + 1}")
+    if config["sample"]["masks"] > config["dataset"]["heldout"]:
+        return (f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout "
+                f"({config['dataset']['heldout']}){origin('sample', 'masks')}; fix: lower sample.masks or hold out "
+                "more cases")
+    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
+    if config["dataset"]["heldout"] >= config["dataset"]["cases"] and synthetic:
+        return (f"config: dataset.heldout must leave at least one training case{origin('dataset', 'heldout')}; "
+                f"fix: hold out fewer than dataset.cases ({config['dataset']['cases']})")
+    factor = 2 ** (len(config["model"]["channel_mult"]) - 1)
+    shape = config["dataset"]["shape"]
+    crop = config["quality"]["reference_shape"]
+    if crop is not None and any(c % factor or c > s for c, s in zip(crop, shape)):
+        return (f"config: quality.reference_shape {crop} must fit in dataset.shape and be divisible by {factor}"
+                f"{origin('quality', 'reference_shape')}; fix: use multiples of {factor} up to {shape}, or null")
+    if any(side % factor for side in shape):
+        return (f"config: dataset.shape {shape} must be divisible by {factor} (the U-Net halves it "
+                f"{factor.bit_length() - 1} times){origin('dataset', 'shape')}; fix: use "
+                f"{[_nearest_multiple(side, factor) for side in shape]}")
+    problem = _study_problem(config, origin)
+    if problem:
+        return problem
+    for label in config.get("reference_results", []):
+        if label not in config["gpus"] and not (basedir / "data" / "reference" / label).is_dir():
+            return (f"config: reference_results lists {label!r}{origin('reference_results')}, but "
+                    f"data/reference/{label}/ does not exist; fix: leave it out, or ship that label's results there")
+    return None
+
+
+def _study_problem(config: dict, origin) -> str | None:
+    """The quality study's settings against the rest of the configuration (one line, or None)."""
+    study = config["quality_study"]
+    for name in study["variants"]:
+        if name not in config["variants"]:
+            return (f"config: quality_study.variants lists {name!r}{origin('quality_study', 'variants')}, which is not "
+                    "defined under 'variants'; fix: define its switches there, or correct the name")
+    if "baseline" not in study["variants"]:
+        return (f"config: quality_study.variants must include 'baseline'{origin('quality_study', 'variants')} (every "
+                "run is compared with it); fix: add baseline to the list")
+    for label in study["gpus"] or []:
+        if label not in config["gpus"]:
+            return (f"config: quality_study.gpus lists {label!r}{origin('quality_study', 'gpus')}, which this "
+                    f"invocation does not measure (gpus: {config['gpus']}); fix: leave it out, or null for every label")
+    data = study["dataset"]
+    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
+    if data["heldout"] >= data["cases"] and synthetic:
+        return (f"config: quality_study.dataset.heldout must leave at least one training case"
+                f"{origin('quality_study', 'dataset', 'heldout')}; fix: hold out fewer than quality_study.dataset."
+                f"cases ({data['cases']})")
+    if study["masks"] > data["heldout"]:
+        return (f"config: quality_study.masks ({study['masks']}) exceeds quality_study.dataset.heldout "
+                f"({data['heldout']}){origin('quality_study', 'masks')}; fix: lower the masks or hold out more cases")
+    levels = len(study["model"].get("channel_mult", config["model"]["channel_mult"]))
+    factor = 2 ** (levels - 1)
+    if any(side % factor for side in data["shape"]):
+        return (f"config: quality_study.dataset.shape {data['shape']} must be divisible by {factor} (the U-Net halves "
+                f"it {levels - 1} times){origin('quality_study', 'dataset', 'shape')}; fix: use "
+                f"{[_nearest_multiple(side, factor) for side in data['shape']]}")
+    kernel, smallest = study["ssim_kernel"], min(data["shape"])
+    if kernel % 2 == 0 or kernel > 2 * smallest - 1:
+        return (f"config: quality_study.ssim_kernel must be odd and below twice the smallest side of "
+                f"quality_study.dataset.shape ({smallest}), got {kernel}{origin('quality_study', 'ssim_kernel')}; "
+                f"fix: use {min(11, 2 * smallest - 1)}")
+    return None
+
+
+def check_config(config: dict, basedir: str | Path, files: Sequence[str | Path] = (),
+                 command_line: dict | None = None) -> None:
+    """Raise ConfigError with one line for the first problem of `config`: the schema's, then consistency.
+    `files` are the config files it was merged from (the embedded default, then the overlays), `command_line` the
+    values given with --config."""
+    problem = schema_problem(config, files, command_line) or consistency_problem(config, Path(basedir), files,
+                                                                                  command_line)
+    if problem:
+        raise ConfigError(problem)
+
+
+def check_files(paths: Sequence[str | Path], basedir: Path = DEFAULT_CONFIG.parent) -> None:
+    """Read the embedded default and `paths` as Snakemake merges them and check the result (the command line)."""
+    from snakemake.utils import update_config
+
+    files = [DEFAULT_CONFIG, *map(Path, paths)]
+    config = read_mapping(DEFAULT_CONFIG, "embedded default")
+    for path in paths:
+        update_config(config, read_mapping(path, "overlay"))
+    check_config(config, basedir, files)
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        check_files(argv)
+    except ExpectedError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"ok: {', '.join(argv) or DEFAULT_CONFIG.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

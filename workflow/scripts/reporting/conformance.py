@@ -1,0 +1,348 @@
+"""Conformance of the runs measured here with the shipped reference set of the same hardware label (tab08).
+
+As HPC benchmark suites check a run against per-system references (ReFrame's reference tuples: a value, a lower and
+an upper bound, a unit): per metric, the reference value and a band around it (config ``conformance.bands``: bounds
+relative to the reference value; kernel-class shares in percentage points). A measured value inside the band is
+"within"; outside, the verdict says which way: "faster" or "slower" for times (SM cycles included), "lower" or
+"higher" for memory, shares and instruction counts. A metric that cannot be compared is "not comparable", with the
+reason: a run or a profile missing on one side, another workload, another kind of device, a variant defined
+differently. Rows outside the band carry the likely reasons, read from the provenance of both sides (driver, CUDA,
+cuDNN, torch, GPU model and memory, clocks where both recorded them).
+
+Conformance reports; it never fails a run (users measure on busy machines).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .derived import cudnn_version
+from .results import MEASURED, TOOL_PREFERENCE, Results, date_of, device_of, variant_order
+
+WITHIN = "within"
+FASTER = "faster"
+SLOWER = "slower"
+LOWER = "lower"
+HIGHER = "higher"
+NOT_COMPARABLE = "not comparable"
+VERDICTS = (WITHIN, FASTER, SLOWER, LOWER, HIGHER, NOT_COMPARABLE)
+# A value on a band's edge is within it (relative deviations are computed in floating point).
+EDGE = 1e-9
+COLUMNS = ["gpu", "variant", "metric", "unit", "reference", "measured", "deviation", "band", "verdict", "reasons"]
+CLASS_COLUMNS = ["gpu", "variant", "phase", "tool", "kernel_class", "reference_pct", "measured_pct", "deviation_pt",
+                 "verdict"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    band: str  # key in conformance.bands
+    name: str
+    unit: str
+    timelike: bool  # outside the band: faster / slower (else lower / higher)
+    relative: bool = True  # band relative to the reference value (else absolute, in the metric's unit)
+    column: str = ""  # runs column (end-to-end metrics) or summaries column (Nsight Compute totals)
+    scale: float = 1.0  # shown value = column value / scale
+
+
+RUN_METRICS = (
+    Metric("train_step", "training time per sample", "ms", True, column="train_ms_per_sample"),
+    Metric("sample_step", "sampling step (one U-Net evaluation)", "ms", True, column="sample_step_median_ms"),
+    Metric("peak_memory", "peak memory, training", "GiB", False, column="train_peak_memory_gib"),
+)
+SHARES = Metric("kernel_class_share", "kernel-class shares", "% of kernel time", False, relative=False)
+NCU_METRICS = (
+    Metric("ncu_totals", "Nsight Compute SM cycles", "M cycles", True, column="sm_cycles", scale=1e6),
+    Metric("ncu_totals", "Nsight Compute warp instructions", "G instructions", False, column="warp_instructions",
+           scale=1e9),
+)
+PHASES = ("train", "sample")
+
+
+def judge(measured: float, reference: float, band: dict, relative: bool = True,
+          timelike: bool = True) -> tuple[float, str]:
+    """(deviation, verdict) of `measured` against `reference` and its band ({lower, upper}; relative: fractions of
+    the reference, else absolute). Deviation: (measured - reference) / reference, or measured - reference."""
+    if measured is None or reference is None or pd.isna(measured) or pd.isna(reference):
+        return math.nan, NOT_COMPARABLE
+    measured, reference = float(measured), float(reference)
+    if relative:
+        if reference <= 0:
+            return math.nan, NOT_COMPARABLE
+        deviation = (measured - reference) / reference
+    else:
+        deviation = measured - reference
+    if band["lower"] - EDGE <= deviation <= band["upper"] + EDGE:
+        return deviation, WITHIN
+    if deviation < band["lower"]:
+        return deviation, FASTER if timelike else LOWER
+    return deviation, SLOWER if timelike else HIGHER
+
+
+def band_text(band: dict, relative: bool) -> str:
+    unit = " %" if relative else " pt"
+    scale = 100 if relative else 1
+
+    def number(value: float) -> str:
+        return f"{value * scale:+.3g}{unit}"
+
+    if -band["lower"] == band["upper"]:
+        return f"±{band['upper'] * scale:.3g}{unit}"
+    return f"{number(band['lower'])} .. {number(band['upper'])}"
+
+
+def deviation_text(deviation: float, relative: bool) -> str:
+    if pd.isna(deviation):
+        return ""
+    return f"{deviation * 100:+.3g} %" if relative else f"{deviation:+.3g} pt"
+
+
+# -- the likely reasons ---------------------------------------------------------------------------------------------
+_SOFTWARE = (("device_name", "GPU"), ("memory_bytes", "memory"), ("multiprocessors", "SMs"), ("driver", "driver"),
+             ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("torch", "torch"))
+_CLOCKS = (("sm_max_mhz", "maximum SM clock", "MHz"), ("sm_application_mhz", "application SM clock", "MHz"),
+           ("power_limit_w", "power limit", "W"))
+
+
+def _shown(key: str, value) -> str:
+    if value is None or value == "":
+        return "not recorded"
+    if key == "memory_bytes" and isinstance(value, (int, float)):
+        return f"{value / 2**30:.1f} GiB"
+    if key == "cudnn":
+        return cudnn_version(value)
+    return str(value)
+
+
+def provenance_differences(here: dict, reference: dict) -> list[str]:
+    """What differs between two provenance records that can move a measurement: device (GPU model, memory, SMs),
+    software (driver, CUDA, cuDNN, torch), clocks lower than the reference's (where both recorded them)."""
+    reasons = []
+    if bool(here.get("emulated_on_cpu")) != bool(reference.get("emulated_on_cpu")):
+        reasons.append("emulated on the CPU here" if here.get("emulated_on_cpu") else "the reference was emulated")
+    for key, name in _SOFTWARE:
+        mine, theirs = here.get(key), reference.get(key)
+        if mine != theirs and not (mine is None and theirs is None):
+            reasons.append(f"{name} {_shown(key, mine)} here, {_shown(key, theirs)} in the reference")
+    if here.get("device_type") == "cpu" and here.get("host_cpu") != reference.get("host_cpu"):
+        reasons.append(f"CPU {here.get('host_cpu')} here, {reference.get('host_cpu')} in the reference")
+    mine, theirs = here.get("clocks") or {}, reference.get("clocks") or {}
+    if bool(mine) != bool(theirs):
+        reasons.append(f"clocks recorded {'here' if mine else 'in the reference'} only")
+    for key, name, unit in _CLOCKS:
+        if isinstance(mine.get(key), (int, float)) and isinstance(theirs.get(key), (int, float)) \
+                and mine[key] < theirs[key]:
+            reasons.append(f"{name} {mine[key]:g} {unit} here, below the reference's {theirs[key]:g} {unit}")
+    return reasons
+
+
+def likely_reasons(here: dict, reference: dict, extra: list[str] = ()) -> str:
+    reasons = provenance_differences(here, reference) + list(extra)
+    if reasons:
+        return "; ".join(reasons)
+    clocks = "" if here.get("clocks") and reference.get("clocks") else ", clocks not recorded on both sides"
+    return (f"same device, driver, CUDA, cuDNN and torch{clocks}: run-to-run variation or another load on the "
+            f"machine")
+
+
+# -- comparability --------------------------------------------------------------------------------------------------
+def _switches(row: pd.Series) -> dict:
+    value = row.get("switches")
+    return json.loads(value) if isinstance(value, str) and value else {}
+
+
+def incomparable_run(here: pd.Series, reference: pd.Series) -> str | None:
+    """Why one variant's runs measure different things (another workload or another definition), or None."""
+    workload = []
+    for column, what in (("volume_shape", "volume"), ("parameters", "parameters"),
+                         ("samples_per_step", "micro-batches per optimizer step")):
+        mine, theirs = here.get(column), reference.get(column)
+        if not (pd.isna(mine) or pd.isna(theirs) or mine == "" or theirs == "") and mine != theirs:
+            shown = (lambda v: f"{int(v):,}") if column == "parameters" else str
+            workload.append(f"{what} {shown(mine)} here, {shown(theirs)} in the reference")
+    if workload:
+        return "another workload: " + "; ".join(workload)
+    mine, theirs = _switches(here), _switches(reference)
+    differing = sorted(key for key in set(mine) & set(theirs) if mine[key] != theirs[key])
+    if differing:
+        return (f"{here['variant']} is defined differently: "
+                + ", ".join(f"{key} {mine[key]} here, {theirs[key]} in the reference" for key in differing))
+    return None
+
+
+# -- the table ------------------------------------------------------------------------------------------------------
+@dataclass
+class Side:
+    """One side of the comparison for one label: its runs, profile summaries and provenance."""
+
+    runs: pd.DataFrame
+    summaries: pd.DataFrame
+    provenance: dict
+    is_gpu: bool
+
+    def run(self, variant: str) -> pd.Series | None:
+        rows = self.runs[self.runs["variant"] == variant] if len(self.runs) else self.runs
+        return rows.iloc[0] if len(rows) else None
+
+    def profile(self, variant: str, phase: str, tool: str | None = None) -> pd.DataFrame:
+        frame = self.summaries
+        if frame.empty:
+            return frame
+        rows = frame[(frame["variant"] == variant) & (frame["phase"] == phase)]
+        return rows[rows["tool"] == tool] if tool else rows
+
+    def tools(self, variant: str, phase: str) -> list[str]:
+        present = set(self.profile(variant, phase)["tool"]) if len(self.profile(variant, phase)) else set()
+        return [tool for tool in TOOL_PREFERENCE if tool in present]
+
+
+def _of(frame: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    return frame[frame["gpu"] == gpu] if len(frame) and "gpu" in frame else frame
+
+
+def _row(gpu, variant, metric, unit, reference=math.nan, measured=math.nan, deviation="", band="",
+         verdict=NOT_COMPARABLE, reasons="") -> dict:
+    return {"gpu": gpu, "variant": variant, "metric": metric, "unit": unit, "reference": reference,
+            "measured": measured, "deviation": deviation, "band": band, "verdict": verdict, "reasons": reasons}
+
+
+def _judged(gpu, variant, metric: Metric, name: str, measured, reference, bands, here: Side, ref: Side,
+            extra_reasons=()) -> dict:
+    band = bands[metric.band]
+    deviation, verdict = judge(measured, reference, band, metric.relative, metric.timelike)
+    reasons = "" if verdict in (WITHIN, NOT_COMPARABLE) else likely_reasons(here.provenance, ref.provenance,
+                                                                             extra_reasons)
+    if verdict == NOT_COMPARABLE:
+        missing = (measured is None or pd.isna(measured), reference is None or pd.isna(reference))
+        reasons = {(True, True): "measured on neither side", (True, False): "not measured here",
+                   (False, True): "not in the reference"}.get(missing, "the reference value is zero")
+    return _row(gpu, variant, name, metric.unit, reference, measured, deviation_text(deviation, metric.relative),
+                band_text(band, metric.relative), verdict, reasons)
+
+
+def _steps_reason(mine: pd.Series, theirs: pd.Series) -> list[str]:
+    a, b = mine.get("train_steps_measured"), theirs.get("train_steps_measured")
+    if pd.notna(a) and pd.notna(b) and a != b:
+        return [f"{int(a)} timed optimizer steps here, {int(b)} in the reference"]
+    return []
+
+
+def _share_rows(gpu, variant, phase, here: Side, ref: Side, bands) -> tuple[dict | None, list[dict]]:
+    """The kernel-class share row of one phase (the class that differs most) and every class's comparison."""
+    mine_tools, their_tools = here.tools(variant, phase), ref.tools(variant, phase)
+    if not mine_tools and not their_tools:
+        return None, []
+    name = f"{SHARES.name}, {phase} step"
+    if not mine_tools or not their_tools:
+        where = "here" if not mine_tools else "in the reference"
+        return _row(gpu, variant, name, SHARES.unit, reasons=f"no profile of the {phase} step {where}"), []
+    common = [tool for tool in mine_tools if tool in their_tools]
+    if not common:
+        return _row(gpu, variant, name, SHARES.unit, reasons=f"no profiler in common ({', '.join(mine_tools)} here, "
+                    f"{', '.join(their_tools)} in the reference)"), []
+    tool = common[0]
+
+    def shares(side: Side) -> pd.Series:
+        rows = side.profile(variant, phase, tool)
+        rows = rows[rows["kernel_class"] != "all"]
+        return rows.groupby("kernel_class")["time_share"].sum().astype(float) * 100
+
+    mine, theirs = shares(here), shares(ref)
+    classes = sorted(set(mine.index) | set(theirs.index))
+    mine, theirs = mine.reindex(classes, fill_value=0.0), theirs.reindex(classes, fill_value=0.0)
+    band = bands[SHARES.band]
+    by_class = []
+    for kernel_class in classes:
+        deviation, verdict = judge(mine[kernel_class], theirs[kernel_class], band, relative=False, timelike=False)
+        by_class.append({"gpu": gpu, "variant": variant, "phase": phase, "tool": tool, "kernel_class": kernel_class,
+                         "reference_pct": theirs[kernel_class], "measured_pct": mine[kernel_class],
+                         "deviation_pt": deviation, "verdict": verdict})
+    # The class that differs most (on a tie, the larger one in the reference).
+    worst = max(classes, key=lambda c: (round(abs(mine[c] - theirs[c]), 9), theirs[c], c))
+    row = _judged(gpu, variant, SHARES, f"{name} ({tool}), largest difference: {worst}", mine[worst], theirs[worst],
+                  bands, here, ref)
+    return row, by_class
+
+
+def _ncu_rows(gpu, variant, phase, here: Side, ref: Side, bands) -> list[dict]:
+    mine, theirs = here.profile(variant, phase, "ncu"), ref.profile(variant, phase, "ncu")
+    if mine.empty and theirs.empty:
+        return []
+    rows = []
+    for metric in NCU_METRICS:
+        name = f"{metric.name}, {phase} step"
+        if mine.empty or theirs.empty:
+            where = "here" if mine.empty else "in the reference"
+            rows.append(_row(gpu, variant, name, metric.unit,
+                             reasons=f"no Nsight Compute profile of the {phase} step {where}"))
+            continue
+
+        def total(side: pd.DataFrame) -> float:
+            rows_all = side[side["kernel_class"] == "all"]
+            value = rows_all[metric.column].astype(float).sum() if len(rows_all) else math.nan
+            return value / metric.scale
+
+        rows.append(_judged(gpu, variant, metric, name, total(mine), total(theirs), bands, here, ref))
+    return rows
+
+
+def conformance_table(results: Results, bands: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """tab08: one row per (label measured here, variant, metric); every kernel class's share compared (second
+    frame); notes naming both sides of each compared label."""
+    rows, classes, notes = [], [], []
+    runs, summaries = results.table("runs"), results.table("summaries")
+    ref_hardware = results.table("reference_hardware")
+    ref_runs, ref_summaries = results.table("reference_runs"), results.table("reference_summaries")
+    measured = [gpu for gpu in results.labels() if results.origin(gpu) == MEASURED]
+    referenced = set(ref_hardware["gpu"]) if len(ref_hardware) else set()
+    for gpu in measured:
+        if gpu not in referenced:
+            rows.append(_row(gpu, "", "every metric", "", reasons=f"no shipped reference set of {gpu} is listed in "
+                             f"reference_results (data/reference/{gpu}/)"))
+            continue
+        info = ref_hardware.set_index("gpu").loc[gpu]
+        here = Side(_of(runs, gpu), _of(summaries, gpu), results.provenance(gpu), results.gpu_device(gpu))
+        ref = Side(_of(ref_runs, gpu), _of(ref_summaries, gpu), json.loads(info["provenance"]), bool(info["is_gpu"]))
+        notes.append(f"{gpu}: here {_describe(here.provenance)}; reference {_describe(ref.provenance)}")
+        if here.is_gpu != ref.is_gpu:
+            kinds = (device_of(here.provenance), device_of(ref.provenance))
+            rows.append(_row(gpu, "", "every metric", "", reasons=f"another kind of device: {kinds[0]} here, "
+                             f"{kinds[1]} in the reference"))
+            continue
+        for variant in variant_order(here.runs["variant"]) if len(here.runs) else []:
+            mine, theirs = here.run(variant), ref.run(variant)
+            if theirs is None:
+                rows.append(_row(gpu, variant, "every metric", "", reasons=f"the reference set has no {variant} run"))
+                continue
+            why = incomparable_run(mine, theirs)
+            if why:
+                rows.append(_row(gpu, variant, "every metric", "", reasons=why))
+                continue
+            for metric in RUN_METRICS:
+                extra = _steps_reason(mine, theirs) if metric.band == "train_step" else []
+                rows.append(_judged(gpu, variant, metric, metric.name, mine.get(metric.column),
+                                    theirs.get(metric.column), bands, here, ref, extra))
+            for phase in PHASES:
+                share, by_class = _share_rows(gpu, variant, phase, here, ref, bands)
+                if share:
+                    rows.append(share)
+                classes += by_class
+                rows += _ncu_rows(gpu, variant, phase, here, ref, bands)
+    table = pd.DataFrame(rows, columns=COLUMNS).astype({"reference": float, "measured": float})
+    return table, pd.DataFrame(classes, columns=CLASS_COLUMNS), notes
+
+
+def _describe(provenance: dict) -> str:
+    parts = [device_of(provenance)]
+    for key, name in _SOFTWARE[3:]:
+        if provenance.get(key) is not None:
+            parts.append(f"{name} {_shown(key, provenance.get(key))}")
+    clocks = provenance.get("clocks") or {}
+    if clocks.get("sm_max_mhz"):
+        parts.append(f"max SM clock {clocks['sm_max_mhz']:g} MHz")
+    if date_of(provenance):
+        parts.append(f"measured {date_of(provenance)}")
+    return ", ".join(parts)
