@@ -470,6 +470,30 @@ def test_training_sampling_and_quality_jobs_take_four_modalities(raw_prepared, t
     assert -1 <= row["ssim"] <= 1 and row["psnr_db"] is not None
 
 
+def test_a_quality_study_run_takes_four_modalities_and_the_brats_lesion_labels(raw_prepared, tmp_path):
+    from medddpm.build import Workload
+    from medddpm.runs import start_run
+    from medddpm.settings import DeviceSpec, StudySettings, TrainSettings
+    from medddpm.study import run_study
+    from medddpm.switches import Variant
+
+    _, dataset, _ = raw_prepared
+    model = {"in_channels": 8, "out_channels": 4, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
+             "attention_downsample_rates": [], "num_heads": 1, "dropout": 0.0}
+    run = start_run(DeviceSpec("cpu", "cpu"), Variant("baseline", False, False, False), Path.cwd(), {})
+    out = {name: tmp_path / name for name in ("run.json", "losses.csv", "slice.npy", "sample_000.nii.gz")}
+    run_study(Workload.from_params(model, {"timesteps": 3}), TrainSettings(lr=1e-3, gradient_accumulation=1),
+              StudySettings(steps=1, masks=1, ssim_kernel=3), run, dataset, out["run.json"], out["losses.csv"],
+              out["slice.npy"], [out["sample_000.nii.gz"]])
+    result = json.loads(out["run.json"].read_text())
+    real = result["vs_real"]
+    assert (real["lesion_labels"], real["tissue_label"]) == ([1, 2, 3], 4)
+    assert set(real["per_sample"][0]["wasserstein_by_label"]) <= {"0", "1", "2", "3", "4"}
+    assert real["lesion_contrast_real_mean"] is not None and len(real["per_sample"][0]["lesion_contrast"]) == 4
+    assert result["numeric"]["forward_relative_error"] < 1e-4 and result["volume_shape"] == list(TARGET)
+    assert np.load(out["slice.npy"]).shape == (2, TARGET[1], TARGET[0])  # the first modality's middle axial slice
+
+
 def test_entry_points_write_and_prepare_synthetic_and_listed_brats(tmp_path):
     from test_data import Files, run_script
 

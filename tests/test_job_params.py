@@ -9,14 +9,15 @@ import pytest
 import yaml
 
 from measurement.rates import RateSettings
-from medddpm.settings import (DeviceSpec, DiffusionSettings, QualitySettings, SampleSettings, TrainSettings,
-                              from_mapping)
+from medddpm.settings import (DeviceSpec, DiffusionSettings, QualitySettings, SampleSettings, StudySettings,
+                              TrainSettings, from_mapping)
 from medddpm.switches import Variant
 from medddpm.unet import UNetConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())["properties"]
-JOBS = ["train.py", "sample.py", "assess_quality.py", "profile_run.py", "device_rates.py", "bench_table.py"]
+JOBS = ["train.py", "sample.py", "assess_quality.py", "profile_run.py", "device_rates.py", "bench_table.py",
+        "study_run.py", "study_compare.py", "study_dataset.py", "study_summary.py"]
 
 
 @pytest.mark.parametrize("script", JOBS)
@@ -38,6 +39,18 @@ def test_settings_have_one_field_per_config_key(section, cls):
     assert properties <= fields, f"{section}: keys without a field: {sorted(properties - fields)}"
     config = yaml.safe_load((REPO / "config.yaml").read_text())[section]
     assert set(config) == properties, f"config.yaml's {section} differs from the schema's keys"
+
+
+def test_a_study_run_takes_the_study_keys_of_its_settings():
+    """The study's keys that a run's job takes (the rest shape the DAG: variants, seeds, dataset, ...) are the
+    fields of StudySettings, passed by the rule one by one."""
+    fields = {f.name for f in dataclasses.fields(StudySettings)}
+    assert fields <= set(SCHEMA["quality_study"]["properties"])
+    rules = (REPO / "workflow/rules/quality_study.smk").read_text()
+    passed = re.search(r"study=\{key: STUDY\[key\] for key in \(([^)]*)\)\}", rules).group(1)
+    assert set(re.findall(r'"(\w+)"', passed)) == fields
+    config = yaml.safe_load((REPO / "config.yaml").read_text())["quality_study"]
+    assert set(config) == set(SCHEMA["quality_study"]["properties"])
 
 
 def test_variant_switches_left_out_keep_upstreams_behaviour():

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 
 from conftest import copy_workflow, snakemake
-from medddpm.prepare import heldout_images
 from reporting import render
 from reporting.manifest import read_manifest, read_sections
 from reporting.registry import ARTICLE, BY_ID, OUTPUTS, timing_bearing_files
@@ -117,6 +116,44 @@ def test_measurements_and_profiles_of_every_variant(finished_run):
     assert "h200,tf32,train,ncu,shipped reference,NVIDIA H200," in kernels  # the shipped set, side by side
 
 
+def test_quality_study_miniature_measures_real_numbers_and_says_why_there_is_no_verdict(finished_run):
+    """The tiny configuration's study: baseline at seeds 0 and 1 and channels_last, 2 optimizer steps at 16^3."""
+    import nibabel as nib
+    import numpy as np
+
+    study = finished_run / "results/cpu/study"
+    run = json.loads((study / "baseline/seed1/run.json").read_text())
+    assert run["training"]["optimizer_steps"] == 2 and run["volume_shape"] == [16, 16, 16]
+    assert run["numeric"]["forward_relative_error"] < 1e-4 and run["numeric"]["gradient_relative_error"] < 1e-4
+    # The per-label distance of the first sample, recomputed from the files: W1 of equal-size samples is the mean
+    # absolute difference of the sorted values.
+    prepared = finished_run / "results/dataset/study/prepared"
+    sample = nib.load(study / "baseline/seed1/samples/sample_000.nii.gz").get_fdata()
+    real = nib.load(prepared / "heldout/image_000.nii.gz").get_fdata()
+    one_hot = np.asarray(nib.load(prepared / "heldout/mask_000.nii.gz").dataobj)
+    labels = np.where(one_hot.any(-1), one_hot.argmax(-1) + 1, 0)
+    row = run["vs_real"]["per_sample"][0]
+    for label, value in row["wasserstein_by_label"].items():
+        inside = labels == int(label)
+        assert value == pytest.approx(np.mean(np.abs(np.sort(sample[inside]) - np.sort(real[inside]))), rel=1e-5)
+    assert run["vs_real"]["ssim_mean"] < 0.3  # two steps: noise
+    assert np.load(study / "baseline/seed1/slice.npy").shape == (2, 16, 16)
+    same = json.loads((study / "baseline/seed0/comparison.json").read_text())["vs_baseline"]
+    other = json.loads((study / "baseline/seed1/comparison.json").read_text())["vs_baseline"]
+    assert same["identical"] and not other["identical"] and other["max_abs_diff"] > 0
+    # The verdict says why it cannot judge, with the numbers and the threshold.
+    claims = (finished_run / "paper/tables/tab05_claims.csv").read_text()
+    quality = next(line for line in claims.splitlines() if line.startswith("synthesis quality") and ",cpu," in line)
+    assert "not measurable here" in quality and "not brain-like" in quality
+    assert "< 0.3 after 2 optimizer steps at 16x16x16" in quality
+    table = (finished_run / "paper/tables/tab06_quality.csv").read_text()
+    assert "\ncpu,baseline,0," in table and "\ncpu,baseline,1," in table and "\ncpu,channels_last,0," in table
+    # The study's own target prints the runs and the same verdict (and measures nothing again).
+    printed = snakemake(finished_run, "--cores", "1", *TINY, "quality_study")
+    assert printed.returncode == 0, printed.stderr[-2000:]
+    assert "# Quality study: cpu" in printed.stdout and "Quality claim: **not measurable here**" in printed.stdout
+
+
 def test_article_holds_every_registered_figure_and_table(finished_run):
     """paper/article.pdf from the tiny run: every output under its id with its caption, the abstract and the
     methods from what was measured, the claims' verdicts; no creation date."""
@@ -192,9 +229,10 @@ def test_export_writes_a_small_reference_set_that_exports_to_the_same_bytes(fini
     files = {p.relative_to(exported).as_posix() for p in exported.rglob("*") if p.is_file()}
     assert set(listed) == files - {"manifest.sha256"}
     assert all(file_sha256(exported / name) == digest for name, digest in listed.items())
-    assert {"baseline/profile/train/torch_trace.json.gz", "real_image_slice.nii.gz", "config.yaml", "bench.csv",
-            "channels_last/samples/sample_000_slice.nii.gz", "channels_last/sample_steps.csv"} <= files
-    assert not any(name.endswith((".pt", "sample_000.nii.gz", "-rep", "trace.json", ".log")) for name in files)
+    assert {"baseline/profile/train/torch_trace.json.gz", "config.yaml", "bench.csv", "channels_last/sample_steps.csv",
+            "study/baseline/seed1/run.json", "study/baseline/seed1/comparison.json",
+            "study/channels_last/seed0/losses.csv", "study/channels_last/seed0/slice.npy"} <= files
+    assert not any(name.endswith((".pt", ".nii.gz", "-rep", "trace.json", ".log")) for name in files)
     trace = (exported / "baseline/profile/train/torch_trace.json.gz").read_bytes()
     assert trace[3] == 0 and trace[4:8] == b"\0\0\0\0"  # gzip -n: no file name, no time
     readme = (exported / "README.md").read_text()
@@ -211,16 +249,17 @@ def test_export_then_import_round_trips(finished_run, exported):
     """Read back as a shipped set, the export gives the tables of the original results (only the origin tag
     differs), hence the same figures and tables."""
     measured = [p for p in (finished_run / "results/cpu").rglob("*") if p.is_file() and file_keys(p)["kind"]]
-    real = heldout_images(finished_run / "results/dataset/prepared")[:1]
-    original = collect(measured, [], ["cpu"], {"cpu": real[0]})
+    original = collect(measured, [], ["cpu"])
     imported = collect([], [p for p in exported.rglob("*") if p.name.endswith(SHIPPED_NAMES)], [])
     for name, frame in original.items():
         pd.testing.assert_frame_equal(frame.drop(columns="origin", errors="ignore"),
                                       imported[name].drop(columns="origin", errors="ignore"), obj=name)
-    assert len(original["slices"]) == 3 and len(original["kernels"]) > 0 and len(original["bench"]) == 2
-    # The same drawings from both: the runs, the quality (slices, losses) and the kernel table.
+    assert len(original["slices"]) == 2 * 3 and len(original["kernels"]) > 0 and len(original["bench"]) == 2
+    assert len(original["study"]) == 3  # the quality study's runs: baseline at two seeds, channels_last
+    # The same drawings from both: the runs, the quality study (slices, losses, verdict) and the kernel table.
     for output_id in ("fig08_end_to_end", "fig09_quality", "tab03_kernels"):
-        made = [render.build(output_id, bundle(tables, finished_run / side))
+        files = {name: finished_run / path for name, path in BY_ID[output_id].files.items()}  # fig09: the claims
+        made = [render.build(output_id, {**bundle(tables, finished_run / side), **files})
                 for side, tables in (("original", original), ("imported", imported))]
         if BY_ID[output_id].kind == "figure":
             assert figure_bytes(made[0]) == figure_bytes(made[1]), output_id
@@ -285,6 +324,8 @@ def figure_bytes(fig) -> bytes:
 def test_paper_configuration_plans_the_full_matrix(workflow_copy):
     jobs = planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/paper.yaml")
     assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5  # five variants on the h200 label
+    # The quality study: six variants and the baseline's second seed, one dataset, one comparison.
+    assert jobs["study_run"] == 7 and jobs["study_dataset"] == jobs["study_compare"] == 1
     assert jobs["profile_torch"] == 10  # two phases each; ncu/nsys join where they are installed
     assert jobs["manifest"] == 1
 

@@ -170,9 +170,8 @@ def measured_result_files():
     """Every result file this invocation measures that the figures and tables read."""
     runs = measured("results/{gpu}/{variant}/train.json") + measured("results/{gpu}/{variant}/sample.json")
     runs += measured("results/{gpu}/{variant}/quality.json") + measured("results/{gpu}/{variant}/train_steps.csv")
-    runs += measured("results/{gpu}/{variant}/samples/sample_000.nii.gz")
     bench = expand("results/{gpu}/bench.csv", gpu=config["gpus"])
-    return runs + bench + profile_summaries() + profile_kernel_tables() + ncu_rule_tables()
+    return runs + bench + profile_summaries() + profile_kernel_tables() + ncu_rule_tables() + study_result_files()
 
 
 # Modules of the reporting package that serve one rule each (the article, the export), not the outputs.
@@ -183,7 +182,8 @@ def reporting_code():
     """The reporting library shared by every output: editing it re-renders them all (an output's own module is an
     input of its rule alone)."""
     shared = glob.glob("workflow/scripts/reporting/*.py", root_dir=workflow.basedir)
-    return sorted(set(shared) - set(OWN_RULE_MODULES)) + ["workflow/scripts/profiling/kernels.py"]
+    return sorted(set(shared) - set(OWN_RULE_MODULES)) + ["workflow/scripts/profiling/kernels.py",
+                                                           "workflow/scripts/medddpm/curves.py"]
 
 
 def output_inputs(output):
@@ -268,10 +268,9 @@ for _label in config["gpus"]:
 # Export of a label's results as a reference set (data/reference/<label>/; reporting.export).
 def export_inputs(wildcards):
     """What the reference set of a label measured here is made of: the run files of every run variant, each profile's
-    tidy tables and raw exports, the bench, and the prepared dataset (the real image's slice)."""
+    tidy tables and raw exports, the bench, and the quality study's runs (where the label runs it)."""
     label = wildcards.label
-    names = ["train.json", "sample.json", "quality.json", "train_steps.csv", "sample_steps.csv",
-             "samples/sample_000.nii.gz"]
+    names = ["train.json", "sample.json", "quality.json", "train_steps.csv", "sample_steps.csv"]
     files = [f"results/{label}/{variant}/{name}" for variant in config["run_variants"] for name in names]
     raw = {"torch": ["torch_trace.json"], "ncu": ["ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv"],
            "nsys": ["nsys_kern_sum.csv"]}
@@ -282,7 +281,8 @@ def export_inputs(wildcards):
                 files += [f"{prefix}/{tool}_summary.csv", f"{prefix}/{tool}_kernels.parquet"]
                 files += [f"{prefix}/{name}" for name in raw[tool]]
     files += [f"results/{label}/{name}" for name in ("bench.csv", "bench.md", "device_rates.json")]
-    return {"results": files, "dataset": PREPARED}
+    files += [path for path in study_result_files() if path.startswith(f"results/{label}/")]
+    return {"results": files}
 
 
 def article_settings():

@@ -9,7 +9,6 @@ rule collect_results:
         measured=measured_result_files(),
         shipped=shipped_reference_files(),
         references=shipped_reference_files(conformance_labels()),
-        dataset=PREPARED,
         code=reporting_code(),
     output:
         **{name: f"{COLLECTED}/{name}.parquet" for name in ("hardware", *BUNDLE)},

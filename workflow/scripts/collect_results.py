@@ -1,7 +1,6 @@
 """Snakemake job: every result measured here and every shipped reference set, read once into the tables the
 figures and tables draw on (reporting.results)."""
 
-from medddpm.prepare import heldout_images
 from reporting.results import collect, write_bundle
 from ruleio import run_job
 
@@ -9,10 +8,8 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 
 def main() -> None:
-    params = snakemake.params
-    real = heldout_images(snakemake.input.dataset)[:1]
-    tables = collect(snakemake.input.measured, snakemake.input.shipped, params.gpus,
-                     {gpu: real[0] for gpu in params.gpus} if real else {}, snakemake.input.references)
+    tables = collect(snakemake.input.measured, snakemake.input.shipped, snakemake.params.gpus,
+                     references=snakemake.input.references)
     write_bundle(tables, dict(snakemake.output.items()))
     print({name: len(frame) for name, frame in tables.items()})
 

@@ -248,10 +248,50 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         return (f"config: dataset.shape {shape} must be divisible by {factor} (the U-Net halves it "
                 f"{factor.bit_length() - 1} times){origin('dataset', 'shape')}; fix: use "
                 f"{[_nearest_multiple(side, factor) for side in shape]}")
+    problem = _study_problem(config, origin)
+    if problem:
+        return problem
     for label in config.get("reference_results", []):
         if label not in config["gpus"] and not (basedir / "data" / "reference" / label).is_dir():
             return (f"config: reference_results lists {label!r}{origin('reference_results')}, but "
                     f"data/reference/{label}/ does not exist; fix: leave it out, or ship that label's results there")
+    return None
+
+
+def _study_problem(config: dict, origin) -> str | None:
+    """The quality study's settings against the rest of the configuration (one line, or None)."""
+    study = config["quality_study"]
+    for name in study["variants"]:
+        if name not in config["variants"]:
+            return (f"config: quality_study.variants lists {name!r}{origin('quality_study', 'variants')}, which is not "
+                    "defined under 'variants'; fix: define its switches there, or correct the name")
+    if "baseline" not in study["variants"]:
+        return (f"config: quality_study.variants must include 'baseline'{origin('quality_study', 'variants')} (every "
+                "run is compared with it); fix: add baseline to the list")
+    for label in study["gpus"] or []:
+        if label not in config["gpus"]:
+            return (f"config: quality_study.gpus lists {label!r}{origin('quality_study', 'gpus')}, which this "
+                    f"invocation does not measure (gpus: {config['gpus']}); fix: leave it out, or null for every label")
+    data = study["dataset"]
+    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
+    if data["heldout"] >= data["cases"] and synthetic:
+        return (f"config: quality_study.dataset.heldout must leave at least one training case"
+                f"{origin('quality_study', 'dataset', 'heldout')}; fix: hold out fewer than quality_study.dataset."
+                f"cases ({data['cases']})")
+    if study["masks"] > data["heldout"]:
+        return (f"config: quality_study.masks ({study['masks']}) exceeds quality_study.dataset.heldout "
+                f"({data['heldout']}){origin('quality_study', 'masks')}; fix: lower the masks or hold out more cases")
+    levels = len(study["model"].get("channel_mult", config["model"]["channel_mult"]))
+    factor = 2 ** (levels - 1)
+    if any(side % factor for side in data["shape"]):
+        return (f"config: quality_study.dataset.shape {data['shape']} must be divisible by {factor} (the U-Net halves "
+                f"it {levels - 1} times){origin('quality_study', 'dataset', 'shape')}; fix: use "
+                f"{[_nearest_multiple(side, factor) for side in data['shape']]}")
+    kernel, smallest = study["ssim_kernel"], min(data["shape"])
+    if kernel % 2 == 0 or kernel > 2 * smallest - 1:
+        return (f"config: quality_study.ssim_kernel must be odd and below twice the smallest side of "
+                f"quality_study.dataset.shape ({smallest}), got {kernel}{origin('quality_study', 'ssim_kernel')}; "
+                f"fix: use {min(11, 2 * smallest - 1)}")
     return None
 
 

@@ -4,7 +4,6 @@
 import os
 from pathlib import Path
 
-from medddpm.prepare import heldout_images
 from reporting.export import export_set
 from ruleio import run_job
 
@@ -13,10 +12,8 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 def main() -> None:
     label = snakemake.wildcards.label
-    real = heldout_images(Path(snakemake.input.dataset))[:1]
     written = export_set(label, list(snakemake.input.results), "results", Path(snakemake.output[0]).parent,
-                         real[0] if real else None, snakemake.params.config,
-                         os.environ.get("MEDDDPM_SNAKEMAKE_COMMAND", "(not recorded)"))
+                         snakemake.params.config, os.environ.get("MEDDDPM_SNAKEMAKE_COMMAND", "(not recorded)"))
     print(f"data/reference/{label}/: {len(written)} files")
 
 

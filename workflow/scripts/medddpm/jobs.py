@@ -173,6 +173,18 @@ def load_weights(workload: Workload, run: Run, checkpoint: Path, which: str, tra
     diffusion = workload.build(train_seed)
     state = load_checkpoint(checkpoint, workload_record(workload))
     load_weights_into(diffusion, state[which], checkpoint, which)
+    return _for_evaluation(diffusion, run)
+
+
+def evaluation_model(workload: Workload, run: Run, weights: dict, train_seed: int = 0):
+    """The diffusion with `weights` (a state_dict held in memory, as a study run's EMA copy) for evaluation under the
+    run's variant, as `load_weights` prepares it."""
+    diffusion = workload.build(train_seed)
+    diffusion.load_state_dict(weights)
+    return _for_evaluation(diffusion, run)
+
+
+def _for_evaluation(diffusion, run: Run):
     diffusion.to(run.device)
     prepare_model(diffusion, run.variant, run.device)
     diffusion.requires_grad_(False)

@@ -1,4 +1,6 @@
-"""Quality of a variant: numeric error against float64, loss-curve deviation and image similarity vs baseline."""
+"""Quality of a variant: numeric error against float64, loss-curve deviation, image similarity vs baseline, and the
+quality study's comparisons with the held-out real images (SSIM, PSNR, per-label intensity distances, lesion
+contrast)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import nibabel as nib
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import wasserstein_distance
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
 from .build import Workload
@@ -51,6 +54,25 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
     initialisation the output convolution is zero, which would make every relative error undefined).
     """
     state = load_checkpoint(checkpoint, workload_record(workload))["model"]
+    diffusion = workload.build(0)
+    load_weights_into(diffusion, state, checkpoint, "model")  # weights of another network: one line naming the file
+    inputs = fidelity_inputs(workload, quality, run, dataset_dir)
+    reference = float64_reference(workload, state, run, inputs)
+    variant = run.variant
+    diffusion.to(run.device)
+    prepare_model(diffusion, variant, run.device)
+    compiled = compile_model(diffusion, variant)
+    # The sampling path: no gradients, weights as constants, compiled and/or replayed from a CUDA graph. The same
+    # module serves both paths here (its gradients are dropped after the training-path check).
+    errors = variant_errors(diffusion, lambda: UNetEvaluation(diffusion.requires_grad_(False).eval(), variant,
+                                                              run.device), run, inputs, reference)
+    errors["execution"]["unet_compiled"] = compiled
+    return errors
+
+
+def fidelity_inputs(workload: Workload, quality: QualitySettings, run: Run, dataset_dir: Path) -> dict:
+    """The fixed input of the float64 comparison: the first training case (centre-cropped to `reference_shape`
+    when set), noise drawn from `quality.seed`, and the middle diffusion step."""
     case = PreparedPairs(dataset_dir, "train")[0]
     generator = torch.Generator().manual_seed(quality.seed)
     # reference_shape is (D, W, H), the file's axis order (as dataset.shape); the loader's tensors are (C, H, W, D).
@@ -59,43 +81,56 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
     condition = centre_crop(case["input"].unsqueeze(0), crop).contiguous()
     noise = torch.randn(target.shape, generator=generator)
     t = torch.tensor([workload.diffusion.timesteps // 2], device=run.device)
-    variant = run.variant
+    return {"target": target, "condition": condition, "noise": noise, "t": t}
 
-    def build() -> GaussianDiffusion:
+
+def float64_reference(workload: Workload, state: dict, run: Run, inputs: dict,
+                      sampling_state: dict | None = None) -> dict:
+    """The plain network in float64 at the weights `state`: the forward and all parameter gradients on `inputs`,
+    and the forward alone at `sampling_state` (the weights the sampling path evaluates; default `state`)."""
+
+    def build(weights: dict) -> GaussianDiffusion:
         diffusion = workload.build(0)
-        load_weights_into(diffusion, state, checkpoint, "model")
-        return diffusion.to(run.device)
+        diffusion.load_state_dict(weights)
+        return diffusion.to(run.device).double()
 
-    reference = build().double()
     as64 = lambda v: v.to(run.device, torch.float64)  # noqa: E731
-    x64 = reference.q_sample(as64(target), t, as64(noise))
+    reference = build(state)
+    x64 = reference.q_sample(as64(inputs["target"]), inputs["t"], as64(inputs["noise"]))
     with torch.autocast(run.device.type, enabled=False):
-        out64, grads64 = _forward_backward(reference, x64, as64(condition), t, as64(noise))
-    del reference
+        out64, grads64 = _forward_backward(reference, x64, as64(inputs["condition"]), inputs["t"],
+                                           as64(inputs["noise"]))
+        sampled64 = out64
+        if sampling_state is not None:
+            del reference
+            with torch.no_grad():
+                sampled64 = build(sampling_state).denoise(x64, as64(inputs["condition"]), inputs["t"])
+    return {"out": out64, "grads": grads64, "sampled": sampled64}
 
-    diffusion = build()
-    prepare_model(diffusion, variant, run.device)
-    compiled = compile_model(diffusion, variant)
+
+def variant_errors(diffusion: GaussianDiffusion, evaluation, run: Run, inputs: dict, reference: dict) -> dict:
+    """Relative errors of the variant's paths against `reference` (float64_reference): the forward and the
+    gradients through `diffusion` (prepared, and compiled, as the variant trains), then the forward through the
+    sampling evaluation that `evaluation()` returns (a UNetEvaluation; called after the training-path check)."""
+    variant = run.variant
     cast = lambda v: prepare_input(v.to(run.device), variant)  # noqa: E731
-    x = diffusion.q_sample(cast(target), t, cast(noise))
+    x = diffusion.q_sample(cast(inputs["target"]), inputs["t"], cast(inputs["noise"]))
     with autocast(variant, run.device):
-        out, grads = _forward_backward(diffusion, x, cast(condition), t, cast(noise))
-    # The sampling path: no gradients, weights as constants, compiled and/or replayed from a CUDA graph.
+        out, grads = _forward_backward(diffusion, x, cast(inputs["condition"]), inputs["t"], cast(inputs["noise"]))
     diffusion.zero_grad(set_to_none=True)
-    diffusion.requires_grad_(False).eval()
-    evaluate = UNetEvaluation(diffusion, variant, run.device)
+    evaluate = evaluation()
     with torch.no_grad(), autocast(variant, run.device):
-        sampled = evaluate(x, cast(condition), t).clone()
+        sampled = evaluate(x.detach(), cast(inputs["condition"]), inputs["t"]).clone()
     flat = lambda gs: torch.cat([g.flatten().cpu().double() for g in gs])  # noqa: E731
     return {
-        "forward_relative_error": relative_error(out, out64),
-        "gradient_relative_error": relative_error(flat(grads), flat(grads64)),
-        "sampling_forward_relative_error": relative_error(sampled, out64),
-        "execution": {"unet_compiled": compiled, "cuda_graph": evaluate.graphs,
+        "forward_relative_error": relative_error(out, reference["out"]),
+        "gradient_relative_error": relative_error(flat(grads), flat(reference["grads"])),
+        "sampling_forward_relative_error": relative_error(sampled, reference["sampled"]),
+        "execution": {"unet_compiled": variant.compile is not None, "cuda_graph": evaluate.graphs,
                       "fused_norm_act": variant.fused_norm_act, "checkpointing": variant.checkpointing,
                       "autocast": variant.autocast, "channels_last": variant.channels_last},
         "reference_device": str(run.device),
-        "input_shape": list(target.shape[2:])[::-1],  # (D, W, H), as reference_shape
+        "input_shape": list(inputs["target"].shape[2:])[::-1],  # (D, W, H), as reference_shape
     }
 
 
@@ -126,14 +161,33 @@ def loss_curve_deviation(steps_csv: Path, baseline_csv: Path) -> dict:
 def _volume(path: Path, device: torch.device) -> torch.Tensor:
     """A volume as a (1, C, D, W, H) tensor: C = 1 for a 3-D file, the fourth axis (BraTS's modalities) of a 4-D
     one."""
-    data = torch.from_numpy(np.asarray(nib.load(str(path)).get_fdata(), dtype=np.float32))
-    channels = data[None] if data.ndim == 3 else data.permute(3, 0, 1, 2)
-    return channels[None].to(device)
+    return torch.from_numpy(channels(path))[None].to(device)
+
+
+def channels(path: Path) -> np.ndarray:
+    """A volume as a float32 (C, D, W, H) array: C = 1 for a 3-D file, the fourth axis of a 4-D one."""
+    data = np.asarray(nib.load(str(path)).get_fdata(), dtype=np.float32)
+    return np.ascontiguousarray(data[None] if data.ndim == 3 else np.moveaxis(data, 3, 0))
+
+
+def ssim_sigma(kernel: int) -> float:
+    """The Gaussian width that gives torchmetrics' 3D SSIM a `kernel`-voxel window: torchmetrics sizes a Gaussian
+    window from sigma alone (2 * int(3.5 sigma + 0.5) + 1 voxels) and uses `kernel_size` only to pad the last axis;
+    sigma = 1.5 kernel / 11 keeps the standard SSIM (11 voxels, sigma 1.5) and gives every odd window up to 43 its
+    size."""
+    return 1.5 * kernel / 11
+
+
+def ssim3d(pred: torch.Tensor, target: torch.Tensor, kernel: int = 11) -> float:
+    """3D SSIM (torchmetrics) of two (1, C, D, W, H) volumes in [-1, 1], with a Gaussian window of `kernel` voxels."""
+    return float(structural_similarity_index_measure(pred, target, data_range=DATA_RANGE, kernel_size=kernel,
+                                                     sigma=ssim_sigma(kernel)))
 
 
 def image_similarity(samples: list[Path], references: list[Path], kernel: int,
                      device: torch.device = torch.device("cpu")) -> list[dict]:
-    """3D SSIM and PSNR (torchmetrics) of each sample against its reference volume.
+    """3D SSIM and PSNR (torchmetrics) and the largest absolute voxel difference of each sample against its
+    reference volume.
 
     Computed on `device`: 3D SSIM convolves five maps with a kernel^3 Gaussian, which takes minutes per 128^3
     pair on a CPU and well under a second on a GPU.
@@ -143,11 +197,8 @@ def image_similarity(samples: list[Path], references: list[Path], kernel: int,
         pred, target = _volume(sample, device), _volume(reference, device)
         identical = bool(torch.equal(pred, target))
         psnr = None if identical else float(peak_signal_noise_ratio(pred, target, data_range=DATA_RANGE))
-        ssim = float(
-            structural_similarity_index_measure(pred, target, data_range=DATA_RANGE, kernel_size=kernel)
-        )
-        rows.append({"sample": Path(sample).name, "reference": Path(reference).name, "ssim": ssim,
-                     "psnr_db": psnr, "identical": identical})
+        rows.append({"sample": Path(sample).name, "reference": Path(reference).name,
+                     "ssim": ssim3d(pred, target, kernel), "psnr_db": psnr, "max_abs_diff": float((pred - target).abs().max()), "identical": identical})
     return rows
 
 
@@ -157,6 +208,67 @@ def summarise_similarity(rows: list[dict]) -> dict:
     return {
         "ssim_mean": float(np.mean(ssim)) if ssim else math.nan,
         "psnr_db_mean": float(np.mean(psnr)) if psnr else None,
+        "max_abs_diff": max((r["max_abs_diff"] for r in rows if "max_abs_diff" in r), default=None),
         "identical": all(r["identical"] for r in rows),
         "per_sample": rows,
     }
+
+
+# -- the quality study's comparisons with the real images ---------------------------------------------------------
+# Per workload: the labels of the lesion the mask asks for, and the label of the tissue around it whose intensity
+# the lesion is contrasted with (whole-head: tumour 2 in brain/head 1; BraTS: NCR 1, ED 2, ET 3 in brain 4).
+LESION_LABELS = {"wholehead": ((2,), 1), "brats": ((1, 2, 3), 4)}
+
+
+def label_map(mask_path: Path) -> np.ndarray:
+    """The labels of a prepared one-hot mask (D, W, H, K) as a uint8 (D, W, H) array: label k where channel k - 1 is
+    set (prepare.one_hot writes one channel per label 1..K), 0 where none is."""
+    one_hot = np.asarray(nib.load(str(mask_path)).dataobj)
+    labels = (np.argmax(one_hot, axis=-1) + 1).astype(np.uint8)
+    labels[one_hot.max(axis=-1) == 0] = 0
+    return labels
+
+
+def wasserstein_by_label(sample: np.ndarray, real: np.ndarray, labels: np.ndarray) -> dict[int, float]:
+    """Per label of `labels` (D, W, H): the 1-Wasserstein distance (scipy) between the intensity distributions of
+    `sample` and `real` (C, D, W, H) inside that label, averaged over channels."""
+    distances = {}
+    for label in np.unique(labels):
+        inside = labels == label
+        distances[int(label)] = float(np.mean([wasserstein_distance(s[inside], r[inside])
+                                               for s, r in zip(sample, real)]))
+    return distances
+
+
+def region_contrast(volume: np.ndarray, labels: np.ndarray, lesion: tuple[int, ...], tissue: int) -> list[float] | None:
+    """Per channel of `volume` (C, D, W, H): mean intensity inside the lesion labels minus the mean inside the tissue
+    label; None when the mask has no lesion or no tissue voxel."""
+    inside, around = np.isin(labels, lesion), labels == tissue
+    if not inside.any() or not around.any():
+        return None
+    return [float(c[inside].mean() - c[around].mean()) for c in volume]
+
+
+def compare_with_real(samples: list[Path], images: list[Path], masks: list[Path], workload: str, kernel: int,
+                      device: torch.device = torch.device("cpu")) -> dict:
+    """Each sample against the held-out real image of its mask: 3D SSIM, PSNR, the Wasserstein distance of the
+    intensities per label (and their mean over the labels), and the lesion contrast of sample and image."""
+    rows = image_similarity(samples, images, kernel, device)
+    lesion, tissue = LESION_LABELS[workload]
+    for row, sample, image, mask in zip(rows, samples, images, masks):
+        labels, pred, real = label_map(mask), channels(sample), channels(image)
+        distances = wasserstein_by_label(pred, real, labels)
+        row["wasserstein_by_label"] = {str(label): value for label, value in distances.items()}
+        row["wasserstein"] = float(np.mean(list(distances.values())))
+        row["lesion_contrast"] = region_contrast(pred, labels, lesion, tissue)
+        row["lesion_contrast_real"] = region_contrast(real, labels, lesion, tissue)
+    summary = summarise_similarity(rows)
+    contrasts = [(np.mean(r["lesion_contrast"]), np.mean(r["lesion_contrast_real"])) for r in rows
+                 if r["lesion_contrast"] is not None]
+    summary.update(
+        wasserstein_mean=float(np.mean([r["wasserstein"] for r in rows])),
+        lesion_contrast_mean=float(np.mean([c[0] for c in contrasts])) if contrasts else None,
+        lesion_contrast_real_mean=float(np.mean([c[1] for c in contrasts])) if contrasts else None,
+        lesion_labels=list(lesion), tissue_label=tissue,
+    )
+    return summary

@@ -88,6 +88,21 @@ class QualitySettings:
         return from_mapping(cls, values, "quality")
 
 
+@dataclass(frozen=True)
+class StudySettings:
+    """One run of the quality study beyond the training loop's own settings (TrainSettings): its budget in
+    optimizer steps, the held-out masks it samples and the fixed noise it samples them from, and how it is measured."""
+
+    steps: int = 2000
+    masks: int = 4
+    noise_seed: int = 0
+    ssim_kernel: int = 11
+
+    @classmethod
+    def from_params(cls, mapping: dict) -> StudySettings:
+        return from_mapping(cls, dict(mapping), "quality_study")
+
+
 def params_dict(params: Any) -> dict:
     """A Snakemake job's `params` (a named list) as a plain dict of its named entries."""
     if isinstance(params, dict):

@@ -5,10 +5,11 @@ The set mirrors ``results/<label>/``: per variant the small result files (``trai
 ``quality.json``, the per-step CSVs), per profile the tidy tables the figures read (``<tool>_summary.csv``,
 ``<tool>_kernels.parquet``) and the raw exports they were extracted from (``ncu_raw.csv``, ``ncu_details.csv``,
 ``ncu_rules.csv``, ``torch_trace.json``, ``nsys_kern_sum.csv``, compressed as ``gzip -n`` does: no name, no time), the
-bench (``bench.csv``, ``bench.md``, ``device_rates.json``), the middle slice of each first sampled volume and of the
-real held-out image (what fig09 draws; ``*_slice.nii.gz``), the complete configuration the jobs used
-(``config.yaml``), a README written from the provenance, and ``manifest.sha256`` (every file with its sha256).
-Checkpoints, whole volumes and the binary profiler reports stay behind.
+bench (``bench.csv``, ``bench.md``, ``device_rates.json``), the quality study's runs (``study/<variant>/seed<k>/``:
+``run.json``, ``comparison.json``, ``losses.csv``, ``slice.npy``, what fig09, tab05 and tab06 draw; medddpm.study),
+the complete configuration the jobs used (``config.yaml``), a README written from the provenance, and
+``manifest.sha256`` (every file with its sha256). Checkpoints, sampled volumes and the binary profiler reports stay
+behind.
 
 Equal results give byte-identical sets; the set replaces an older one of the label only once it is complete.
 """
@@ -22,7 +23,6 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from .derived import cudnn_version
@@ -30,8 +30,6 @@ from .results import variant_order
 
 # Written gzip-compressed (name + ".gz"); everything else from results/<label>/ is copied as it is.
 COMPRESSED = ("ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv", "torch_trace.json", "nsys_kern_sum.csv")
-SLICE_SUFFIX = "_slice.nii.gz"
-REAL_SLICE = "real_image_slice.nii.gz"
 MANIFEST = "manifest.sha256"
 
 
@@ -43,36 +41,21 @@ def gzip_bytes(data: bytes) -> bytes:
     return out.getvalue()
 
 
-def middle_slice_nifti(volume_path: Path) -> bytes:
-    """The middle axial slice of a volume as a one-slice NIfTI volume (gzip -n): the reader's middle slice of it is
-    the volume's own (reporting.results._middle_slice)."""
-    import nibabel as nib
-
-    volume = np.asarray(nib.load(str(volume_path)).get_fdata(), dtype=np.float32)
-    middle = volume.shape[2] // 2
-    image = nib.Nifti1Image(np.ascontiguousarray(volume[:, :, middle:middle + 1]), affine=np.eye(4))
-    return gzip_bytes(image.to_bytes())
-
-
 def destination(relative: Path) -> Path:
     """Where a file of results/<label>/ goes in the set."""
-    if relative.parent.name == "samples" and relative.name.endswith(".nii.gz"):
-        return relative.with_name(relative.name.removesuffix(".nii.gz") + SLICE_SUFFIX)
     if relative.name in COMPRESSED:
         return relative.with_name(relative.name + ".gz")
     return relative
 
 
 def _content(source: Path, relative: Path) -> bytes:
-    if relative.parent.name == "samples" and relative.name.endswith(".nii.gz"):
-        return middle_slice_nifti(source)
     if relative.name in COMPRESSED:
         return gzip_bytes(source.read_bytes())
     return source.read_bytes()
 
 
-def export_set(label: str, files: list[str | Path], results_root: str | Path, out: str | Path,
-               real_image: str | Path | None, config: dict, command: str) -> list[Path]:
+def export_set(label: str, files: list[str | Path], results_root: str | Path, out: str | Path, config: dict,
+               command: str) -> list[Path]:
     """Write the reference set of `label` from `files` (paths under results_root/<label>/) to `out`, replacing what
     was there once everything is written; returns the set's files (relative, sorted)."""
     source_root = Path(results_root) / label
@@ -84,8 +67,6 @@ def export_set(label: str, files: list[str | Path], results_root: str | Path, ou
         for path in sorted(map(Path, files)):
             relative = path.relative_to(source_root)
             written[destination(relative)] = _content(path, relative)
-        if real_image is not None:
-            written[Path(REAL_SLICE)] = middle_slice_nifti(Path(real_image))
         written[Path("config.yaml")] = config_yaml(config).encode()
         written[Path("README.md")] = readme(label, written, config, command).encode()
         written[Path(MANIFEST)] = manifest(written).encode()
@@ -251,8 +232,8 @@ def _files(written: dict[Path, bytes]) -> list[str]:
         "## Files",
         "",
         "- `<variant>/train.json`, `sample.json`, `quality.json`, `train_steps.csv`, `sample_steps.csv`: the runs;",
-        "- `<variant>/samples/sample_000_slice.nii.gz` and `real_image_slice.nii.gz`: the middle slice of the first "
-        "sampled volume and of the real held-out image (what fig09 draws);",
+        "- `study/<variant>/seed<k>/` (the quality study, where this label ran it): `run.json`, `comparison.json`, "
+        "`losses.csv` and `slice.npy` of every run (what fig09, tab05 and tab06 draw);",
         f"- `<variant>/profile/<phase>/` (phases: {', '.join(phases) or 'none'}; profilers: {', '.join(tools) or 'none'}): "
         "`<tool>_summary.csv` and `<tool>_kernels.parquet` (the tidy tables the figures read) and the raw exports "
         f"they were extracted from, compressed with `gzip -n` ({', '.join(raw) or 'none'});",

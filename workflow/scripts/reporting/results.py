@@ -2,13 +2,13 @@
 figure and table draws on.
 
 A result file belongs to a run by its path: ``<root>/<gpu>/<variant>/<file>`` (``train.json``, ``sample.json``,
-``quality.json``, ``train_steps.csv``, ``samples/sample_000.nii.gz``; a shipped set carries the middle slice alone,
-``samples/sample_000_slice.nii.gz``), ``<root>/<gpu>/bench.csv``, ``<root>/<gpu>/real_image_slice.nii.gz`` (shipped
-sets: the real image beside the samples), or ``<root>/<gpu>/<variant>/profile/<phase>/<file>``
-(``<tool>_summary.csv``, ``<tool>_kernels.parquet``, ``ncu_rules.csv``, shipped gzipped as ``ncu_rules.csv.gz``), with
-``<root>`` either ``results`` (measured here) or ``data/reference`` (shipped). A shipped label that is also measured
-here is left out of the tables the figures draw (measured wins); it is read apart, as the reference that the run
-measured here is checked against (``reference_*`` tables, tab08).
+``quality.json``, ``train_steps.csv``), ``<root>/<gpu>/bench.csv``, ``<root>/<gpu>/<variant>/profile/<phase>/<file>``
+(``<tool>_summary.csv``, ``<tool>_kernels.parquet``, ``ncu_rules.csv``, shipped gzipped as ``ncu_rules.csv.gz``), or
+the quality study's ``<root>/<gpu>/study/<variant>/seed<k>/<file>`` (``run.json``, ``comparison.json``,
+``losses.csv``, ``slice.npy``: medddpm.study), with ``<root>`` either ``results`` (measured here) or
+``data/reference`` (shipped). A shipped label that is also measured here is left out of the tables the figures draw
+(measured wins); it is read apart, as the reference that the run measured here is checked against (``reference_*``
+tables, tab08).
 
 `collect` reads every file once and writes the tables (the "bundle") as Parquet files; `Results` reads a bundle
 back in a figure or table job. Every row of every table carries ``gpu``, ``variant``, ``origin``, ``device`` and
@@ -18,6 +18,7 @@ back in a figure or table job. Every row of every table carries ``gpu``, ``varia
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,14 +31,17 @@ SHIPPED = "shipped reference"
 RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
 # Name endings of the files a shipped set contributes (the rules may ship them gzipped).
 SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "_summary.csv", "_kernels.parquet",
-                 "ncu_rules.csv", "ncu_rules.csv.gz", "bench.csv", "_slice.nii.gz")
-REAL_SLICE = "real_image_slice.nii.gz"
+                 "ncu_rules.csv", "ncu_rules.csv.gz", "bench.csv", "run.json", "comparison.json", "losses.csv",
+                 "slice.npy")
+# The quality study's files of one run (<root>/<gpu>/study/<variant>/seed<k>/<name>), by kind.
+STUDY_FILES = {"run.json": "study_run", "comparison.json": "study_comparison", "losses.csv": "study_losses",
+               "slice.npy": "study_slice"}
 # Preference among tools for one (gpu, variant, phase): the richest first.
 TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
 # The bundle: one Parquet file per table.
 TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
-          "reference_hardware", "reference_runs", "reference_summaries")
+          "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
 # The kernels of every tool with the columns all tools share; Nsight Compute's kernels with every metric apart
 # (a CPU run adds tens of thousands of operator rows that have none: reading them with 500 metric columns would
 # cost each figure a second).
@@ -46,18 +50,21 @@ KERNEL_IDENTITY = ["phase", "tool", "launch", "name", "short_name", "kernel_clas
 
 
 def file_keys(path: Path) -> dict:
-    """gpu, variant, phase, tool and kind of a result file, from its path (kind None: not a result file)."""
+    """gpu, variant, phase, tool, seed and kind of a result file, from its path (kind None: not a result file)."""
     path = Path(path)
     name = path.name
+    seed = re.fullmatch(r"seed(\d+)", path.parent.name)
+    if seed and len(path.parents) > 3 and path.parents[2].name == "study" and name in STUDY_FILES:
+        return {"gpu": path.parents[3].name, "variant": path.parents[1].name, "phase": None, "tool": None,
+                "kind": STUDY_FILES[name], "seed": int(seed.group(1))}
+    return {**_run_file_keys(path, name), "seed": None}
+
+
+def _run_file_keys(path: Path, name: str) -> dict:
     if name == "bench.csv":  # <root>/<gpu>/bench.csv: every variant of the label against its device's ceilings
         return {"gpu": path.parent.name, "variant": None, "phase": None, "tool": None, "kind": "bench"}
-    if name == REAL_SLICE:  # <root>/<gpu>/real_image_slice.nii.gz: a shipped set's real image (its middle slice)
-        return {"gpu": path.parent.name, "variant": None, "phase": None, "tool": None, "kind": "real_slice"}
     if name in RUN_FILES:
         return {"gpu": path.parents[1].name, "variant": path.parent.name, "phase": None, "tool": None, "kind": name}
-    if path.parent.name == "samples" and name.endswith(".nii.gz"):
-        return {"gpu": path.parents[2].name, "variant": path.parents[1].name, "phase": None, "tool": None,
-                "kind": "sample_volume"}
     if path.parent.parent.name == "profile":
         keys = {"gpu": path.parents[3].name, "variant": path.parents[2].name, "phase": path.parent.name}
         if name in ("ncu_rules.csv", "ncu_rules.csv.gz"):
@@ -108,7 +115,7 @@ def gather(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable
     here = set(measured_labels) | {r["gpu"] for r in rows}
     rows += [{"path": Path(p), **file_keys(Path(p)), "origin": SHIPPED} for p in shipped
              if file_keys(Path(p))["gpu"] not in here]
-    files = pd.DataFrame(rows, columns=["path", "gpu", "variant", "phase", "tool", "kind", "origin"])
+    files = pd.DataFrame(rows, columns=["path", "gpu", "variant", "phase", "tool", "kind", "seed", "origin"])
     return files[files["kind"].notna()].drop_duplicates("path").reset_index(drop=True)
 
 
@@ -125,7 +132,7 @@ def _labels(files: pd.DataFrame, measured_labels: Iterable[str]) -> list[str]:
 
 def _provenances(files: pd.DataFrame) -> dict[tuple[str, str], dict]:
     provenance: dict[tuple[str, str], dict] = {}
-    for kind in ("train.json", "sample.json", "quality.json"):
+    for kind in ("train.json", "sample.json", "quality.json", "study_run"):
         for row in files[files["kind"] == kind].itertuples():
             provenance.setdefault((row.gpu, row.variant), _read_json(row.path).get("provenance", {}))
     return provenance
@@ -209,32 +216,65 @@ def _per_file(files: pd.DataFrame, kind: str, read) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["gpu", "variant"])
 
 
-def _middle_slice(path: Path) -> np.ndarray:
-    """The middle axial slice of a volume, rotated for display (what fig09 shows); of a 4-D volume (BraTS's
-    modalities), its first channel (T1)."""
-    import nibabel as nib
+def _study(files: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of the quality study (gpu, variant, seed): its budget and wall times, its samples against the
+    real images, its float64 errors, its switches, and (comparison.json) its samples and loss curve against the
+    baseline's first seed."""
+    rows: dict[tuple, dict] = {}
+    for row in files[files["kind"] == "study_run"].itertuples():
+        data = _read_json(row.path)
+        prov, real, numeric = data["provenance"], data["vs_real"], data["numeric"]
+        training, sampling = data["training"], data["sampling"]
+        rows[(row.gpu, row.variant, int(row.seed))] = {
+            "gpu": row.gpu, "variant": row.variant, "seed": int(row.seed),
+            "volume_shape": "x".join(map(str, data["volume_shape"])), "parameters": data["parameters"],
+            "timesteps": data["timesteps"], "optimizer_steps": training["optimizer_steps"],
+            "run_s": data.get("wall_seconds"), "train_s": training["seconds"],
+            "train_step_ms": training["step_time"]["median_ms"],
+            "compile_s": training["compile_seconds"], "sample_s_per_volume": sampling["seconds_per_volume"],
+            "final_loss": training["final_loss"],
+            "ssim_vs_real": real["ssim_mean"], "psnr_vs_real_db": real["psnr_db_mean"],
+            "wasserstein_vs_real": real["wasserstein_mean"],
+            "lesion_contrast": real["lesion_contrast_mean"], "lesion_contrast_real": real["lesion_contrast_real_mean"],
+            "forward_rel_error": numeric["forward_relative_error"],
+            "gradient_rel_error": numeric["gradient_relative_error"],
+            "sampling_forward_rel_error": numeric["sampling_forward_relative_error"],
+            "switches": json.dumps(prov.get("switches", {}), sort_keys=True),
+            "switches_effective": json.dumps(prov.get("switches_effective", {}), sort_keys=True),
+        }
+    for row in files[files["kind"] == "study_comparison"].itertuples():
+        data = _read_json(row.path)
+        key = (row.gpu, row.variant, int(row.seed))
+        if key not in rows:
+            continue
+        versus, curve = data["vs_baseline"], data["loss_curve"]
+        rows[key].update(ssim_vs_baseline=versus["ssim_mean"], psnr_vs_baseline_db=versus["psnr_db_mean"],
+                         max_abs_diff_vs_baseline=versus["max_abs_diff"], identical_to_baseline=versus["identical"],
+                         loss_deviation_vs_baseline=curve["mean_abs_deviation"])
+    frame = pd.DataFrame(list(rows.values()))
+    # Seeds in order whatever order the files came in (_tag then orders labels and variants, keeping this order).
+    return frame.sort_values(["gpu", "variant", "seed"], kind="stable", ignore_index=True) if len(frame) else frame
 
-    volume = np.asarray(nib.load(str(path)).get_fdata(), dtype=np.float32)
-    if volume.ndim == 4:
-        volume = volume[..., 0]
-    return np.ascontiguousarray(np.rot90(volume[:, :, volume.shape[2] // 2]))
+
+def _study_losses(files: pd.DataFrame) -> pd.DataFrame:
+    frames = [pd.read_csv(row.path).assign(gpu=row.gpu, variant=row.variant, seed=int(row.seed))
+              for row in files[files["kind"] == "study_losses"].itertuples()]
+    if not frames:
+        return pd.DataFrame(columns=["gpu", "variant", "seed"])
+    return pd.concat(frames, ignore_index=True).sort_values(["gpu", "variant", "seed", "step"], kind="stable",
+                                                            ignore_index=True)
 
 
-def _slices(files: pd.DataFrame, real_images: dict[str, Path]) -> pd.DataFrame:
-    """Middle slices of the first sampled volume of each run, and of the real held-out image (measured here: from the
-    prepared dataset; a shipped set: the slice it carries)."""
+def _slices(files: pd.DataFrame) -> pd.DataFrame:
+    """The middle slices of every study run's first sample ("sample") and of the real image of its mask ("real")."""
     rows = []
-    shipped_real = {row.gpu: row.path for row in files[files["kind"] == "real_slice"].itertuples()}
-    for gpu, path in {**shipped_real, **real_images}.items():
-        image = _middle_slice(path)
-        rows.append({"gpu": gpu, "variant": "real image", "height": image.shape[0], "width": image.shape[1],
-                     "values": image.ravel().tolist()})
-    volumes = files[files["kind"] == "sample_volume"].sort_values("path")
-    for row in volumes.drop_duplicates(["gpu", "variant"]).itertuples():
-        image = _middle_slice(row.path)
-        rows.append({"gpu": row.gpu, "variant": row.variant, "height": image.shape[0], "width": image.shape[1],
-                     "values": image.ravel().tolist()})
-    return pd.DataFrame(rows, columns=["gpu", "variant", "height", "width", "values"])
+    for row in files[files["kind"] == "study_slice"].sort_values(["gpu", "variant", "seed"]).itertuples():
+        planes = np.load(row.path)
+        for name, image in zip(("sample", "real"), planes):
+            rows.append({"gpu": row.gpu, "variant": row.variant, "seed": int(row.seed), "image": name,
+                         "height": image.shape[0], "width": image.shape[1],
+                         "values": np.asarray(image, dtype=np.float32).ravel().tolist()})
+    return pd.DataFrame(rows, columns=["gpu", "variant", "seed", "image", "height", "width", "values"])
 
 
 def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
@@ -264,7 +304,7 @@ def _references(references: Iterable) -> dict[str, pd.DataFrame]:
 
 
 def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable[str] = (),
-            real_images: dict[str, Path] | None = None, references: Iterable = ()) -> dict[str, pd.DataFrame]:
+            references: Iterable = ()) -> dict[str, pd.DataFrame]:
     """Every table of the bundle from the result files (see the module docstring). `references`: files of shipped
     sets whose labels are measured here too (read apart: tab08 checks the measured run against them)."""
     from profiling.tables import load_frame
@@ -272,7 +312,6 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
     files = gather(measured, shipped, measured_labels)
     labels = _labels(files, measured_labels)
     hardware = _hardware(files, labels, _provenances(files))
-    real = {gpu: path for gpu, path in (real_images or {}).items() if gpu in labels}
 
     def read_rules(path: Path) -> pd.DataFrame:
         return pd.read_csv(path)
@@ -284,8 +323,10 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
         "summaries": _per_file(files, "summary", load_frame),
         "kernels": _per_file(files, "kernels", load_frame),
         "rules": _per_file(files, "rules", read_rules),
-        "slices": _slices(files, real),
+        "slices": _slices(files),
         "bench": _per_file(files, "bench", pd.read_csv),
+        "study": _study(files),
+        "study_losses": _study_losses(files),
     }
     kernels = tables.pop("kernels")
     tables["ncu_kernels"] = kernels[kernels["tool"] == "ncu"] if "tool" in kernels else kernels
@@ -370,9 +411,12 @@ class Results:
         frame = self.table("kernels")
         return frame[frame["tool"].isin(set(tools))] if "tool" in frame else frame
 
-    def slice_of(self, gpu: str, variant: str) -> np.ndarray | None:
+    def slice_of(self, gpu: str, variant: str, seed: int, image: str = "sample") -> np.ndarray | None:
+        """The middle slice of a study run's first sample (`image` "sample") or of the real image of its mask
+        ("real"); None when not collected."""
         slices = self.table("slices")
-        row = slices[(slices["gpu"] == gpu) & (slices["variant"] == variant)]
+        row = slices[(slices["gpu"] == gpu) & (slices["variant"] == variant) & (slices["seed"] == seed)
+                     & (slices["image"] == image)]
         if row.empty:
             return None
         first = row.iloc[0]
