@@ -168,9 +168,20 @@ def _headlines(optimization: pd.DataFrame) -> list[str]:
         base = base.iloc[0]
         lines.append(f"on {gpu}, training takes {base['train_ms_per_sample']:.4g} ms per sample with baseline and "
                      f"{best['train_ms_per_sample']:.4g} ms with {best['variant']} "
-                     f"({base['train_ms_per_sample'] / best['train_ms_per_sample']:.3g}x), a sampling step "
-                     f"{base['sample_step_median_ms']:.4g} ms and {best['sample_step_median_ms']:.4g} ms")
+                     f"({base['train_ms_per_sample'] / best['train_ms_per_sample']:.3g}x), "
+                     f"{_sampling_steps(base, best)}")
     return lines
+
+
+def _sampling_steps(base: pd.Series, best: pd.Series) -> str:
+    """The two variants' sampling steps, naming any that was not measured (a set may time training only)."""
+    steps = {row["variant"]: row.get("sample_step_median_ms") for row in (base, best)}
+    measured = {variant: step for variant, step in steps.items() if pd.notna(step)}
+    if len(measured) == 2:
+        return "a sampling step " + " and ".join(f"{step:.4g} ms" for step in measured.values())
+    missing = " and ".join(variant for variant in steps if variant not in measured)
+    shown = "".join(f"a sampling step {step:.4g} ms with {variant}, " for variant, step in measured.items())
+    return f"{shown}sampling not measured with {missing}"
 
 
 def _counts(frame: pd.DataFrame, by: str = "gpu") -> list[str]:
