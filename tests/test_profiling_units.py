@@ -306,6 +306,31 @@ def test_nsys_summary_starts_at_its_header_and_names_what_it_lacks(tmp_path):
         "names cuda_gpu_kern_sum, then gpukernsum)")
 
 
+@pytest.mark.parametrize("column, value", [("Total Time (ns)", "n/a"), ("Instances", "")])
+def test_nsys_value_that_is_not_a_number_is_refused_naming_kernel_value_and_column(tmp_path, column, value):
+    """The second kernel's cell is the bad one: the message names that kernel (not the first), the cell as printed
+    and the column as headed. A bad cell in a column the summary does not sum (Med) stays a missing value."""
+    path = tmp_path / "kern_sum.csv"
+    cells = {"Total Time (ns)": "2000", "Instances": "4"} | {column: value}
+    path.write_text("Time (%),Total Time (ns),Instances,Med (ns),Name\n"
+                    "60.0,\"3,000\",6,n/a,first_kernel\n"
+                    f"40.0,\"{cells['Total Time (ns)']}\",{cells['Instances']},500,second_kernel\n")
+    with pytest.raises(ProfilingError) as caught:
+        nsys.parse_kern_sum(path)
+    assert str(caught.value) == (
+        f"{path}: kernel 'second_kernel' has {value!r} in column {column!r}, not a number; a summary over it would "
+        "be NaN; fix: export the kernel summary again with nsys stats")
+
+
+def test_nsys_long_kernel_names_are_cut_at_80_characters_in_the_message(tmp_path):
+    path = tmp_path / "kern_sum.csv"
+    name = "k" * 79 + "XY"
+    path.write_text(f"Time (%),Total Time (ns),Instances,Name\n100.0,-,1,{name}\n")
+    with pytest.raises(ProfilingError) as caught:
+        nsys.parse_kern_sum(path)
+    assert f"kernel {name[:80]!r} has '-'" in str(caught.value) and "XY" not in str(caught.value)
+
+
 def test_torch_rows_in_microseconds_become_nanoseconds():
     rows = pd.DataFrame({"name": ["sm80_xmma_fprop_k", "aten::add_"], "device": ["gpu", "cpu"],
                          "start_us": [3.0, 1.0], "duration_us": [2.5, 0.125]})
@@ -537,6 +562,48 @@ def test_ncu_raw_page_problems_are_named_in_one_line(text, message):
     assert ncu.check_raw_csv(text) == message
     with pytest.raises(ProfilingError) as caught:
         ncu.parse_raw(text)
+    assert str(caught.value) == message
+
+
+# A page of three kernels: a metric the summary sums (sm__cycles_elapsed.max), a text metric without a unit
+# (launch__device_name: kept as text), a metric the summary does not read (l1tex__hit_rate.pct: n/a stays NaN).
+VALUES_PAGE = ('"ID","Kernel Name","CC","launch__device_name","l1tex__hit_rate.pct","sm__cycles_elapsed.max",'
+               '"gpu__time_duration.sum"\n"","","","","%","cycle","usecond"\n'
+               '"0","k0","9.0","H200","n/a","1,000","{d0}"\n"1","k1","9.0","H200","50","{c1}","{d1}"\n'
+               '"2","k2","9.0","H200","60","3000","{d2}"\n')
+
+
+def values_page(d0="1", d1="2", d2="3", c1="2000") -> str:
+    return VALUES_PAGE.format(d0=d0, d1=d1, d2=d2, c1=c1)
+
+
+def test_ncu_raw_page_keeps_text_metrics_and_not_applicable_values():
+    raw = ncu.parse_raw(values_page(), "p.csv")
+    assert list(raw["launch__device_name"]) == ["H200"] * 3
+    assert math.isnan(raw.loc[0, "l1tex__hit_rate.pct"]) and list(raw["l1tex__hit_rate.pct"])[1:] == [50.0, 60.0]
+    assert list(raw["gpu__time_duration.sum"]) == [1e3, 2e3, 3e3] and list(raw["sm__cycles_elapsed.max"]) == [
+        1000.0, 2000.0, 3000.0]
+
+
+@pytest.mark.parametrize(("page", "message"), [
+    (values_page(c1="lots"), "p.csv: kernel 1 (k1) has 'lots' in column sm__cycles_elapsed.max, which is not a "
+     "number; fix: export the raw page again from the report (ncu -i REPORT --csv --page raw), an edited or damaged "
+     "export cannot be summarised"),
+    (values_page(d1="n/a", d2=""), "p.csv: kernel 1 (k1) has no value ('n/a') in column gpu__time_duration.sum, and "
+     "2 of 3 kernels lack it; a summary over them would be NaN; fix: profile the step again, or leave the metric out "
+     "of profiling.ncu.metrics where this GPU cannot collect it"),
+    (values_page(c1=" n/a "), "p.csv: kernel 1 (k1) has no value ('n/a') in column sm__cycles_elapsed.max, and 1 of "
+     "3 kernels lack it; a summary over them would be NaN; fix: profile the step again, or leave the metric out of "
+     "profiling.ncu.metrics where this GPU cannot collect it"),
+    (values_page().replace("gpu__time_duration.sum", "gpu__time_active.sum"), "p.csv has no gpu__time_duration.sum "
+     "column, which every time share is computed from; fix: keep it in the metric set (profiling.ncu.metrics) and "
+     "profile again"),
+    (values_page().replace('"1","k1"', '"2","k1"'), "p.csv is incomplete: kernel IDs must run 0, 1, 2, ...; line 4 "
+     "holds '2' after kernel 0; fix: export again with ncu -i REPORT --csv --page raw and keep the whole output"),
+], ids=["not a number", "missing duration", "missing summed metric", "no duration column", "id gap"])
+def test_ncu_raw_values_that_would_give_a_wrong_summary_are_refused_in_one_line(page, message):
+    with pytest.raises(ProfilingError) as caught:
+        ncu.parse_raw(page, "p.csv")
     assert str(caught.value) == message
 
 

@@ -132,7 +132,7 @@ def parse_kern_sum(csv_path: str | Path) -> pd.DataFrame:
         values = pd.to_numeric(frame[column].str.strip().str.replace(",", "", regex=False), errors="coerce")
         if values.isna().any() and target in ("total_ns", "instances"):
             row = int(values.isna().to_numpy().nonzero()[0][0])
-            name = frame["Name"].iloc[row] if "Name" in frame.columns else f"row {row + 2}"
+            name = frame["Name"].iloc[row]  # the header has a Name column (_is_header)
             raise ProfilingError(
                 f"{csv_path}: kernel {str(name)[:80]!r} has {frame[column].iloc[row]!r} in column {column!r}, not a "
                 "number; a summary over it would be NaN; fix: export the kernel summary again with nsys stats"
