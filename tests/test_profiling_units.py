@@ -600,7 +600,11 @@ def test_ncu_raw_page_keeps_text_metrics_and_not_applicable_values():
      "profile again"),
     (values_page().replace('"1","k1"', '"2","k1"'), "p.csv is incomplete: kernel IDs must run 0, 1, 2, ...; line 4 "
      "holds '2' after kernel 0; fix: export again with ncu -i REPORT --csv --page raw and keep the whole output"),
-], ids=["not a number", "missing duration", "missing summed metric", "no duration column", "id gap"])
+    (values_page().replace('"H200","50"', '"H200","half"'), "p.csv: kernel 1 (k1) has 'half' in column "
+     "l1tex__hit_rate.pct, which is not a number; fix: export the raw page again from the report (ncu -i REPORT --csv "
+     "--page raw), an edited or damaged export cannot be summarised"),
+], ids=["not a number", "missing duration", "missing summed metric", "no duration column", "id gap",
+        "not a number where a unit is printed"])
 def test_ncu_raw_values_that_would_give_a_wrong_summary_are_refused_in_one_line(page, message):
     with pytest.raises(ProfilingError) as caught:
         ncu.parse_raw(page, "p.csv")
