@@ -1,5 +1,8 @@
-"""Shared fixtures: a temporary copy of the workflow to run Snakemake in, and a job script run without Snakemake."""
+"""Shared fixtures: a temporary copy of the workflow to run Snakemake in, the tiny configuration's end-to-end run
+(built once for all test workers), and a job script run without Snakemake."""
 
+import fcntl
+import os
 import runpy
 import shutil
 import subprocess
@@ -13,6 +16,18 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "workflow" / "scripts"
 # What a clean checkout holds; results and caches of earlier runs stay behind.
 IGNORED = shutil.ignore_patterns("results", ".snakemake", "__pycache__", ".pytest_cache", ".git", ".whl", "logs")
+
+
+# The longest test files, in the order the test workers should start them: with `--dist loadfile` and
+# `--no-loadscope-reorder` (pyproject.toml) each worker takes the next file in collection order when it runs low, so
+# one worker starts on the end-to-end run and its readers while the other builds the second clean run and then runs
+# the SLURM test (mostly waiting for status checks); the short files fill in behind them on whichever is free.
+LONGEST_FIRST = ("test_workflow.py", "test_reproducibility.py", "test_slurm.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -34,6 +49,44 @@ def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.Compl
 @pytest.fixture
 def workflow_copy(tmp_path: Path) -> Path:
     return copy_workflow(tmp_path / "wf")
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """`build(folder)` run once per test session: the first test worker to ask builds it under a lock, the others
+    wait for it and get the same folder. A failed build is not retried; every later caller fails with its message."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # each worker's base folder sits in the session's own
+    folder, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when the holder dies
+        if failed.exists():
+            pytest.fail(f"building {name} failed: {failed.read_text()}")
+        if not done.exists():
+            try:
+                build(folder)
+            except BaseException as error:
+                failed.write_text(str(error)[-3000:] or type(error).__name__)
+                raise
+            done.touch()
+    return folder
+
+
+TINY = ("--configfile", "tests/tiny.yaml", "--")
+
+
+def run_tiny_configuration(dest: Path) -> None:
+    """tests/tiny.yaml through `paper/figures/all` in a fresh copy of the workflow at dest."""
+    copy_workflow(dest)
+    done = snakemake(dest, "--cores", "2", *TINY, "paper/figures/all")
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory) -> Path:
+    """The tiny configuration run once through `paper/figures/all`, shared by every test file that reads its outputs
+    (on any worker: test_workflow.py's tests and the comparison with a second clean run run side by side)."""
+    return built_once(tmp_path_factory, "finished_run", run_tiny_configuration)
 
 
 class Files(list):

@@ -33,9 +33,10 @@ TARGETS = [f"results/h200/baseline/{name}" for name in
 TARGETS += ["results/h200/device_rates.json", "results/h200/study/baseline/seed0/run.json"]
 CONFIGFILES = ("tests/tiny.yaml",)  # the smallest whole DAG; the cluster run tests submission, not compute
 CLUSTER_LABEL = "h200"
-# Every wait is bounded; install + start + run + stop stay under 10 minutes. Each of the DAG's 5 submitted levels
-# costs >= 14-36 s, because the plugin's status checks come 2 s, then 12 s, 22 s, ... (+10 s each time nothing
-# finished) after the last change.
+# Every wait is bounded; install + start + run + stop stay under 10 minutes. Snakemake runs through
+# tests/slurm/snakemake_prompt_status.py: the plugin's own status checks come 2 s, then 12 s, 22 s, ... (+10 s each
+# time nothing finished) after the last change, which cost each of the DAG's 5 submitted levels 14-36 s of waiting.
+PROMPT_STATUS = SLURM_SCRIPTS / "snakemake_prompt_status.py"
 WORKFLOW_TIMEOUT_S = 540
 FAKE_GPUS_PER_TYPE = 2  # like a 2-core workstation running two jobs at once
 
@@ -211,7 +212,7 @@ def test_workflow_through_slurm_gives_gpu_jobs_their_gpu(slurm_cluster, rules_by
     copy = copy_workflow(tmp_path / "wf")
     (copy / "emulate.yaml").write_text("emulate_gpus_on_cpu: true\n")  # not --config: that drops the profile's
     log = tmp_path / "snakemake.log"
-    cmd = [sys.executable, "-m", "snakemake",
+    cmd = [sys.executable, str(PROMPT_STATUS),
            "--profile", "profiles/slurm", "--profile", f"profiles/slurm-{CLUSTER_LABEL}",
            "--profile", "profiles/slurm-noacct",
            "--configfile", *CONFIGFILES, "emulate.yaml", "--verbose", "--directory", str(copy), "--", *TARGETS]

@@ -1,4 +1,5 @@
-"""The workflow end to end in a temporary copy: the DAG runs, outputs are listed with their hashes, reruns."""
+"""The workflow end to end in a temporary copy: the DAG runs, outputs are listed with their hashes, reruns (the run:
+conftest.finished_run)."""
 
 import hashlib
 import io
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import copy_workflow, snakemake
+from conftest import TINY, snakemake
 from reporting import render
 from reporting.manifest import read_manifest, read_sections
 from reporting.registry import ARTICLE, BY_ID, OUTPUTS, timing_bearing_files
@@ -28,26 +29,7 @@ def file_sha256(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-TINY = ("--configfile", "tests/tiny.yaml", "--")
 RENDERING = {output.id for output in OUTPUTS} | {"collect_results", "article", "manifest"}
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    """The tiny configuration run once through `paper/figures/all`."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("run") / "wf")
-    done = snakemake(workdir, "--cores", "2", *TINY, "paper/figures/all")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return workdir
-
-
-@pytest.fixture(scope="module")
-def second_clean_run(tmp_path_factory):
-    """The same tiny configuration run again from scratch, in a copy of its own."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("again") / "wf")
-    done = snakemake(workdir, "--cores", "2", *TINY, "paper/figures/all")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return workdir
 
 
 def planned_jobs(workdir, *args) -> dict[str, int]:
@@ -79,16 +61,6 @@ def test_outputs_are_listed_with_their_hashes(finished_run):
     assert set(marked) == timing_bearing_files() and "paper/figures/fig08_end_to_end.png" in marked
     check = subprocess.run(["sha256sum", "--check", "--quiet", "paper/figures/all"], cwd=finished_run)
     assert check.returncode == 0  # the manifest is sha256sum's format; the section comments are skipped
-
-
-def test_two_clean_runs_differ_only_in_timing_bearing_files(finished_run, second_clean_run):
-    """Every figure and table not declared timing-bearing is byte-identical between two clean runs (the losses,
-    samples, quality figures and the hardware and workload tables); the timing-bearing ones may differ."""
-    first = read_sections(finished_run / "paper/figures/all")
-    second = read_sections(second_clean_run / "paper/figures/all")
-    assert first["deterministic"] == second["deterministic"]
-    assert set(first["timing"]) == set(second["timing"]) == timing_bearing_files()
-    assert {"paper/figures/fig09_quality.png", "paper/tables/tab06_quality.csv"} <= set(first["deterministic"])
 
 
 def test_measurements_and_profiles_of_every_variant(finished_run):
