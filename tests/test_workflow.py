@@ -126,6 +126,17 @@ def test_quality_study_miniature_measures_real_numbers_and_says_why_there_is_no_
     assert "# Quality study: cpu" in printed.stdout and "Quality claim: **not measurable here**" in printed.stdout
 
 
+def test_a_variant_added_to_the_quality_study_runs_alone_and_is_compared_alone(finished_run):
+    """Each run is compared in a job of its own: a variant added to a finished study trains and is compared, the
+    summary is written again, and no other run or comparison is repeated."""
+    (finished_run / "more.yaml").write_text("quality_study:\n  variants: [baseline, channels_last, tf32]\n")
+    messages = job_messages(finished_run, "--configfile", "tests/tiny.yaml", "more.yaml", "--", "quality_study")
+    study = [m for m in messages if m.startswith("Quality study")]
+    assert sorted(study) == ["Quality study on cpu: summary and verdict",
+                             "Quality study on cpu: tf32 (seed 0) against the baseline's samples and loss curve",
+                             "Quality study: training tf32 (seed 0) on cpu"]
+
+
 def test_article_holds_every_registered_figure_and_table(finished_run):
     """paper/article.pdf from the tiny run: every output under its id with its caption, the abstract and the
     methods from what was measured, the claims' verdicts; no creation date."""
@@ -296,8 +307,8 @@ def figure_bytes(fig) -> bytes:
 def test_paper_configuration_plans_the_full_matrix(workflow_copy):
     jobs = planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/paper.yaml")
     assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5  # five variants on the h200 label
-    # The quality study: six variants and the baseline's second seed, one dataset, one comparison.
-    assert jobs["study_run"] == 7 and jobs["study_dataset"] == jobs["study_compare"] == 1
+    # The quality study: six variants and the baseline's second seed, one dataset, one comparison per run.
+    assert jobs["study_run"] == jobs["study_compare"] == 7 and jobs["study_dataset"] == 1
     assert jobs["profile_torch"] == 10  # two phases each; ncu/nsys join where they are installed
     assert jobs["manifest"] == 1
 

@@ -109,25 +109,31 @@ rule study_run:
         "../scripts/study_run.py"
 
 
+# One job per run, so that a variant added later joins a finished study without running the others again.
 rule study_compare:
     input:
-        runs=lambda wildcards: study_run_files(wildcards.gpu, "run.json"),
-        losses=lambda wildcards: study_run_files(wildcards.gpu, "losses.csv"),
-        samples=lambda wildcards: [path for variant, seed in study_runs()
-                                   for path in study_volumes(wildcards.gpu, variant, seed)],
+        run="results/{gpu}/study/{variant}/seed{seed}/run.json",
+        losses="results/{gpu}/study/{variant}/seed{seed}/losses.csv",
+        samples=study_volumes(),
+        reference=f"results/{{gpu}}/study/baseline/seed{STUDY['seeds'][0]}/run.json",
+        reference_losses=f"results/{{gpu}}/study/baseline/seed{STUDY['seeds'][0]}/losses.csv",
+        reference_samples=study_volumes(variant="baseline", seed=STUDY["seeds"][0]),
     output:
-        [f"results/{{gpu}}/study/{variant}/seed{seed}/comparison.json" for variant, seed in study_runs()],
+        comparison="results/{gpu}/study/{variant}/seed{seed}/comparison.json",
     wildcard_constraints:
         gpu="|".join(study_labels()),
+        variant="|".join(STUDY["variants"]),
+        seed=r"\d+",
     log:
-        "results/{gpu}/study/logs/compare.log",
+        "results/{gpu}/study/{variant}/seed{seed}/logs/compare.log",
     conda:
         "../../envs/workload.yaml"
     params:
         reference_seed=STUDY["seeds"][0],
         ssim_kernel=STUDY["ssim_kernel"],
     message:
-        "Quality study on {wildcards.gpu}: every run against the baseline's samples and loss curve"
+        "Quality study on {wildcards.gpu}: {wildcards.variant} (seed {wildcards.seed}) against the baseline's samples "
+        "and loss curve"
     script:
         "../scripts/study_compare.py"
 

@@ -152,13 +152,15 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
 
 def compare_runs(runs: dict[tuple[str, int], Path], reference: tuple[str, int], kernel: int,
                  outputs: dict[tuple[str, int], Path], device: torch.device = torch.device("cpu")) -> None:
-    """Every run against the reference run (the baseline's first seed): its samples against the reference's from
-    the same noise and masks (3D SSIM, PSNR, largest absolute difference), and its smoothed loss curve against the
-    reference's. `runs` and `outputs`: (variant, seed) -> the run's folder and its comparison.json."""
+    """The runs of `outputs` against the reference run (the baseline's first seed): samples against the reference's
+    from the same noise and masks (3D SSIM, PSNR, largest absolute difference), and the smoothed loss curve against
+    the reference's. `runs`: (variant, seed) -> the run's folder (the reference's among them); `outputs`: (variant,
+    seed) -> the comparison.json to write."""
     base = runs[reference]
     base_losses = pd.read_csv(base / "losses.csv")
     base_samples = sorted((base / "samples").glob("sample_*.nii.gz"))
-    for key, folder in runs.items():
+    for key in outputs:
+        folder = runs[key]
         samples = sorted((folder / "samples").glob("sample_*.nii.gz"))
         if [p.name for p in samples] != [p.name for p in base_samples]:
             raise ValueError(f"{folder}: samples {[p.name for p in samples]} differ from the reference's "
