@@ -219,13 +219,10 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         return (f"config: the {workload} workload has {image} image and {mask} mask channel(s), so model.in_channels "
                 f"must be {image + mask} and model.out_channels {image} (got {model['in_channels']} and "
                 f"{model['out_channels']}){origin('model')}; fix: set them so")
-    for name in config["run_variants"]:
-        if name not in config["variants"]:
-            return (f"config: run_variants lists {name!r}{origin('run_variants')}, which is not defined under "
-                    "'variants'; fix: define its switches there, or correct the name")
-    if "baseline" not in config["run_variants"]:
-        return (f"config: run_variants must include 'baseline'{origin('run_variants')} (every quality check and "
-                "speed-up is relative to it); fix: add baseline to the list")
+    problem = _variant_list_problem(config, ("run_variants",), origin,
+                                    "every quality check and speed-up is relative to it")
+    if problem:
+        return problem
     kernel = config["quality"]["ssim_kernel"]
     if kernel % 2 == 0:
         return (f"config: quality.ssim_kernel must be odd (a centred Gaussian window), got {kernel}"
@@ -258,16 +255,27 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
     return None
 
 
+def _variant_list_problem(config: dict, key_path: tuple[str, ...], origin, why_baseline: str) -> str | None:
+    """A list of variant names (run_variants, quality_study.variants): every name defined, baseline among them."""
+    names, key = config, ".".join(key_path)
+    for part in key_path:
+        names = names[part]
+    for name in names:
+        if name not in config["variants"]:
+            return (f"config: {key} lists {name!r}{origin(*key_path)}, which is not defined under 'variants'; fix: "
+                    "define its switches there, or correct the name")
+    if "baseline" not in names:
+        return (f"config: {key} must include 'baseline'{origin(*key_path)} ({why_baseline}); fix: add baseline to "
+                "the list")
+    return None
+
+
 def _study_problem(config: dict, origin) -> str | None:
     """The quality study's settings against the rest of the configuration (one line, or None)."""
     study = config["quality_study"]
-    for name in study["variants"]:
-        if name not in config["variants"]:
-            return (f"config: quality_study.variants lists {name!r}{origin('quality_study', 'variants')}, which is not "
-                    "defined under 'variants'; fix: define its switches there, or correct the name")
-    if "baseline" not in study["variants"]:
-        return (f"config: quality_study.variants must include 'baseline'{origin('quality_study', 'variants')} (every "
-                "run is compared with it); fix: add baseline to the list")
+    problem = _variant_list_problem(config, ("quality_study", "variants"), origin, "every run is compared with it")
+    if problem:
+        return problem
     for label in study["gpus"] or []:
         if label not in config["gpus"]:
             return (f"config: quality_study.gpus lists {label!r}{origin('quality_study', 'gpus')}, which this "
