@@ -33,6 +33,8 @@ def test_backend_flags_follow_the_variant(switches):
     assert flags["cudnn_tf32"] == switches["cudnn_tf32"]
     assert flags["matmul_tf32"] == switches["matmul_tf32"]
     assert flags["cudnn_benchmark"] == switches.get("cudnn_benchmark", False)
+    # What inductor's max-autotune reads: it raises when the per-backend and the legacy setting disagree.
+    assert torch.get_float32_matmul_precision() == ("high" if switches["matmul_tf32"] else "highest")
 
 
 def test_channels_last_changes_weights_and_inputs_memory_format():

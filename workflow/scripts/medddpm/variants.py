@@ -31,10 +31,14 @@ NORM_RECOMPILE_LIMIT = 64
 
 def _set_tf32(cudnn: bool, matmul: bool) -> None:
     # PyTorch 2.9 introduced per-backend fp32_precision and refuses reads after a mix of old and new APIs, so use
-    # the new API wherever it exists and the legacy flags only on older releases.
+    # the new API wherever it exists and the legacy flags only on older releases. The matrix products are the
+    # exception: inductor's autotuning (mode max-autotune) still reads the backend-less
+    # torch.get_float32_matmul_precision(), which raises once cuda.matmul is "tf32" while that legacy setting says
+    # "highest" (measured on the H200 with torch 2.11). set_float32_matmul_precision sets both consistently
+    # (cuda.matmul and mkldnn.matmul to "tf32" or "ieee").
     if hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision"):
         torch.backends.cudnn.conv.fp32_precision = "tf32" if cudnn else "ieee"
-        torch.backends.cuda.matmul.fp32_precision = "tf32" if matmul else "ieee"
+        torch.set_float32_matmul_precision("high" if matmul else "highest")
     else:
         torch.backends.cudnn.allow_tf32 = cudnn
         torch.backends.cuda.matmul.allow_tf32 = matmul
