@@ -29,24 +29,25 @@ AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 NORM_RECOMPILE_LIMIT = 64
 
 
+# PyTorch 2.9 introduced per-backend fp32_precision and refuses reads after a mix of old and new APIs.
+_PER_BACKEND_PRECISION = hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision")
+
+
 def _set_tf32(cudnn: bool, matmul: bool) -> None:
-    # PyTorch 2.9 introduced per-backend fp32_precision and refuses reads after a mix of old and new APIs, so use
-    # the new API wherever it exists and the legacy flags only on older releases. The matrix products are the
-    # exception: inductor's autotuning (mode max-autotune) still reads the backend-less
-    # torch.get_float32_matmul_precision(), which raises once cuda.matmul is "tf32" while that legacy setting says
-    # "highest" (measured on the H200 with torch 2.11). set_float32_matmul_precision sets both consistently
-    # (cuda.matmul and mkldnn.matmul to "tf32" or "ieee").
-    if hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision"):
+    # Matrix products through set_float32_matmul_precision on every release: it sets the per-backend setting
+    # (cuda.matmul and mkldnn.matmul to "tf32" or "ieee", or allow_tf32 before 2.9) and the backend-less one together.
+    # Inductor's autotuning (mode max-autotune) reads the backend-less torch.get_float32_matmul_precision(), which
+    # raises once cuda.matmul is "tf32" while it still says "highest" (measured on the H200 with torch 2.11).
+    torch.set_float32_matmul_precision("high" if matmul else "highest")
+    if _PER_BACKEND_PRECISION:
         torch.backends.cudnn.conv.fp32_precision = "tf32" if cudnn else "ieee"
-        torch.set_float32_matmul_precision("high" if matmul else "highest")
     else:
         torch.backends.cudnn.allow_tf32 = cudnn
-        torch.backends.cuda.matmul.allow_tf32 = matmul
 
 
 def backend_flags() -> dict:
     """The backend state that the variants switch, read back from PyTorch."""
-    if hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision"):
+    if _PER_BACKEND_PRECISION:
         cudnn_tf32 = torch.backends.cudnn.conv.fp32_precision == "tf32"
         matmul_tf32 = torch.backends.cuda.matmul.fp32_precision == "tf32"
     else:
