@@ -154,7 +154,9 @@ def _first_match(name: str, table: list[tuple[str, list[re.Pattern[str]]]]) -> s
 # defines its memory traffic, in this order:
 # - normalization: any GroupNorm operator (native_group_norm, its backward) or its statistics (var_mean), also when
 #   a bias add, concatenation or a convolution's bias gradient is fused in; and a SiLU fused with a mean subtraction
-#   (silu and sub): GroupNorm + SiLU written out, as the fused_norm_act kernel computes it, forward and backward.
+#   (silu and sub): GroupNorm + SiLU written out, as the fused_norm_act kernel computes it, forward and backward;
+#   and a pointwise kernel with a mean subtraction and a power or rsqrt of the variance (mean, sub, pow or rsqrt):
+#   that written-out GroupNorm's input gradient where inductor fused the SiLU's into the kernel before it.
 # - other: softmax (attention) and upsampling (_unsafe_index gathers and scatters, arange/clamp index arithmetic),
 #   as their eager kernels are.
 # - gemm: matrix-product templates (tem).
@@ -174,6 +176,8 @@ def _inductor_class(kind: str, ops: str) -> str:
     if _has(ops, "native_group_norm") or _has(ops, "native_group_norm_backward") or _has(ops, "var_mean"):
         return "normalization"
     if _has(ops, "silu") and _has(ops, "sub"):
+        return "normalization"
+    if _has(ops, "mean") and _has(ops, "sub") and (_has(ops, "pow") or _has(ops, "rsqrt")):
         return "normalization"
     upsampling = _has(ops, "_unsafe_index") or _has(ops, "_unsafe_index_put") or (_has(ops, "arange") and _has(ops, "clamp"))
     if _has(ops, "_softmax") or upsampling:
