@@ -2,7 +2,9 @@
 (built once for all test workers), and a job script run without Snakemake."""
 
 import fcntl
+import hashlib
 import os
+import re
 import runpy
 import shutil
 import subprocess
@@ -12,17 +14,22 @@ from types import SimpleNamespace
 
 import pytest
 
+from reporting.registry import OUTPUTS
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "workflow" / "scripts"
 # What a clean checkout holds; results and caches of earlier runs stay behind.
 IGNORED = shutil.ignore_patterns("results", ".snakemake", "__pycache__", ".pytest_cache", ".git", ".whl", "logs")
 
 
-# The longest test files, in the order the test workers should start them: with `--dist loadfile` and
-# `--no-loadscope-reorder` (pyproject.toml) each worker takes the next file in collection order when it runs low, so
-# one worker starts on the end-to-end run and its readers while the other builds the second clean run and then runs
-# the SLURM test (mostly waiting for status checks); the short files fill in behind them on whichever is free.
-LONGEST_FIRST = ("test_workflow.py", "test_reproducibility.py", "test_slurm.py")
+# The longest test files, in the order the test workers should start them. With `--dist loadfile` and
+# `--no-loadscope-reorder` (pyproject.toml) a worker is handed the next file in this order whenever it has two tests
+# or fewer left: the first worker builds the end-to-end run, the second runs the SLURM test meanwhile (half of it
+# waiting for its cluster: the end-to-end run's parallel jobs take that time) and then builds the second clean run;
+# the other long files, among them the other readers of the end-to-end run (test_reruns.py, test_sharing.py), follow
+# on whichever worker runs low, then the short ones, so that no worker is left with a long file at the end.
+LONGEST_FIRST = ("test_workflow.py", "test_slurm.py", "test_reproducibility.py", "test_reruns.py", "test_sharing.py",
+                 "test_reporting.py", "test_errors.py", "test_compile.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,6 +51,13 @@ def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.Compl
         [sys.executable, "-m", "snakemake", *args],
         cwd=workdir, capture_output=True, text=True, timeout=timeout,
     )
+
+
+def copy_run(run: Path, dest: Path) -> Path:
+    """A copy of a finished run for a test to change. Snakemake's locks stay behind: the run is shared by the test
+    workers, and another one may be running Snakemake in it at that moment."""
+    shutil.copytree(run, dest, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    return dest
 
 
 @pytest.fixture
@@ -73,6 +87,31 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
 
 
 TINY = ("--configfile", "tests/tiny.yaml", "--")
+
+
+def file_sha256(path) -> str:
+    """Digest computed here with hashlib, not with the workflow's own manifest code."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+RENDERING = {output.id for output in OUTPUTS} | {"collect_results", "article", "manifest"}
+
+
+def planned_jobs(workdir, *args) -> dict[str, int]:
+    """Job counts per rule of a dry run."""
+    plan = snakemake(workdir, "-n", *args)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    stats = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal", plan.stdout + plan.stderr, re.S)
+    if stats is None:
+        return {}
+    return {name: int(count) for name, count in re.findall(r"^(\S+)\s+(\d+)$", stats.group(1), re.M)}
+
+
+def job_messages(workdir, *args) -> list[str]:
+    """The `message:` lines of the jobs a dry run plans (measurement jobs name their variant and label)."""
+    plan = snakemake(workdir, "-n", *args)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    return re.findall(r"^Job \d+: (.*)$", plan.stdout + plan.stderr, re.M)
 
 
 def run_tiny_configuration(dest: Path) -> None:

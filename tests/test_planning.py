@@ -1,0 +1,36 @@
+"""What the shipped configurations plan (dry runs in a clean copy, nothing measured): the paper's matrix, BraTS and
+the profiles target."""
+
+import pytest
+
+from conftest import planned_jobs, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+def test_paper_configuration_plans_the_full_matrix(workflow_copy):
+    jobs = planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/paper.yaml")
+    assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5  # five variants on the h200 label
+    # The quality study: six variants and the baseline's second seed, one dataset, one comparison per run.
+    assert jobs["study_run"] == jobs["study_compare"] == 7 and jobs["study_dataset"] == 1
+    assert jobs["profile_torch"] == 10  # two phases each; ncu/nsys join where they are installed
+    assert jobs["manifest"] == 1
+
+
+def test_brats_configuration_plans_the_same_study_apart_from_the_whole_head_one(workflow_copy):
+    args = ("paper/figures/all", "--configfile", "config/paper.yaml", "config/brats.yaml")
+    jobs = planned_jobs(workflow_copy, *args)
+    assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5 and jobs["profile_torch"] == 10
+    assert jobs["synthetic_brats_dataset"] == jobs["prepare_dataset"] == 1 and "synthetic_dataset" not in jobs
+    plan = snakemake(workflow_copy, "-n", "-p", *args)
+    text = plan.stdout + plan.stderr
+    assert "results/h200_brats/tf32_channels_last/train.json" in text and "results/h200/" not in text
+    assert "results/dataset/prepared_brats" in text and "results/dataset/prepared " not in text
+    # config/brats.yaml sets every key config/paper.yaml sets: with or without it, the same study.
+    assert planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/brats.yaml") == jobs
+
+
+def test_profiles_target_profiles_every_variant_and_phase_without_training(workflow_copy):
+    jobs = planned_jobs(workflow_copy, "profiles", "--configfile", "config/paper.yaml")
+    assert jobs["profile_torch"] == jobs["extract_profile"] == 10  # five variants, two phases
+    assert "train" not in jobs and "manifest" not in jobs

@@ -1,0 +1,131 @@
+"""Sharing results: the export target writes a small reference set, which reads back as a shipped set, joins another
+run's comparison by being listed, and whole result trees of two machines merge by copying (the run:
+conftest.finished_run)."""
+
+import io
+import os
+import shutil
+
+import pandas as pd
+import pytest
+
+from conftest import RENDERING, TINY, copy_run, file_sha256, planned_jobs, snakemake
+from reporting import render
+from reporting.manifest import read_manifest
+from reporting.registry import BY_ID
+from reporting.results import SHIPPED_NAMES, collect, file_keys
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture(scope="module")
+def exporting_run(finished_run, tmp_path_factory):
+    """A copy of the tiny run that ran the one export target (a copy: the shared run is read by other workers)."""
+    run = copy_run(finished_run, tmp_path_factory.mktemp("exporting") / "wf")
+    done = snakemake(run, "--cores", "1", *TINY, "export")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 of 2 steps" in done.stderr, done.stderr[-2000:]  # the export alone: nothing measured again
+    return run
+
+
+@pytest.fixture(scope="module")
+def exported(exporting_run):
+    """The tiny run's results shared as a reference set: data/reference/cpu/."""
+    return exporting_run / "data/reference/cpu"
+
+
+def test_export_writes_a_small_reference_set_that_exports_to_the_same_bytes(exporting_run, exported):
+    listed = read_manifest(exported / "manifest.sha256")
+    files = {p.relative_to(exported).as_posix() for p in exported.rglob("*") if p.is_file()}
+    assert set(listed) == files - {"manifest.sha256"}
+    assert all(file_sha256(exported / name) == digest for name, digest in listed.items())
+    assert {"baseline/profile/train/torch_trace.json.gz", "config.yaml", "bench.csv", "channels_last/sample_steps.csv",
+            "study/baseline/seed1/run.json", "study/baseline/seed1/comparison.json",
+            "study/channels_last/seed0/losses.csv", "study/channels_last/seed0/slice.npy"} <= files
+    assert not any(name.endswith((".pt", ".nii.gz", "-rep", "trace.json", ".log")) for name in files)
+    trace = (exported / "baseline/profile/train/torch_trace.json.gz").read_bytes()
+    assert trace[3] == 0 and trace[4:8] == b"\0\0\0\0"  # gzip -n: no file name, no time
+    readme = (exported / "README.md").read_text()
+    assert "| torch | 2." in readme and "snakemake --cores 1 --configfile tests/tiny.yaml -- export" in readme
+    assert "| baseline |" in readme and "measured | 20" in readme
+    before = {name: file_sha256(exported / name) for name in files}
+    (exported / "manifest.sha256").unlink()  # the same command again writes the same set
+    again = snakemake(exporting_run, "--cores", "1", *TINY, "export")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert {name: file_sha256(exported / name) for name in files} == before
+
+
+def test_export_then_import_round_trips(finished_run, exported, tmp_path):
+    """Read back as a shipped set, the export gives the tables of the original results (only the origin tag
+    differs), hence the same figures and tables."""
+    measured = [p for p in (finished_run / "results/cpu").rglob("*") if p.is_file() and file_keys(p)["kind"]]
+    original = collect(measured, [], ["cpu"])
+    imported = collect([], [p for p in exported.rglob("*") if p.name.endswith(SHIPPED_NAMES)], [])
+    for name, frame in original.items():
+        pd.testing.assert_frame_equal(frame.drop(columns="origin", errors="ignore"),
+                                      imported[name].drop(columns="origin", errors="ignore"), obj=name)
+    assert len(original["slices"]) == 2 * 3 and len(original["kernels"]) > 0 and len(original["bench"]) == 2
+    assert len(original["study"]) == 3  # the quality study's runs: baseline at two seeds, channels_last
+    # The same drawings from both: the runs, the quality study (slices, losses, verdict) and the kernel table.
+    for output_id in ("fig08_end_to_end", "fig09_quality", "tab03_kernels"):
+        files = {name: finished_run / path for name, path in BY_ID[output_id].files.items()}  # fig09: the claims
+        made = [render.build(output_id, {**bundle(tables, tmp_path / side), **files})
+                for side, tables in (("original", original), ("imported", imported))]
+        if BY_ID[output_id].kind == "figure":
+            assert figure_bytes(made[0]) == figure_bytes(made[1]), output_id
+        else:
+            pd.testing.assert_frame_equal(made[0].frame, made[1].frame)
+
+
+def test_a_shared_reference_set_joins_the_comparison_by_listing_it(exporting_run, exported, tmp_path):
+    """Import: a set in data/reference/<label>/ and `reference_results` naming it; nothing is measured. Here the
+    tiny run's own export stands for another machine's twice: as the a100 set, drawn beside the cpu runs, and as
+    the cpu set, the reference that the cpu runs measured here are checked against (tab08: all within)."""
+    merged = tmp_path / "merged"
+    copy_run(exporting_run, merged)
+    shutil.copytree(exported, merged / "data/reference/a100")
+    (merged / "imported.yaml").write_text("reference_results: [h200, a100, cpu]\n")
+    args = ("--configfile", "tests/tiny.yaml", "imported.yaml", "--")
+    planned = planned_jobs(merged, *args, "paper/figures/all")
+    assert planned.get("collect_results") == 1 and set(planned) <= RENDERING, planned
+    done = snakemake(merged, "--cores", "2", *args, "paper/tables/tab04_optimization.csv",
+                     "paper/tables/tab08_conformance.csv")
+    assert done.returncode == 0, done.stderr[-3000:]
+    optimization = pd.read_csv(merged / "paper/tables/tab04_optimization.csv").set_index(["gpu", "variant"])
+    assert list(optimization.loc["a100", "origin"]) == ["shipped reference"] * 2
+    assert optimization.loc[("a100", "baseline"), "train_ms_per_sample"] == \
+        optimization.loc[("cpu", "baseline"), "train_ms_per_sample"]
+    conformance = pd.read_csv(merged / "paper/tables/tab08_conformance.csv")
+    assert set(conformance["gpu"]) == {"cpu"} and set(conformance["verdict"]) == {"within"}, conformance
+    assert len(conformance) == 2 * 5  # three end-to-end metrics and two profiled steps' shares per variant
+
+
+def test_result_trees_of_two_machines_merge_by_copying(finished_run, tmp_path):
+    """The README's path for whole trees (checkpoints, volumes, raw reports): another machine's results/<gpu>/ tree
+    (the tiny run's own, under the a100 label) next to ours, the dataset dated back: a dry run plans only tables,
+    figures and the bench table, nothing measured again."""
+    merged = tmp_path / "merged"
+    copy_run(finished_run, merged)
+    shutil.copytree(merged / "results" / "cpu", merged / "results" / "a100")  # keeps times, like rsync -a
+    for path in [merged / "results" / "dataset", *(merged / "results" / "dataset").rglob("*")]:
+        os.utime(path, (946684800, 946684800), follow_symlinks=False)  # 2000-01-01, as the README says
+    (merged / "merged.yaml").write_text("gpus: [cpu, a100]\n")
+    args = ("--configfile", "tests/tiny.yaml", "merged.yaml", "--rerun-triggers", "params", "input", "--")
+    planned = planned_jobs(merged, *args, "paper/figures/all")
+    assert planned.get("collect_results") == 1 and set(planned) <= RENDERING | {"bench_table"}, planned
+
+
+def bundle(tables: dict, folder) -> dict:
+    """The collected tables as the rules write them, with one origin (the only tag that differs)."""
+    folder.mkdir(exist_ok=True)
+    paths = {}
+    for name, frame in tables.items():
+        paths[name] = folder / f"{name}.parquet"
+        (frame.assign(origin="either") if "origin" in frame else frame).to_parquet(paths[name], index=False)
+    return paths
+
+
+def figure_bytes(fig) -> bytes:
+    out = io.BytesIO()
+    fig.savefig(out, format="png", metadata={"Software": None})
+    return out.getvalue()
