@@ -1,23 +1,16 @@
 """Two clean runs of the tiny configuration: every output not declared timing-bearing is the same bytes.
 
-The second run lives in a file of its own so that a second test worker builds it while the first builds the shared
-run (conftest.finished_run) that test_workflow.py reads.
+The second run lives in a file of its own so that the second test worker builds it (after the SLURM test) while the
+first builds the shared run (conftest.finished_run) and runs the tests that read it.
 """
-
-import hashlib
 
 import pytest
 
-from conftest import TINY, copy_workflow, snakemake
+from conftest import TINY, copy_workflow, file_sha256, snakemake
 from reporting.manifest import read_sections
-from reporting.registry import OUTPUTS, timing_bearing_files
+from reporting.registry import deterministic_files, timing_bearing_files
 
 pytestmark = pytest.mark.workflow
-
-
-def deterministic_files() -> set[str]:
-    """The files of every registered output that is not timing-bearing."""
-    return {path for output in OUTPUTS for path in output.files_out().values()} - timing_bearing_files()
 
 
 # Session scope, like finished_run, so that pytest sets it up first (it orders fixtures by scope, then as the test
@@ -39,7 +32,6 @@ def test_two_clean_runs_differ_only_in_timing_bearing_files(second_clean_run, fi
     first = read_sections(finished_run / "paper/figures/all")
     assert set(first["timing"]) == timing_bearing_files()
     assert set(first["deterministic"]) == deterministic_files()
-    again = {name: hashlib.sha256((second_clean_run / name).read_bytes()).hexdigest()
-             for name in first["deterministic"]}
+    again = {name: file_sha256(second_clean_run / name) for name in first["deterministic"]}
     assert again == first["deterministic"]
     assert {"paper/figures/fig09_quality.png", "paper/tables/tab06_quality.csv"} <= set(first["deterministic"])

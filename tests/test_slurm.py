@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO, copy_workflow
 
 SLURM_SCRIPTS = REPO / "tests" / "slurm"

@@ -1,7 +1,7 @@
 # The study's figures and tables. Every result (measured here or shipped under data/reference/<label>/) is read
 # once into the collected tables (collect_results); one rule per registered output (reporting.registry) renders it
 # from the tables it declares; the manifest lists them all with their sha256 (`paper/figures/all`).
-from reporting.registry import BUNDLE, OUTPUTS
+from reporting.registry import BUNDLE, OUTPUTS, registered_files
 
 
 rule collect_results:
@@ -53,7 +53,7 @@ for _output in OUTPUTS:
 # The study's article from every registered output (reporting.article; Typst, from PyPI's typst wheel).
 rule article:
     input:
-        outputs=[path for output in OUTPUTS for path in output.files_out().values()],
+        outputs=registered_files(),
         captions=[output.caption for output in OUTPUTS],
         template="workflow/report/article.typ",
         code="workflow/scripts/reporting/article.py",
@@ -74,7 +74,7 @@ rule article:
 
 rule manifest:
     input:
-        outputs=[path for output in OUTPUTS for path in output.files_out().values()],
+        outputs=registered_files(),
         article=rules.article.output.pdf,
         # Which outputs are timing-bearing is declared in the registry; the manifest marks them.
         code=["workflow/scripts/reporting/registry.py", "workflow/scripts/reporting/manifest.py"],

@@ -110,10 +110,20 @@ OUTPUTS: list[Output] = [
 BY_ID = {output.id: output for output in OUTPUTS}
 
 
+def registered_files(outputs=OUTPUTS) -> list[str]:
+    """Every file that `outputs` write (figures: PDF and PNG; tables: CSV, LaTeX, Markdown and their extras)."""
+    return [path for output in outputs for path in output.files_out().values()]
+
+
 def timing_bearing_files() -> set[str]:
     """The files of the timing-bearing outputs (Output.timing), as the manifest lists them, and the article (which
     shows them all)."""
-    return {path for output in OUTPUTS if output.timing for path in output.files_out().values()} | {ARTICLE}
+    return set(registered_files([output for output in OUTPUTS if output.timing])) | {ARTICLE}
+
+
+def deterministic_files() -> set[str]:
+    """The files of the outputs that are the same bytes in every clean run (the manifest's first section)."""
+    return set(registered_files()) - timing_bearing_files()
 
 
 def markdown_list() -> str:
