@@ -16,6 +16,12 @@ import pytest
 
 from reporting.registry import OUTPUTS
 
+# One OpenMP thread per test worker: the two workers (pyproject.toml) share two cores, and PyTorch's default of a thread
+# per core in each of them oversubscribes the cores with threads that spin while they wait (the model, compile and
+# variant tests took 85 s of CPU time with it, 49 s without). Snakemake runs each job with one thread the same way.
+# Set before any test module imports torch; a value the caller set is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "workflow" / "scripts"
 # What a clean checkout holds; results and caches of earlier runs stay behind.
@@ -97,14 +103,24 @@ def file_sha256(path) -> str:
 RENDERING = {output.id for output in OUTPUTS} | {"collect_results", "article", "manifest"}
 
 
-def planned_jobs(workdir, *args) -> dict[str, int]:
-    """Job counts per rule of a dry run."""
-    plan = snakemake(workdir, "-n", *args)
-    assert plan.returncode == 0, plan.stderr[-2000:]
-    stats = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal", plan.stdout + plan.stderr, re.S)
+def job_stats(done: subprocess.CompletedProcess) -> dict[str, int]:
+    """Job counts per rule from the `Job stats` table that Snakemake prints before it runs (or plans) anything."""
+    stats = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal", done.stdout + done.stderr, re.S)
     if stats is None:
         return {}
     return {name: int(count) for name, count in re.findall(r"^(\S+)\s+(\d+)$", stats.group(1), re.M)}
+
+
+def dry_run(workdir, *args) -> tuple[dict[str, int], str]:
+    """Job counts per rule of a dry run, and what it printed (each job's reason names the files it would write)."""
+    plan = snakemake(workdir, "-n", *args)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    return job_stats(plan), plan.stdout + plan.stderr
+
+
+def planned_jobs(workdir, *args) -> dict[str, int]:
+    """Job counts per rule of a dry run."""
+    return dry_run(workdir, *args)[0]
 
 
 def job_messages(workdir, *args) -> list[str]:
