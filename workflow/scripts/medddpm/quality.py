@@ -11,7 +11,6 @@ import nibabel as nib
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import wasserstein_distance
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
 from .build import Workload
@@ -232,6 +231,10 @@ def label_map(mask_path: Path) -> np.ndarray:
 def wasserstein_by_label(sample: np.ndarray, real: np.ndarray, labels: np.ndarray) -> dict[int, float]:
     """Per label of `labels` (D, W, H): the 1-Wasserstein distance (scipy) between the intensity distributions of
     `sample` and `real` (C, D, W, H) inside that label, averaged over channels."""
+    # Imported here: scipy.stats takes most of a second to load, and only the quality study's runs compare with the
+    # real images (the quality and comparison jobs import this module too).
+    from scipy.stats import wasserstein_distance
+
     distances = {}
     for label in np.unique(labels):
         inside = labels == label
