@@ -3,8 +3,8 @@ sbatch flags.
 
 `test_profiles_*` read the profiles and the workflow's own rules (a dry run, seconds, no cluster).
 `test_workflow_through_slurm_*` (marker `slurm`: root, apt, a few minutes) installs and starts a one-node
-SLURM with fake GPUs (tests/slurm/), runs the whole DAG through `--profile profiles/slurm --profile
-profiles/slurm-h200` in a temporary copy, and reads back from SLURM itself that every GPU job asked for
+SLURM with fake GPUs (tests/slurm/), runs a job of each kind (TARGETS) through `--profile profiles/slurm
+--profile profiles/slurm-h200` in a temporary copy, and reads back from SLURM itself that every GPU job asked for
 `--gpus=h200:1 -C h200` and no CPU job got a GPU. Run it with `pytest -m slurm tests/test_slurm.py`.
 """
 
@@ -24,12 +24,12 @@ from conftest import REPO, copy_workflow
 
 SLURM_SCRIPTS = REPO / "tests" / "slurm"
 LABELS = ("v100", "a100", "h100", "h200")
-# Every rule that SLURM runs (dataset, preparation, device ceilings, training, sampling, quality, profiling,
-# extraction, a quality-study run and its dataset), for the baseline of tests/tiny.yaml; collecting, rendering and
-# the manifest are local rules and stay off the cluster. One variant and one profiled phase: what is tested is where
-# each job runs, and every rule type is in this DAG (the sampling step's profile is the same two rules again).
-TARGETS = [f"results/h200/baseline/{name}" for name in ("quality.json", "profile/train/torch_summary.csv")]
-TARGETS += ["results/h200/device_rates.json", "results/h200/study/baseline/seed0/run.json"]
+# One job of each kind, for the baseline of tests/tiny.yaml: CPU rules (the dataset and its preparation), a GPU rule
+# with the profiles' plain GPU block (training) and one with a block merged from it (the device ceilings); collecting,
+# rendering and the manifest are local rules and stay off the cluster. What is tested is where each job runs and what
+# it asked for: every other GPU rule (sampling, quality, the quality study's runs, the profiles) takes one of the same
+# two blocks, which test_profiles_* checks rule by rule, and each level of the DAG costs the cluster run seconds.
+TARGETS = ["results/h200/baseline/train.json", "results/h200/device_rates.json"]
 CONFIGFILES = ("tests/tiny.yaml",)  # the smallest whole DAG; the cluster run tests submission, not compute
 CLUSTER_LABEL = "h200"
 # Every wait is bounded; install + start + run + stop stay under 10 minutes. Snakemake runs through
@@ -159,9 +159,10 @@ def test_noacct_overlay_only_switches_status_checks():
 # ------------------------------------------------------------------------------------------------------------
 # The real thing: a SLURM cluster on this machine.
 # ------------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory):
-    """A running single-host SLURM with fake GPUs of every label; stopped (by pid) at the end of the session."""
+    """A running single-host SLURM with fake GPUs of every label; stopped (by pid) after this file's tests, while the
+    other test worker is still busy (its daemons take seconds to stop: at the end of the session nothing overlaps)."""
     if os.geteuid() != 0:
         pytest.skip("the SLURM test cluster needs root (munged, slurmd)")
     installed = script("install.sh", timeout=600)
