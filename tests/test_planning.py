@@ -3,7 +3,7 @@ the profiles target."""
 
 import pytest
 
-from conftest import planned_jobs, snakemake
+from conftest import dry_run, planned_jobs
 
 pytestmark = pytest.mark.workflow
 
@@ -19,11 +19,9 @@ def test_paper_configuration_plans_the_full_matrix(workflow_copy):
 
 def test_brats_configuration_plans_the_same_study_apart_from_the_whole_head_one(workflow_copy):
     args = ("paper/figures/all", "--configfile", "config/paper.yaml", "config/brats.yaml")
-    jobs = planned_jobs(workflow_copy, *args)
+    jobs, text = dry_run(workflow_copy, *args)
     assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5 and jobs["profile_torch"] == 10
     assert jobs["synthetic_brats_dataset"] == jobs["prepare_dataset"] == 1 and "synthetic_dataset" not in jobs
-    plan = snakemake(workflow_copy, "-n", "-p", *args)
-    text = plan.stdout + plan.stderr
     assert "results/h200_brats/tf32_channels_last/train.json" in text and "results/h200/" not in text
     assert "results/dataset/prepared_brats" in text and "results/dataset/prepared " not in text
     # config/brats.yaml sets every key config/paper.yaml sets: with or without it, the same study.

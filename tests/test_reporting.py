@@ -588,7 +588,9 @@ def test_figures_render_byte_identically(tmp_path, tables):
     for name, frame in tables.items():
         paths[name] = tmp_path / f"{name}.parquet"
         frame.to_parquet(paths[name], index=False)
-    for output_id in ("fig01_runtime_breakdown", "fig07_optimization_impact"):
+    # fig07 here; fig01 is rendered again in a Snakemake job of its own and compared by its hash in
+    # tests/test_reruns.py, and the deterministic figures of two clean runs in tests/test_reproducibility.py.
+    for output_id in ("fig07_optimization_impact",):
         digests = []
         for k in range(2):
             files = {ext: tmp_path / f"{output_id}-{k}.{ext}" for ext in ("pdf", "png")}
