@@ -125,9 +125,7 @@ def planned_jobs(workdir, *args) -> dict[str, int]:
 
 def job_messages(workdir, *args) -> list[str]:
     """The `message:` lines of the jobs a dry run plans (measurement jobs name their variant and label)."""
-    plan = snakemake(workdir, "-n", *args)
-    assert plan.returncode == 0, plan.stderr[-2000:]
-    return re.findall(r"^Job \d+: (.*)$", plan.stdout + plan.stderr, re.M)
+    return re.findall(r"^Job \d+: (.*)$", dry_run(workdir, *args)[1], re.M)
 
 
 def run_tiny_configuration(dest: Path) -> None:
