@@ -720,11 +720,11 @@ def test_every_case_is_in_the_readme():
 
 # --- cases about Snakemake itself: one copy of the workflow, shared ---------------------------------------------------
 
-# The tiny U-Net on 16^3 volumes (the smallest the synthetic source writes well) with an absurd learning rate.
-DIVERGING = """dataset: {cases: 3, heldout: 1, shape: [16, 16, 16]}
+# The tiny U-Net of tests/tiny.yaml, on its 8^3 volumes, with an absurd learning rate.
+DIVERGING = """dataset: {cases: 3, heldout: 1, shape: [8, 8, 8]}
 model: {base_width: 32, channel_mult: [1, 2], attention_downsample_rates: [2]}
 diffusion: {timesteps: 4}
-quality: {reference_shape: [16, 16, 16]}
+quality: {reference_shape: [8, 8, 8]}
 train: {lr: 1.0e+30, warmup_steps: 1, measured_steps: 2, bare_loop_steps: 0}
 run_variants: [baseline]
 """

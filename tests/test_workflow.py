@@ -59,13 +59,13 @@ def test_measurements_and_profiles_of_every_variant(finished_run):
 
 
 def test_quality_study_miniature_measures_real_numbers_and_says_why_there_is_no_verdict(finished_run):
-    """The tiny configuration's study: baseline at seeds 0 and 1 and channels_last, 2 optimizer steps at 16^3."""
+    """The tiny configuration's study: baseline at seeds 0 and 1 and channels_last, 2 optimizer steps at 8^3."""
     import nibabel as nib
     import numpy as np
 
     study = finished_run / "results/cpu/study"
     run = json.loads((study / "baseline/seed1/run.json").read_text())
-    assert run["training"]["optimizer_steps"] == 2 and run["volume_shape"] == [16, 16, 16]
+    assert run["training"]["optimizer_steps"] == 2 and run["volume_shape"] == [8, 8, 8]
     assert run["numeric"]["forward_relative_error"] < 1e-4 and run["numeric"]["gradient_relative_error"] < 1e-4
     # The per-label distance of the first sample, recomputed from the files: W1 of equal-size samples is the mean
     # absolute difference of the sorted values.
@@ -79,7 +79,7 @@ def test_quality_study_miniature_measures_real_numbers_and_says_why_there_is_no_
         inside = labels == int(label)
         assert value == pytest.approx(np.mean(np.abs(np.sort(sample[inside]) - np.sort(real[inside]))), rel=1e-5)
     assert run["vs_real"]["ssim_mean"] < 0.3  # two steps: noise
-    assert np.load(study / "baseline/seed1/slice.npy").shape == (2, 16, 16)
+    assert np.load(study / "baseline/seed1/slice.npy").shape == (2, 8, 8)
     same = json.loads((study / "baseline/seed0/comparison.json").read_text())["vs_baseline"]
     other = json.loads((study / "baseline/seed1/comparison.json").read_text())["vs_baseline"]
     assert same["identical"] and not other["identical"] and other["max_abs_diff"] > 0
@@ -87,7 +87,7 @@ def test_quality_study_miniature_measures_real_numbers_and_says_why_there_is_no_
     claims = (finished_run / "paper/tables/tab05_claims.csv").read_text()
     quality = next(line for line in claims.splitlines() if line.startswith("synthesis quality") and ",cpu," in line)
     assert "not measurable here" in quality and "not brain-like" in quality
-    assert "< 0.3 after 2 optimizer steps at 16x16x16" in quality
+    assert "< 0.3 after 2 optimizer steps at 8x8x8" in quality
     table = (finished_run / "paper/tables/tab06_quality.csv").read_text()
     assert "\ncpu,baseline,0," in table and "\ncpu,baseline,1," in table and "\ncpu,channels_last,0," in table
     # The study's own target prints the runs and the same verdict (and measures nothing again).
