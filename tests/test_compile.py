@@ -42,13 +42,6 @@ def test_whole_unet_compiles_as_one_graph_forward_and_backward(checkpointing):
     assert list(compiled.state_dict()) == list(model.state_dict())  # in-place compile keeps the keys
 
 
-def test_dynamo_sees_one_graph_and_no_break():
-    model = tiny_unet()
-    x, t = tiny_inputs()
-    explanation = torch._dynamo.explain(model)(x, t)
-    assert explanation.graph_break_count == 0 and explanation.graph_count == 1
-
-
 def _batches(shape=(8, 8, 8)):
     generator = torch.Generator().manual_seed(3)
     image = torch.rand(1, 1, *shape, generator=generator) * 2 - 1

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import nibabel as nib
 import numpy as np
-from scipy.ndimage import zoom
 
 from errors import ExpectedError
 
@@ -236,6 +235,10 @@ def _resize(data: np.ndarray, affine: np.ndarray, shape: tuple[int, int, int], o
     """Resample `data` to `shape` (corner voxel centres kept fixed, as scipy's zoom does) and adapt the affine."""
     if data.shape == shape:
         return data, affine
+    # Imported here: every training, sampling and quality job reads prepared cases through this module, and only
+    # preparation resamples (scipy.ndimage is a quarter of a second of each job's start-up).
+    from scipy.ndimage import zoom
+
     resized = zoom(data, [t / s for t, s in zip(shape, data.shape, strict=True)], order=order)
     step = [(s - 1) / (t - 1) for s, t in zip(data.shape, shape, strict=True)]
     return resized, affine @ np.diag([*step, 1.0])
