@@ -96,14 +96,14 @@ def test_quality_study_miniature_measures_real_numbers_and_says_why_there_is_no_
     assert "# Quality study: cpu" in printed.stdout and "Quality claim: **not measurable here**" in printed.stdout
 
 
-def test_a_variant_added_to_the_quality_study_runs_alone_and_is_compared_alone(finished_run):
-    """Each run is compared in a job of its own: a variant added to a finished study trains and is compared, the
-    summary is written again, and no other run or comparison is repeated."""
+def test_a_variant_added_to_the_quality_study_trains_alone(finished_run):
+    """A variant added to a finished study trains alone; no other run trains again, and the comparisons (one job for
+    all runs, no training) and the summary are written again."""
     (finished_run / "more.yaml").write_text("quality_study:\n  variants: [baseline, channels_last, tf32]\n")
     messages = job_messages(finished_run, "--configfile", "tests/tiny.yaml", "more.yaml", "--", "quality_study")
     study = [m for m in messages if m.startswith("Quality study")]
-    assert sorted(study) == ["Quality study on cpu: summary and verdict",
-                             "Quality study on cpu: tf32 (seed 0) against the baseline's samples and loss curve",
+    assert sorted(study) == ["Quality study on cpu: every run against the baseline's samples and loss curve",
+                             "Quality study on cpu: summary and verdict",
                              "Quality study: training tf32 (seed 0) on cpu"]
 
 

@@ -1,4 +1,4 @@
-"""Snakemake job: one run of a hardware label's quality study against the baseline's first seed (samples from the
+"""Snakemake job: every run of a hardware label's quality study against the baseline's first seed (samples from the
 same noise and masks, loss curves)."""
 
 from pathlib import Path
@@ -10,10 +10,12 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 
 def main() -> None:
-    run = (snakemake.wildcards.variant, int(snakemake.wildcards.seed))
+    # params.runs and output.comparisons are in the same order (quality_study.smk: study_runs()).
+    runs = [(variant, int(seed)) for variant, seed in snakemake.params.runs]
+    outputs = {run: Path(path) for run, path in zip(runs, snakemake.output.comparisons, strict=True)}
+    folders = {run: path.parent for run, path in outputs.items()}
     reference = ("baseline", snakemake.params.reference_seed)
-    folders = {run: Path(snakemake.input.run).parent, reference: Path(snakemake.input.reference).parent}
-    compare_runs(folders, reference, snakemake.params.ssim_kernel, {run: Path(snakemake.output.comparison)})
+    compare_runs(folders, reference, snakemake.params.ssim_kernel, outputs)
 
 
 run_job(snakemake.log[0], main, snakemake.output)
