@@ -34,6 +34,9 @@ def apply_style() -> None:
 def save(fig, pdf: str | Path, png: str | Path) -> None:
     """PDF and PNG without creation dates or software stamps, so equal inputs give equal bytes."""
     fig.savefig(pdf, metadata={"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None})
+    # The PDF's draw laid the figure out; the PNG keeps that layout instead of solving it once more (the layout is
+    # in figure coordinates, the same at either resolution, and solving it took a third of the PNG's time).
+    fig.set_layout_engine("none")
     fig.savefig(png, metadata={"Software": None})
     plt.close(fig)
 
