@@ -20,6 +20,12 @@ def test_cpu_rates_are_measured_and_say_they_are_a_cpus():
     assert rates["copy"]["bytes_moved"] == 2 * 2**20 and rates["copy_gb_per_s"] > 0
 
 
+def _flops(shape, checkpointing):
+    extra = {"none": 0, "attention": 1e9, "all": 4e9}[checkpointing]
+    return {"forward": {"total": 5e12}, "train_micro_batch": {"total": 16e12 + extra}, "shape": shape,
+            "checkpointing": checkpointing}
+
+
 def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare=None, peak=2**30):
     folder = tmp_path / "results" / "h200" / variant
     folder.mkdir(parents=True)
@@ -27,6 +33,7 @@ def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare
     train = {"provenance": {"switches": full, "device_name": "NVIDIA H200", "torch": "2.11.0",
                             "measured_at": "2026-12-01T00:00:00+00:00"},
              "settings": {"gradient_accumulation": 2}, "volume_shape": [8, 8, 8],
+             "flops": {"model": _flops([8, 8, 8], "none"), "executed": _flops([8, 8, 8], full["checkpointing"])},
              "step_time": {"median_ms": step_ms, "q1_ms": step_ms - 2, "q3_ms": step_ms + 2},
              "train_ms_per_sample": step_ms / 2, "peak_memory_bytes": peak, "peak_memory_kind": "cuda_max_allocated",
              "compile_seconds": compile_s, "bare_loop_ms_per_sample": bare}
@@ -36,11 +43,6 @@ def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare
     (folder / "train.json").write_text(json.dumps(train))
     (folder / "sample.json").write_text(json.dumps(sample))
     return folder / "train.json", folder / "sample.json"
-
-
-def _flops(shape, checkpointing):
-    extra = {"none": 0, "attention": 1e9, "all": 4e9}[checkpointing]
-    return {"forward": {"total": 5e12}, "train_micro_batch": {"total": 16e12 + extra}, "shape": shape}
 
 
 def test_bench_table_rows_rates_and_speedups(tmp_path):
@@ -53,7 +55,7 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
     ]
     rates = {"bf16_matmul_tflops": 800.0, "copy_gb_per_s": 4300.0, "device_kind": "cuda", "note": None,
              "matmul": [{"n": 8192, "time": {"n": 10}}]}
-    frame = bench_frame([t for t, _ in files], [s for _, s in files], rates, _flops).set_index("variant")
+    frame = bench_frame([t for t, _ in files], [s for _, s in files], rates).set_index("variant")
     assert frame.loc["tf32", "train_ms_per_sample"] == 240.0
     assert frame.loc["tf32", "train_ms_per_sample_q1"] == 239.0 and frame.loc["tf32", "train_ms_per_sample_q3"] == 241.0
     # Model FLOPs (no recomputation) per second, and as a fraction of the measured bf16 rate.
@@ -83,3 +85,23 @@ def test_switch_descriptions():
     assert describe_switches({"autocast": "bfloat16", "cuda_graphs": True, "fused_adam": True},
                              {"cuda_graphs": False, "fused_adam": True}) == (
         "bfloat16 autocast, fused adam, cuda graphs (no effect here)")
+
+
+def test_bench_refuses_a_training_run_without_its_flop_count_and_a_sample_of_another_volume(tmp_path):
+    """The FLOPs come from the training job that was timed: a train.json of an older version (no count) and a
+    sampling run on other volumes are each refused in one line naming the file."""
+    from errors import ExpectedError
+
+    paper = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
+    rates = {"bf16_matmul_tflops": 800.0}
+    train, sample = _write(tmp_path, "baseline", paper, 2400.0, 200.0)
+    record = json.loads(train.read_text())
+    assert bench_frame([train], [sample], rates).loc[0, "train_executed_tflop_per_sample"] == pytest.approx(16.001)
+    sample.write_text(json.dumps({**json.loads(sample.read_text()), "volume_shape": [16, 16, 16]}))
+    with pytest.raises(ExpectedError, match=r"sample.json: sampled volumes of \[16, 16, 16\], but .*train.json "
+                                            r"trained on \[8, 8, 8\]"):
+        bench_frame([train], [sample], rates)
+    del record["flops"]
+    train.write_text(json.dumps(record))
+    with pytest.raises(ExpectedError, match=r"baseline/train.json: no FLOP count .* run that job again"):
+        bench_frame([train], [sample], rates)

@@ -71,3 +71,52 @@ def test_unknown_setting_is_named():
     spec = from_mapping(DeviceSpec, {"label": "h200", "device": "cuda", "name_pattern": "H200"}, "device")
     assert spec.hardware() == {"h200": {"device": "cuda", "name_pattern": "H200"}}
     assert QualitySettings.from_params({"reference_shape": [16, 16, 16]}).reference_shape == (16, 16, 16)
+
+
+# A job of the analysis environment that reached torch would fail there (envs/analysis.yaml has none): every script
+# of a rule that names that environment, and every registered output's module, is imported with torch hidden.
+HIDE_TORCH = """
+import importlib, importlib.abc, sys
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"torch imported by an analysis job: {name}")
+sys.meta_path.insert(0, NoTorch())
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+"""
+
+
+def analysis_rule_scripts() -> list[str]:
+    """Script modules of the rules whose `conda:` is envs/analysis.yaml."""
+    scripts = []
+    for path in sorted((REPO / "workflow/rules").glob("*.smk")):
+        for body in re.split(r"^\s*(?:rule|checkpoint)\b", path.read_text(), flags=re.MULTILINE)[1:]:
+            script = re.search(r'script:\s*\n\s*"\.\./scripts/(\w+)\.py"', body)
+            if script and "envs/analysis.yaml" in body:
+                scripts.append(script.group(1))
+    return scripts
+
+
+def test_analysis_environment_jobs_never_import_torch():
+    import subprocess
+    import sys
+
+    from reporting.registry import OUTPUTS
+
+    scripts = analysis_rule_scripts()
+    assert {"bench_table", "collect_results", "render_output", "extract_profile"} <= set(scripts), scripts
+    # Each script's own imports (run as a module they would run main(): its top-level imports are what counts).
+    modules = set()
+    for script in scripts:
+        text = (REPO / "workflow/scripts" / f"{script}.py").read_text()
+        modules |= set(re.findall(r"^from (\S+) import", text, flags=re.MULTILINE))
+        modules |= set(re.findall(r"^import (\S+)", text, flags=re.MULTILINE))
+    modules |= {output.module for output in OUTPUTS}
+    done = subprocess.run([sys.executable, "-c", HIDE_TORCH, *sorted(modules)], cwd=REPO / "workflow/scripts",
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    # The check bites: a module that imports torch fails it.
+    leaked = subprocess.run([sys.executable, "-c", HIDE_TORCH, "medddpm.flops"], cwd=REPO / "workflow/scripts",
+                            capture_output=True, text=True, timeout=120)
+    assert "torch imported by an analysis job: torch" in leaked.stderr

@@ -123,8 +123,9 @@ def results(tables) -> Results:
 
 @pytest.fixture(scope="module")
 def built(tables, tmp_path_factory) -> dict:
-    """Every registered output (except the workload table, which needs a prepared dataset) built from the collected
-    a100 + shipped H200 tables, through the same loader the rules use."""
+    """Every registered output (except the workload table, which reads a prepared dataset and a training record:
+    tests/test_workflow.py checks it) built from the collected a100 + shipped H200 tables, through the same loader
+    the rules use."""
     folder = tmp_path_factory.mktemp("bundle")
     paths = {}
     for name, frame in tables.items():

@@ -142,6 +142,30 @@ def test_gpu_label_on_a_machine_without_it_fails_in_one_line(finished_run, tmp_p
 
 
 
+def test_training_jobs_count_the_flops_that_the_bench_and_the_workload_table_show(finished_run):
+    """Each training job records PyTorch's count at the volume it trained on, as executed under its variant's
+    checkpointing; the bench divides by the step time and the workload table shows the baseline's (the counter
+    itself is checked against the count from layer shapes in tests/test_flops.py)."""
+    from medddpm.flops import unet_flops
+    from medddpm.unet import UNetConfig
+
+    unet = UNetConfig(base_width=32, channel_mult=(1, 2), attention_downsample_rates=(2,))  # tests/tiny.yaml
+    model = unet_flops(unet, (8, 8, 8), "none")
+    bench = pd.read_csv(finished_run / "results/cpu/bench.csv").set_index("variant")
+    for variant in ("baseline", "channels_last"):
+        train = json.loads((finished_run / f"results/cpu/{variant}/train.json").read_text())
+        assert train["flops"] == {"model": model, "executed": unet_flops(unet, (8, 8, 8), "attention")}
+        assert bench.loc[variant, "train_model_tflops"] == pytest.approx(
+            model["train_micro_batch"]["total"] / train["train_ms_per_sample"] / 1e9)
+    executed = train["flops"]["executed"]["train_micro_batch"]["total"]
+    assert executed > model["train_micro_batch"]["total"]  # the attention block's forward, recomputed
+    workload = pd.read_csv(finished_run / "paper/tables/tab02_workload.csv").set_index("setting")["value"]
+    assert workload["parameters"] == f"{train['parameters']:,}" == "1,773,281"
+    assert workload["FLOPs per U-Net forward (sampling step)"] == f"{model['forward']['total'] / 1e12:.4g} TFLOP"
+    assert workload["FLOPs per training micro-batch executed (attention recomputed in backward)"] == (
+        f"{executed / 1e12:.4g} TFLOP")
+
+
 def test_html_report_carries_every_output_with_its_caption(finished_run, tmp_path):
     report = tmp_path / "report.zip"
     done = snakemake(finished_run, "--report", str(report), *TINY, "paper/figures/all")

@@ -39,8 +39,6 @@ rule bench_table:
         "results/{gpu}/logs/bench_table.log",
     conda:
         "../../envs/analysis.yaml"
-    params:
-        model=config["model"],
     message:
         "Bench table of {wildcards.gpu}"
     script:

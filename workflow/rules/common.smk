@@ -190,8 +190,11 @@ def output_inputs(output):
     """A registered output's inputs: the collected tables it reads, its other files, its own module, shared code."""
     inputs = {"hardware": f"{COLLECTED}/hardware.parquet"}
     inputs |= {name: f"{COLLECTED}/{name}.parquet" for name in output.reads}
-    # `{prepared}` in a registered file is the prepared dataset of the configured workload.
-    inputs |= {name: path.format(prepared=PREPARED) for name, path in output.files.items()}
+    # `{prepared}` in a registered file is the prepared dataset of the configured workload; `{baseline_training}` the
+    # baseline's train.json on the first label measured (its parameter and FLOP counts: the same on every label).
+    baseline_training = f"results/{config['gpus'][0]}/baseline/train.json"
+    inputs |= {name: path.format(prepared=PREPARED, baseline_training=baseline_training)
+               for name, path in output.files.items()}
     inputs["code"] = [output.code, *reporting_code()]
     return inputs
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
+from errors import ExpectedError
 from reporting.derived import speedup
 
 GIB = 2**30
@@ -55,9 +55,16 @@ def _variant_of(path: Path) -> str:
     return Path(path).parent.name
 
 
-def bench_frame(train_files: list[Path], sample_files: list[Path], rates: dict,
-                flops: Callable[[list[int], str], dict]) -> pd.DataFrame:
-    """One row per variant. `flops(shape, checkpointing)` returns medddpm.flops.unet_flops' dict."""
+def recorded_flops(train: dict, path: Path) -> dict:
+    """The FLOP counts a training job recorded with its step time (medddpm.flops.step_flops)."""
+    if "flops" not in train:
+        raise ExpectedError(f"{path}: no FLOP count (`flops`); a training job of an older version of the workflow "
+                            "wrote it: run that job again (snakemake --forcerun train)")
+    return train["flops"]
+
+
+def bench_frame(train_files: list[Path], sample_files: list[Path], rates: dict) -> pd.DataFrame:
+    """One row per variant, with the FLOPs each training job counted at the volume it trained on."""
     samples = {_variant_of(p): _json(p) for p in sample_files}
     bf16 = rates["bf16_matmul_tflops"]
     rows = []
@@ -67,8 +74,8 @@ def bench_frame(train_files: list[Path], sample_files: list[Path], rates: dict,
         sample = samples.get(variant)
         switches = train["provenance"].get("switches", {})
         per_step = train["settings"]["gradient_accumulation"]
-        model = flops(train["volume_shape"], "none")
-        executed = flops(train["volume_shape"], switches.get("checkpointing", "attention"))
+        flops = recorded_flops(train, path)
+        model, executed = flops["model"], flops["executed"]
         ms = train["train_ms_per_sample"]
         tflops = model["train_micro_batch"]["total"] / ms / 1e9
         row = {
@@ -90,7 +97,10 @@ def bench_frame(train_files: list[Path], sample_files: list[Path], rates: dict,
         }
         if sample is not None:
             step = sample["step_time"]["median_ms"]
-            forward = flops(sample["volume_shape"], "none")["forward"]["total"]
+            if list(sample["volume_shape"]) != model["shape"]:
+                raise ExpectedError(f"{path.parent / 'sample.json'}: sampled volumes of {sample['volume_shape']}, "
+                                    f"but {path} trained on {model['shape']}: run both jobs on one dataset")
+            forward = model["forward"]["total"]
             row.update(
                 sample_step_ms=step,
                 sample_step_q1_ms=sample["step_time"]["q1_ms"],

@@ -102,3 +102,11 @@ def unet_flops(unet: UNetConfig, shape: tuple[int, int, int], checkpointing: str
 
     return {"forward": _count(forward), "train_micro_batch": _count(train), "shape": list(shape), "batch": batch,
             "checkpointing": checkpointing}
+
+
+def step_flops(unet: UNetConfig, shape: tuple[int, int, int], checkpointing: str) -> dict:
+    """What a training job records next to its step time (train.json's `flops`): the FLOPs of the model (no
+    recomputation; its forward is a sampling step's) and as executed under the run's `checkpointing`, at the volume
+    it trained on. The bench and the workload table read them there, without PyTorch."""
+    model = unet_flops(unet, shape, "none")
+    return {"model": model, "executed": model if checkpointing == "none" else unet_flops(unet, shape, checkpointing)}

@@ -19,6 +19,7 @@ from measurement.timing import DeviceTimer, summary
 from .build import Workload
 from .checkpoints import load_checkpoint, load_weights_into, save_checkpoint, workload_record
 from .dataset import PreparedPairs, load_condition
+from .flops import step_flops
 from .prepare import condition_values, heldout_images, heldout_masks
 from .prepare import write_nifti
 from .runs import Run, peak_memory, reset_peak_memory
@@ -146,12 +147,14 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
     bare = bare_loop(trainer, train.bare_loop_steps)  # after the checkpoint: it changes the weights
     timing = summary(step_ms)
     samples_per_step = train.gradient_accumulation  # batch size 1, as upstream
+    shape = _file_shape(PreparedPairs(dataset_dir, "train").images[0])
     write_json(
         out_json,
         {
             "provenance": run.provenance,
             "parameters": parameter_count(trainer.diffusion.denoiser),
-            "volume_shape": _file_shape(PreparedPairs(dataset_dir, "train").images[0]),
+            "volume_shape": shape,
+            "flops": step_flops(workload.unet, tuple(shape), run.variant.checkpointing),
             "settings": as_dict(train),
             "step_time": timing,
             "micro_batch_median_ms": timing["median_ms"] / samples_per_step,

@@ -26,7 +26,8 @@ class Output:
     id: str  # "fig01_runtime_breakdown": also the rule's name, the module's and the caption's
     title: str  # one line, for the README and the report
     reads: tuple[str, ...] = ()  # tables of the collected results
-    # Other inputs, by name (paths from the workflow's root; `{prepared}` is the configured prepared dataset).
+    # Other inputs, by name (paths from the workflow's root; `{prepared}` is the configured prepared dataset,
+    # `{baseline_training}` the train.json of the baseline on the first hardware label measured).
     files: dict[str, str] = field(default_factory=dict)
     config: tuple[str, ...] = ()  # config sections the output depends on (given to it as settings)
     extra: dict[str, str] = field(default_factory=dict)  # further output files, by name
@@ -86,7 +87,8 @@ OUTPUTS: list[Output] = [
            reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}, timing=True),
     Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods"),
     Output("tab02_workload", "Model and diffusion settings, parameters, FLOPs per step, dataset",
-           files={"dataset": "{prepared}"}, config=("model", "diffusion", "train", "dataset"), section="methods"),
+           files={"dataset": "{prepared}", "training": "{baseline_training}"},
+           config=("model", "diffusion", "train", "dataset"), section="methods"),
     Output("tab03_kernels", "Per run and kernel class: time share, count, SM cycles, instructions, IPC, tensor %",
            reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True),
     Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"), timing=True),

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
+from measurement.bench import recorded_flops
+
 from ..render import Table
+
+
+# What the baseline's checkpointing recomputes in backward (medddpm.switches.CHECKPOINTING; upstream: attention).
+RECOMPUTED = {"attention": "attention recomputed in backward", "all": "every block recomputed in backward",
+              "none": "nothing recomputed"}
 
 
 def workload_rows(settings: dict, manifest: dict, counted: dict) -> list[tuple[str, str]]:
@@ -19,12 +27,12 @@ def workload_rows(settings: dict, manifest: dict, counted: dict) -> list[tuple[s
          ", ".join(map(str, model["attention_downsample_rates"])) or "none (the middle block's only)"),
         ("input / output channels", f"{model['in_channels']} / {model['out_channels']}"),
         ("parameters", f"{counted['parameters']:,}"),
-        ("FLOPs per U-Net forward (sampling step)", f"{counted['forward'] / 1e12:.3f} TFLOP"),
-        ("FLOPs per training micro-batch (model: forward + backward)", f"{counted['train_model'] / 1e12:.3f} TFLOP"),
-        ("FLOPs per training micro-batch executed (attention recomputed in backward)",
-         f"{counted['train_executed'] / 1e12:.3f} TFLOP"),
+        ("FLOPs per U-Net forward (sampling step)", f"{counted['forward'] / 1e12:.4g} TFLOP"),
+        ("FLOPs per training micro-batch (model: forward + backward)", f"{counted['train_model'] / 1e12:.4g} TFLOP"),
+        (f"FLOPs per training micro-batch executed ({RECOMPUTED[counted['checkpointing']]})",
+         f"{counted['train_executed'] / 1e12:.4g} TFLOP"),
         ("FLOPs per optimizer step (executed)",
-         f"{counted['train_executed'] * train['gradient_accumulation'] / 1e12:.3f} TFLOP"),
+         f"{counted['train_executed'] * train['gradient_accumulation'] / 1e12:.4g} TFLOP"),
         ("diffusion steps T (cosine schedule, L1 on noise)", str(settings["diffusion"]["timesteps"])),
         ("optimizer", f"Adam lr {train['lr']:g}, gradient accumulation {train['gradient_accumulation']}"),
         ("EMA", f"decay {train['ema_decay']}, every {train['ema_update_every']} steps from step "
@@ -35,27 +43,21 @@ def workload_rows(settings: dict, manifest: dict, counted: dict) -> list[tuple[s
     ]
 
 
-def counted(settings: dict) -> dict:
-    """Parameters and FLOPs of the configured U-Net at the configured volume (medddpm.flops, on meta tensors)."""
-    import torch
-
-    from medddpm.build import unet_config
-    from medddpm.flops import unet_flops
-    from medddpm.unet import UNet3D, parameter_count
-
-    unet = unet_config(settings["model"])
-    shape = tuple(settings["dataset"]["shape"])
-    with torch.device("meta"):
-        parameters = parameter_count(UNet3D(unet))
-    model, executed = unet_flops(unet, shape, "none"), unet_flops(unet, shape, "attention")
-    return {"parameters": parameters, "forward": model["forward"]["total"],
+def counted(training: dict, path: Path) -> dict:
+    """Parameters and FLOPs as the baseline's training job counted them (medddpm.flops.step_flops: PyTorch's FLOP
+    counter on the configured U-Net at the prepared volume; the same on every hardware label)."""
+    flops = recorded_flops(training, path)
+    model, executed = flops["model"], flops["executed"]
+    return {"parameters": training["parameters"], "forward": model["forward"]["total"],
             "train_model": model["train_micro_batch"]["total"],
-            "train_executed": executed["train_micro_batch"]["total"]}
+            "train_executed": executed["train_micro_batch"]["total"], "checkpointing": executed["checkpointing"]}
 
 
 def build(job) -> Table:
     manifest = json.loads((job.files["dataset"] / "manifest.json").read_text())
-    frame = pd.DataFrame(workload_rows(job.settings, manifest, counted(job.settings)), columns=["setting", "value"])
+    training = json.loads(job.files["training"].read_text())
+    frame = pd.DataFrame(workload_rows(job.settings, manifest, counted(training, job.files["training"])),
+                         columns=["setting", "value"])
     return Table(frame, "Workload: Med-DDPM U-Net and diffusion as configured; FLOPs counted by PyTorch's counter on "
-                        "the U-Net's shapes (model FLOPs without recomputation, and as executed by upstream's "
-                        "attention checkpoint)")
+                        "the U-Net's shapes in the baseline's training job (model FLOPs without recomputation, and as "
+                        "executed under the baseline's checkpointing: upstream's is the attention blocks')")
