@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from measurement.bench import bench_frame, bench_markdown, describe_switches
+from reporting.bench import bench_frame, bench_markdown, describe_switches
 from measurement.rates import RateSettings, device_rates
 from medddpm.switches import Variant
 

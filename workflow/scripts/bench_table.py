@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from measurement.bench import bench_frame, bench_markdown, recorded_flops
+from reporting.bench import bench_frame, bench_markdown, recorded_flops
 from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)

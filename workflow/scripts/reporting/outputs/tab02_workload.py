@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from measurement.bench import recorded_flops
+from reporting.bench import recorded_flops
 
 from ..render import Table
 

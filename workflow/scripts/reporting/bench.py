@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pandas as pd
 
 from errors import ExpectedError
-from reporting.derived import speedup
+from medddpm.switches import Variant
+
+from .derived import speedup
 
 GIB = 2**30
 SPEEDUP_REFERENCES = ("baseline", "tf32")
-DEFAULT_SWITCHES = {"cudnn_benchmark": False, "autocast": None, "compile": None, "fused_norm_act": False,
-                    "checkpointing": "attention", "fused_adam": False, "foreach_ema": False, "cuda_graphs": False}
+# The optional switches and their upstream defaults, as medddpm.switches.Variant declares them.
+DEFAULT_SWITCHES = {f.name: f.default for f in fields(Variant) if f.default is not MISSING}
 
 
 def describe_switches(switches: dict, effective: dict | None = None) -> str:
