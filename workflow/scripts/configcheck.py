@@ -25,16 +25,12 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
 _SCHEMA_FIX = "workflow/schemas/config.schema.yaml describes every key"
 
 
-# The two workloads: whole-head (1 image channel, a 2-channel mask) and BraTS (4 modalities, a 4-channel mask).
-BRATS_SOURCES = ("brats", "synthetic_brats")
+# The two workloads (config key `workload`; layout.WORKLOADS) and the dataset sources of each: whole-head (1 image
+# channel, a 2-channel mask) and BraTS (4 modalities, a 4-channel mask).
+SOURCES = {"wholehead": ("synthetic", "wholehead"), "brats": ("brats", "synthetic_brats")}
 CHANNELS = {"wholehead": (1, 2), "brats": (4, 4)}
-# BraTS results live under their own labels (h200_brats, ...), so that they never mix with, or replace, the
-# whole-head results of the same GPU (results/<label>/, the figures' panels, the shipped reference sets).
-BRATS_SUFFIX = "_brats"
-
-
-def workload_of(config: dict) -> str:
-    return "brats" if config["dataset"]["source"] in BRATS_SOURCES else "wholehead"
+# Hardware labels once carried the BraTS workload as a suffix (h200_brats); the workload is its own key now.
+OLD_BRATS_SUFFIX = "_brats"
 
 
 class ConfigError(ExpectedError, ValueError):
@@ -200,19 +196,19 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         return f" (set in {where})" if where else ""
 
     for label in config["gpus"]:
+        if label not in config["hardware"] and label.endswith(OLD_BRATS_SUFFIX):
+            return (f"config: gpus lists {label!r}{origin('gpus')}, a hardware label with the workload in its name; "
+                    f"the workload is its own key now; fix: list {label.removesuffix(OLD_BRATS_SUFFIX)!r} and set "
+                    "workload: brats (config/brats.yaml does)")
         if label not in config["hardware"]:
             return (f"config: gpus lists {label!r}{origin('gpus')}, which is not defined under 'hardware'; fix: add "
                     f"it there (device, name_pattern, architecture) or use one of {sorted(config['hardware'])}")
-    workload, source = workload_of(config), config["dataset"]["source"]
-    for label in config["gpus"]:
-        if workload == "brats" and not label.endswith(BRATS_SUFFIX):
-            return (f"config: dataset.source {source} is the BraTS workload, whose results live under hardware labels "
-                    f"ending in {BRATS_SUFFIX}; gpus lists {label!r}{origin('gpus')}; fix: use {label}{BRATS_SUFFIX} "
-                    "(h200_brats, ... in config/brats.yaml)")
-        if workload == "wholehead" and label.endswith(BRATS_SUFFIX):
-            return (f"config: gpus lists {label!r}{origin('gpus')}, a BraTS label, but dataset.source {source} is the "
-                    f"whole-head workload; fix: use {label.removesuffix(BRATS_SUFFIX)}, or the BraTS configuration "
-                    "(config/brats.yaml)")
+    workload, source = config["workload"], config["dataset"]["source"]
+    if source not in SOURCES[workload]:
+        other = next(name for name, sources in SOURCES.items() if source in sources)
+        return (f"config: dataset.source {source}{origin('dataset', 'source')} belongs to the {other} workload, but "
+                f"workload is {workload}{origin('workload')}; fix: set workload: {other} (config/brats.yaml does for "
+                f"BraTS) or a {workload} source ({', '.join(SOURCES[workload])})")
     image, mask = CHANNELS[workload]
     model = config["model"]
     if (model["in_channels"], model["out_channels"]) != (image + mask, image):
