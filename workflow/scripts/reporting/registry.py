@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 # The article (reporting.article): every output in one of its sections, in this order.
 ARTICLE = "paper/article.pdf"
 SECTIONS = ("methods", "results", "claims", "frontier", "conformance")
+# The HTML report's categories (`snakemake --report`): every output sits in one; the article in its own.
+CATEGORIES = ("Setup", "Profiling", "Optimization", "Quality", "Conformance")
 
 # Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read. The
 # reference_* tables hold the shipped sets of labels measured here too (the other side of tab08); study and
@@ -37,6 +39,12 @@ class Output:
     # titles carry the measurement date).
     timing: bool = False
     section: str = "results"  # where the article shows it (SECTIONS)
+    category: str = "Profiling"  # where the HTML report lists it (CATEGORIES)
+
+    def __post_init__(self) -> None:
+        if self.section not in SECTIONS or self.category not in CATEGORIES:
+            raise ValueError(f"{self.id}: section {self.section!r} must be one of {SECTIONS}, category "
+                             f"{self.category!r} one of {CATEGORIES}")
 
     @property
     def kind(self) -> str:
@@ -55,11 +63,12 @@ class Output:
         return f"workflow/report/{self.id}.rst"
 
     def files_out(self) -> dict[str, str]:
-        """Output files by name: pdf and png for a figure; csv, tex and md for a table; then the extra ones."""
+        """Output files by name: pdf and png for a figure; csv, tex, md and html (the HTML report's view) for a table;
+        then the extra ones."""
         if self.kind == "figure":
             out = {ext: f"paper/figures/{self.id}.{ext}" for ext in ("pdf", "png")}
         else:
-            out = {ext: f"paper/tables/{self.id}.{ext}" for ext in ("csv", "tex", "md")}
+            out = {ext: f"paper/tables/{self.id}.{ext}" for ext in ("csv", "tex", "md", "html")}
         return {**out, **self.extra}
 
 
@@ -79,37 +88,38 @@ OUTPUTS: list[Output] = [
     Output("fig06_priority_scores", "Nsight Compute's estimated speedups by rule and kernel class",
            reads=("rules", "ncu_kernels", "summaries"), timing=True),
     Output("fig07_optimization_impact", "SM cycles, instructions, IPC and tensor use relative to baseline; speed-ups",
-           reads=("summaries", "runs"), timing=True),
+           reads=("summaries", "runs"), timing=True, category="Optimization"),
     Output("fig08_end_to_end", "Training time per sample, sampling time per volume and peak memory", reads=("runs",),
-           timing=True),
+           timing=True, category="Optimization"),
     Output("fig09_quality", "Quality study: sample slices of every variant beside the real image, loss curves against "
            "the baseline's seed spread, distances to the real images and to the baseline's samples",
-           reads=("study", "study_losses", "slices"), files={"claims": "data/paper_claims.yaml"}),
+           reads=("study", "study_losses", "slices"), files={"claims": "data/paper_claims.yaml"}, category="Quality"),
     Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
-           reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}, timing=True),
-    Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods"),
+           reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}, config=("hardware",),
+           timing=True),
+    Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods", category="Setup"),
     Output("tab02_workload", "Model and diffusion settings, parameters, FLOPs per step, dataset",
            files={"dataset": "{prepared}", "training": "{baseline_training}"},
-           config=("model", "diffusion", "train", "dataset"), section="methods"),
+           config=("model", "diffusion", "train", "dataset"), section="methods", category="Setup"),
     Output("tab03_kernels", "Per run and kernel class: time share, count, SM cycles, instructions, IPC, tensor %",
            reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True),
-    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"), timing=True),
+    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"), timing=True, category="Optimization"),
     Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
            reads=("runs", "summaries", "study"), files={"claims": "data/paper_claims.yaml"}, timing=True,
-           section="claims"),
+           section="claims", category="Optimization"),
     Output("tab06_quality", "Quality study per variant and seed: image quality against the real images and the "
            "baseline, loss, float64 errors at the trained weights", reads=("study", "quality"),
-           extra={"checks": "paper/tables/tab06_quality_checks.csv"}),
+           extra={"checks": "paper/tables/tab06_quality_checks.csv"}, category="Quality"),
     Output("fig11_optimization_ladder", "From baseline to the fastest variant: time per rung against the FLOP floor, "
            "and what each rung changed in the kernel mix", reads=("bench", "summaries"), config=("run_variants",),
-           timing=True, section="frontier"),
+           timing=True, section="frontier", category="Optimization"),
     Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
-           "volume, peak GiB, compile s", reads=("bench",), timing=True, section="frontier"),
+           "volume, peak GiB, compile s", reads=("bench",), timing=True, section="frontier", category="Optimization"),
     Output("tab08_conformance", "Each label measured here against its shipped reference set: per metric a band, a "
            "verdict (within, faster, slower, lower, higher, not comparable) and the likely reasons",
            reads=("runs", "summaries", "reference_hardware", "reference_runs", "reference_summaries"),
            config=("conformance",), extra={"classes": "paper/tables/tab08_conformance_by_class.csv"}, timing=True,
-           section="conformance"),
+           section="conformance", category="Conformance"),
 ]
 BY_ID = {output.id: output for output in OUTPUTS}
 

@@ -16,12 +16,13 @@ from ..results import variant_order
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
 
-def peaks_for(peaks: dict, gpu: str, device: str) -> dict | None:
-    """Datasheet ceilings of a label: by label, else by a name pattern matched against the device name."""
+def peaks_for(peaks: dict, gpu: str, device: str, hardware: dict | None = None) -> dict | None:
+    """Datasheet ceilings of a label: by label, else those of the listed label whose `name_pattern` (the config's
+    `hardware`, the one home of the device-name patterns) matches the device name."""
     if gpu in peaks:
         return peaks[gpu]
-    for entry in peaks.values():
-        pattern = entry.get("name_pattern") if isinstance(entry, dict) else None
+    for label, entry in peaks.items():
+        pattern = (hardware or {}).get(label, {}).get("name_pattern")
         if pattern and re.search(pattern, device or "", re.I):
             return entry
     return None
@@ -83,7 +84,8 @@ def build(job):
                             left_out=left_out)
     used = set()
     for (gpu, phase), (ax,) in zip(rows, axes):
-        ceiling = peaks_for(peaks, gpu, results.hardware.set_index("gpu").loc[gpu, "device"])
+        ceiling = peaks_for(peaks, gpu, results.hardware.set_index("gpu").loc[gpu, "device"],
+                            job.settings.get("hardware"))
         ax.set_title("top kernels on the roofline, Nsight Compute", loc="left")
         data = ncu_rows(kernels, gpu, phase)
         if not has(data, needs):
