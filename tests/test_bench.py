@@ -5,13 +5,15 @@ import json
 import pytest
 import torch
 
-from reporting.bench import bench_frame, bench_markdown, describe_switches
+from config_settings import configured
 from measurement.rates import RateSettings, device_rates
+from reporting.bench import bench_frame, bench_markdown, describe_switches
 from medddpm.switches import Variant
 
 
 def test_cpu_rates_are_measured_and_say_they_are_a_cpus():
-    rates = device_rates(torch.device("cpu"), RateSettings(cpu_matmul_size=64, cpu_copy_mib=1, warmup=1, repeats=3))
+    settings = configured(RateSettings, "bench", cpu_matmul_size=64, cpu_copy_mib=1, warmup=1, repeats=3)
+    rates = device_rates(torch.device("cpu"), settings)
     assert rates["device_kind"] == "cpu" and "CPU's" in rates["note"]
     assert [m["dtype"] for m in rates["matmul"]] == ["bfloat16", "float32"]  # a CPU: fp32 too
     first = rates["matmul"][0]

@@ -12,6 +12,7 @@ import copy
 import pytest
 import torch
 
+from config_settings import configured
 from medddpm.training import Trainer, TrainSettings
 from medddpm.diffusion import GaussianDiffusion
 from medddpm.unet import set_checkpointing
@@ -63,7 +64,8 @@ def test_frontier_switches_compile_and_train_like_eager(monkeypatch):
     monkeypatch.setattr(torch.nn.Module, "compile", compile_with_aot_eager)
     switches = dict(cudnn_tf32=True, matmul_tf32=True, channels_last=True, autocast="bfloat16", fused_norm_act=True,
                     fused_adam=True, foreach_ema=True)
-    settings = TrainSettings(lr=1e-3, gradient_accumulation=1, ema_update_every=1, ema_start_step=0)
+    settings = configured(TrainSettings, "train", lr=1e-3, gradient_accumulation=1, ema_update_every=1,
+                          ema_start_step=0)
     losses, states = {}, {}
     for mode in (None, "default"):
         variant = Variant("frontier", compile=mode, **switches)

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from medddpm.diffusion import GaussianDiffusion, cosine_beta_schedule
+from config_settings import configured
 from medddpm.settings import TrainSettings
 from medddpm.training import EMA, Trainer
 from medddpm.variants import Variant
@@ -326,7 +327,8 @@ def test_trainer_resets_the_ema_before_its_start_step_and_averages_every_n_steps
     """ema_start_step 2, every 2 steps: step 0 copies the model, step 1 leaves the copy alone, step 2 averages."""
     torch.manual_seed(0)
     model = GaussianDiffusion(ConvDenoiser(), timesteps=4, channels=1)
-    settings = TrainSettings(lr=0.1, gradient_accumulation=1, ema_decay=0.5, ema_update_every=2, ema_start_step=2)
+    settings = configured(TrainSettings, "train", lr=0.1, gradient_accumulation=1, ema_decay=0.5, ema_update_every=2,
+                          ema_start_step=2)
     x, condition = volumes(8, shape=(2, 2, 2))
     batches = iter([{"input": condition, "target": x}] * 10)
     trainer = Trainer(model, batches, Variant("b", False, False, False), torch.device("cpu"), settings,
@@ -360,7 +362,7 @@ def test_gradient_accumulation_divides_each_micro_batch_loss():
         model = GaussianDiffusion(ConvDenoiser(), timesteps=4, channels=1)
         loss = model.loss
         model.loss = lambda target, cond, generator: loss(target, cond, torch.Generator().manual_seed(5))
-        settings = TrainSettings(lr=0.0, gradient_accumulation=accumulation)
+        settings = configured(TrainSettings, "train", lr=0.0, gradient_accumulation=accumulation)
         trainer = Trainer(model, iter([{"input": condition, "target": x}] * 4), Variant("b", False, False, False),
                           torch.device("cpu"), settings, torch.Generator().manual_seed(0))
         trainer.optimizer.zero_grad = lambda: None  # keep the accumulated gradient for the check

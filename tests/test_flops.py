@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from config_settings import paper_unet
 from medddpm.flops import CLASSES, unet_flops
 from medddpm.unet import AttentionBlock, ResBlock, UNet3D, UNetConfig
 from unet_helpers import TINY, TINY_SHAPE
@@ -94,9 +95,9 @@ def test_counter_agrees_with_the_count_from_layer_shapes(checkpointing):
 def test_whole_head_counts():
     """The faithful 128^3 network: 5.54 TFLOP per forward; 16.59 TFLOP per training sample without recomputation,
     16.63 with upstream's attention recomputation (on meta tensors: nothing is computed)."""
-    counted = unet_flops(UNetConfig(), (128, 128, 128), "attention")
+    counted = unet_flops(paper_unet(), (128, 128, 128), "attention")
     assert counted["forward"]["total"] / 1e12 == pytest.approx(5.537, abs=1e-3)
     assert counted["train_micro_batch"]["total"] / 1e12 == pytest.approx(16.630, abs=1e-3)
-    plain = unet_flops(UNetConfig(), (128, 128, 128), "none")
+    plain = unet_flops(paper_unet(), (128, 128, 128), "none")
     assert plain["train_micro_batch"]["total"] / 1e12 == pytest.approx(16.588, abs=1e-3)
     assert counted["forward"]["conv_fprop"] / counted["forward"]["total"] > 0.99

@@ -10,11 +10,12 @@ import time
 import pytest
 import torch
 
+from config_settings import configured, paper_unet
 from measurement.rates import RateSettings, device_rates
 from medddpm.diffusion import GaussianDiffusion
 from medddpm.sampling import UNetEvaluation
 from medddpm.training import Trainer, TrainSettings
-from medddpm.unet import GroupNorm32, GroupNormSiLU, UNet3D, UNetConfig, parameter_count
+from medddpm.unet import GroupNorm32, GroupNormSiLU, UNet3D, parameter_count
 from medddpm.variants import Variant, apply_backend, autocast, compiled_group_norm_silu, prepare_input, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet
 
@@ -120,9 +121,9 @@ def test_frontier_rung_trains_and_samples_the_whole_head_network():
                       checkpointing="none", fused_adam=True, foreach_ema=True, cuda_graphs=True)
     apply_backend(variant)
     torch.manual_seed(0)
-    diffusion = prepare_model(GaussianDiffusion(UNet3D(UNetConfig()), timesteps=250).to(CUDA), variant, CUDA)
+    diffusion = prepare_model(GaussianDiffusion(UNet3D(paper_unet()), timesteps=250).to(CUDA), variant, CUDA)
     keys = list(diffusion.state_dict())
-    settings = TrainSettings(ema_update_every=1, ema_start_step=1)
+    settings = configured(TrainSettings, "train", ema_update_every=1, ema_start_step=1)
     trainer = Trainer(diffusion, _batches(shape), variant, CUDA, settings, torch.Generator(CUDA).manual_seed(0),
                       pin_memory=True)
     compile_seconds = trainer.warm_up_compiled()
@@ -143,7 +144,7 @@ def test_frontier_rung_trains_and_samples_the_whole_head_network():
     assert list(state["model"]) == keys and list(state["ema"]) == keys
     print(f"\nfrontier 64^3: compile {compile_seconds:.1f} s, steps {[round(t * 1e3, 1) for t in times]} ms")
 
-    sampler = GaussianDiffusion(UNet3D(UNetConfig()), timesteps=250)
+    sampler = GaussianDiffusion(UNet3D(paper_unet()), timesteps=250)
     sampler.load_state_dict(state["ema"])
     sampler = prepare_model(sampler.to(CUDA), variant, CUDA).requires_grad_(False).eval()
     assert parameter_count(sampler.denoiser) == 40_226_433
@@ -160,7 +161,8 @@ def test_frontier_rung_trains_and_samples_the_whole_head_network():
 
 
 def test_device_rates_on_the_gpu():
-    rates = device_rates(CUDA, RateSettings(gpu_matmul_size=4096, gpu_copy_mib=256, warmup=2, repeats=5))
+    settings = configured(RateSettings, "bench", gpu_matmul_size=4096, gpu_copy_mib=256, warmup=2, repeats=5)
+    rates = device_rates(CUDA, settings)
     assert rates["device_kind"] == "cuda" and rates["note"] is None and len(rates["matmul"]) == 1
     assert rates["bf16_matmul_tflops"] > 10 and rates["copy_gb_per_s"] > 100
     print(f"\nbf16 4096^3: {rates['bf16_matmul_tflops']:.0f} TFLOP/s, copy {rates['copy_gb_per_s']:.0f} GB/s")

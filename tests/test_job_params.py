@@ -1,5 +1,5 @@
 """Params are the contract between the rules and the jobs: scripts read only what their rule declares, and the
-library takes typed settings whose defaults are the schema's."""
+library takes typed settings filled from the validated config (config.yaml is the one layer of defaults)."""
 
 import dataclasses
 import re
@@ -41,6 +41,22 @@ def test_settings_have_one_field_per_config_key(section, cls):
     assert set(config) == properties, f"config.yaml's {section} differs from the schema's keys"
 
 
+@pytest.mark.parametrize(
+    "section, cls",
+    [("train", TrainSettings), ("sample", SampleSettings), ("quality", QualitySettings),
+     ("diffusion", DiffusionSettings), ("model", UNetConfig), ("bench", RateSettings),
+     ("quality_study", StudySettings)],
+)
+def test_settings_repeat_no_default_of_the_config(section, cls):
+    """A field of a config key has no value of its own: it is required, or None where a rule leaves the key out
+    because its job does not depend on it (TrainSettings' timing counts for the profiled step and the study)."""
+    keys = set(SCHEMA[section]["properties"])
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.name in keys}
+    assert {name: value for name, value in defaults.items() if value not in (dataclasses.MISSING, None)} == {}
+    spec = {f.name: f.default for f in dataclasses.fields(DeviceSpec)}
+    assert spec["emulate_gpus_on_cpu"] is dataclasses.MISSING
+
+
 def test_a_study_run_takes_the_study_keys_of_its_settings():
     """The study's keys that a run's job takes (the rest shape the DAG: variants, seeds, dataset, ...) are the
     fields of StudySettings, passed by the rule one by one."""
@@ -68,9 +84,12 @@ def test_variant_switches_left_out_keep_upstreams_behaviour():
 def test_unknown_setting_is_named():
     with pytest.raises(ValueError, match="unknown key.*'lr_schedule'"):
         from_mapping(TrainSettings, {"lr": 1e-5, "lr_schedule": "cosine"}, "train")
-    spec = from_mapping(DeviceSpec, {"label": "h200", "device": "cuda", "name_pattern": "H200"}, "device")
+    with pytest.raises(ValueError, match=r"missing key.*'emulate_gpus_on_cpu'"):
+        from_mapping(DeviceSpec, {"label": "h200", "device": "cuda", "name_pattern": "H200"}, "device")
+    spec = from_mapping(DeviceSpec, {"label": "h200", "device": "cuda", "name_pattern": "H200",
+                                     "emulate_gpus_on_cpu": False}, "device")
     assert spec.hardware() == {"h200": {"device": "cuda", "name_pattern": "H200"}}
-    assert QualitySettings.from_params({"reference_shape": [16, 16, 16]}).reference_shape == (16, 16, 16)
+    assert QualitySettings.from_params({"reference_shape": [16, 16, 16], "seed": 0}).reference_shape == (16, 16, 16)
 
 
 # A job of the analysis environment that reached torch would fail there (envs/analysis.yaml has none): every script

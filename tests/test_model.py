@@ -5,16 +5,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from config_settings import configured, paper_unet, unet
 from medddpm.diffusion import GaussianDiffusion, cosine_beta_schedule
 from medddpm.training import Trainer, TrainSettings
-from medddpm.unet import AttentionBlock, UNet3D, UNetConfig, parameter_count
+from medddpm.unet import AttentionBlock, UNet3D, parameter_count
 from medddpm.variants import Variant
 
-SMALL = UNetConfig(base_width=32)
+SMALL = unet()  # config.yaml's: the whole-head network at base width 32
 
 
 def test_whole_head_configuration_has_upstream_parameter_count():
-    assert parameter_count(UNet3D(UNetConfig())) == 40_226_433
+    assert parameter_count(UNet3D(paper_unet())) == 40_226_433
 
 
 def test_brats_configuration_has_upstream_parameter_count():
@@ -37,7 +38,7 @@ def test_brats_configuration_has_upstream_parameter_count():
 
 
 def test_small_network_keeps_the_structure():
-    big, small = UNet3D(UNetConfig()), UNet3D(SMALL)
+    big, small = UNet3D(paper_unet()), UNet3D(SMALL)
     kinds = lambda m: [type(x).__name__ for x in m.modules()]  # noqa: E731
     assert kinds(big) == kinds(small)
     # Attention: one encoder block at rate 8, two decoder blocks, one in the middle.
@@ -71,7 +72,7 @@ def test_training_steps_decrease_the_loss_on_a_fixed_batch():
     torch.manual_seed(0)
     diffusion = GaussianDiffusion(UNet3D(SMALL), timesteps=20)
     variant = Variant("baseline", False, False, False)
-    settings = TrainSettings(lr=1e-3, gradient_accumulation=1)
+    settings = configured(TrainSettings, "train", lr=1e-3, gradient_accumulation=1)
     # A fixed step and noise make the objective deterministic, so a few Adam steps must reduce it.
     generator = torch.Generator()
 
@@ -92,8 +93,9 @@ def test_training_steps_decrease_the_loss_on_a_fixed_batch():
 def test_ema_is_reset_to_the_model_before_the_start_step():
     torch.manual_seed(0)
     diffusion = GaussianDiffusion(UNet3D(SMALL), timesteps=10)
-    trainer = Trainer(diffusion, _fixed_batches(), Variant("b", False, False, False), torch.device("cpu"),
-                      TrainSettings(lr=1e-3, gradient_accumulation=2, ema_update_every=10), torch.Generator())
+    settings = configured(TrainSettings, "train", lr=1e-3, gradient_accumulation=2, ema_update_every=10)
+    trainer = Trainer(diffusion, _fixed_batches(), Variant("b", False, False, False), torch.device("cpu"), settings,
+                      torch.Generator())
     losses = trainer.step()
     assert len(losses) == 2  # two micro-batches per optimizer step
     for ema_p, p in zip(trainer.ema_model.parameters(), diffusion.parameters()):

@@ -6,11 +6,12 @@ import copy
 import pytest
 import torch
 
+from config_settings import paper_unet, unet
 from measurement.devices import DeviceMismatch, resolve_device
 from medddpm.diffusion import GaussianDiffusion
 from medddpm.sampling import UNetEvaluation
 from medddpm.training import EMA
-from medddpm.unet import AttentionBlock, ResBlock, UNet3D, UNetConfig, parameter_count, set_checkpointing
+from medddpm.unet import AttentionBlock, ResBlock, UNet3D, parameter_count, set_checkpointing
 from medddpm.variants import Variant, apply_backend, autocast, backend_flags, prepare_input, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet
 
@@ -38,7 +39,7 @@ def test_backend_flags_follow_the_variant(switches):
 
 
 def test_channels_last_changes_weights_and_inputs_memory_format():
-    model = UNet3D(UNetConfig(base_width=32))
+    model = UNet3D(unet())
     x = torch.randn(1, 3, 16, 16, 16)
     cl = Variant("cl", False, False, True)
     prepare_model(model, cl)
@@ -86,7 +87,7 @@ def test_defaults_are_upstream_behaviour():
     assert variant.switches() == {**PAPER, "cudnn_benchmark": False, "autocast": None, "compile": None,
                                   "fused_norm_act": False, "checkpointing": "attention", "fused_adam": False,
                                   "foreach_ema": False, "cuda_graphs": False}
-    model = prepare_model(UNet3D(UNetConfig()), variant, CPU)
+    model = prepare_model(UNet3D(paper_unet()), variant, CPU)
     assert parameter_count(model) == 40_226_433
     assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))
     assert not any(m.use_checkpoint for m in model.modules() if isinstance(m, ResBlock))

@@ -147,9 +147,9 @@ def test_training_jobs_count_the_flops_that_the_bench_and_the_workload_table_sho
     checkpointing; the bench divides by the step time and the workload table shows the baseline's (the counter
     itself is checked against the count from layer shapes in tests/test_flops.py)."""
     from medddpm.flops import unet_flops
-    from medddpm.unet import UNetConfig
+    from config_settings import unet as configured_unet
 
-    unet = UNetConfig(base_width=32, channel_mult=(1, 2), attention_downsample_rates=(2,))  # tests/tiny.yaml
+    unet = configured_unet("tests/tiny.yaml")
     model = unet_flops(unet, (8, 8, 8), "none")
     bench = pd.read_csv(finished_run / "results/cpu/bench.csv").set_index("variant")
     for variant in ("baseline", "channels_last"):

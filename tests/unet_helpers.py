@@ -3,9 +3,10 @@ skip convolution, attention in the encoder, middle and decoder, down- and upsamp
 
 import torch
 
-from medddpm.unet import UNet3D, UNetConfig
+from config_settings import unet
+from medddpm.unet import UNet3D
 
-TINY = UNetConfig(base_width=32, channel_mult=(1, 2), attention_downsample_rates=(2,))
+TINY = unet(channel_mult=(1, 2), attention_downsample_rates=(2,))  # config.yaml's network, two levels
 TINY_SHAPE = (8, 8, 8)
 
 

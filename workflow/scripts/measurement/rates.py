@@ -21,12 +21,12 @@ DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 class RateSettings:
     """Sizes per device kind: a GPU needs large problems to reach its rate, a CPU small ones to finish in seconds."""
 
-    gpu_matmul_size: int = 8192
-    cpu_matmul_size: int = 2048
-    gpu_copy_mib: int = 2048
-    cpu_copy_mib: int = 256
-    warmup: int = 3
-    repeats: int = 10
+    gpu_matmul_size: int
+    cpu_matmul_size: int
+    gpu_copy_mib: int
+    cpu_copy_mib: int
+    warmup: int
+    repeats: int
 
 
 def _timed(device: torch.device, fn, warmup: int, repeats: int) -> dict:

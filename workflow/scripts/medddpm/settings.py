@@ -2,29 +2,35 @@
 
 A rule passes exactly what its job depends on as `params:` (so Snakemake reruns the job when, and only when, one of
 them changes); the job script turns each into one of these dataclasses, and the library takes nothing else.
+The values come from the validated config only: config.yaml is the one layer of defaults, so no field here repeats
+one. A field that some rule leaves out because its job does not depend on it defaults to None (never to a value).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
 def from_mapping(cls: type[T], mapping: dict, what: str) -> T:
-    """`cls` from a dict of its fields; unknown keys are an error naming them, lists become tuples where the
-    field's default is a tuple (frozen dataclasses stay hashable)."""
+    """`cls` from a dict of its fields; unknown and missing keys are an error naming them, lists become tuples where
+    the field is a tuple (frozen dataclasses stay hashable)."""
     known = {f.name: f for f in fields(cls)}
     unknown = set(mapping) - set(known)
     if unknown:
         raise ValueError(f"{what}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
+    missing = [name for name, f in known.items()
+               if name not in mapping and f.default is MISSING and f.default_factory is MISSING and f.init]
+    if missing:
+        raise ValueError(f"{what}: missing key(s) {missing}")
     values = {}
     for key, value in mapping.items():
-        default = known[key].default
-        values[key] = tuple(value) if isinstance(value, list) and isinstance(default, tuple) else value
+        is_tuple = str(known[key].type).startswith("tuple")
+        values[key] = tuple(value) if isinstance(value, list) and is_tuple else value
     return cls(**values)
 
 
@@ -34,8 +40,8 @@ class DeviceSpec:
 
     label: str
     device: str  # cpu | cuda
-    name_pattern: str | None = None
-    emulate_gpus_on_cpu: bool = False
+    name_pattern: str | None  # None for the CPU
+    emulate_gpus_on_cpu: bool
 
     def hardware(self) -> dict:
         """The `hardware` mapping of this one label, as measurement.devices.resolve_device reads it."""
@@ -47,38 +53,42 @@ class DeviceSpec:
 
 @dataclass(frozen=True)
 class DiffusionSettings:
-    timesteps: int = 250
+    timesteps: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainSettings:
-    """Upstream's training loop (Adam, accumulation, EMA) and how much of it is timed."""
+    """Upstream's training loop (Adam, accumulation, EMA) and how much of it is timed (the config's `train`).
 
-    lr: float = 1e-5
-    gradient_accumulation: int = 2
-    ema_decay: float = 0.995
-    ema_update_every: int = 10
-    ema_start_step: int = 2000
-    warmup_steps: int = 2
-    measured_steps: int = 10
-    seed: int = 0
+    The training job takes every key. The profiled training step and the quality study take the loop and the seed,
+    not the timing counts (warmup_steps, measured_steps, bare_loop_steps: None there); the profiled sampling step
+    takes the seed of the initial weights alone (the loop's keys None)."""
+
+    seed: int
+    lr: float | None = None
+    gradient_accumulation: int | None = None
+    ema_decay: float | None = None
+    ema_update_every: int | None = None
+    ema_start_step: int | None = None
+    warmup_steps: int | None = None
+    measured_steps: int | None = None
     # Optimizer steps of the bare loop (forward, backward, Adam on resident tensors), after one untimed step.
-    bare_loop_steps: int = 3
+    bare_loop_steps: int | None = None
 
 
 @dataclass(frozen=True)
 class SampleSettings:
-    masks: int = 1
-    max_steps: int | None = None
-    warmup_steps: int = 1
-    seed: int = 0
+    masks: int
+    max_steps: int | None  # None: every one of the T steps
+    warmup_steps: int
+    seed: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QualitySettings:
-    ssim_kernel: int = 11
-    reference_shape: tuple[int, ...] | None = None
-    seed: int = 0
+    reference_shape: tuple[int, ...] | None  # None: the whole volume
+    seed: int
+    ssim_kernel: int | None = None  # None where the job computes no SSIM (the quality study's float64 check)
 
     @classmethod
     def from_params(cls, mapping: dict) -> QualitySettings:
@@ -93,10 +103,10 @@ class StudySettings:
     """One run of the quality study beyond the training loop's own settings (TrainSettings): its budget in
     optimizer steps, the held-out masks it samples and the fixed noise it samples them from, and how it is measured."""
 
-    steps: int = 2000
-    masks: int = 4
-    noise_seed: int = 0
-    ssim_kernel: int = 11
+    steps: int
+    masks: int
+    noise_seed: int
+    ssim_kernel: int
 
     @classmethod
     def from_params(cls, mapping: dict) -> StudySettings:

@@ -23,19 +23,20 @@ from torch.utils.checkpoint import checkpoint
 
 @dataclass(frozen=True)
 class UNetConfig:
-    """Shape of the network. The defaults are the whole-head configuration (40,226,433 parameters)."""
+    """Shape of the network: the config's `model` section (config/paper.yaml's is the whole-head network of
+    40,226,433 parameters)."""
 
-    in_channels: int = 3
-    out_channels: int = 1
-    base_width: int = 64
-    channel_mult: tuple[int, ...] = (1, 1, 2, 3, 4)
-    num_res_blocks: int = 1
+    in_channels: int
+    out_channels: int
+    base_width: int
+    channel_mult: tuple[int, ...]
+    num_res_blocks: int
     # Downsample rates (ds) that carry attention. Upstream passes attention_resolutions="16" and converts it to
     # ds = image_size // 16, which is 8 at 128^3: attention at the 16^3 level.
-    attention_downsample_rates: tuple[int, ...] = (8,)
-    num_heads: int = 1
-    dropout: float = 0.0
-    groups: int = 32
+    attention_downsample_rates: tuple[int, ...]
+    num_heads: int
+    dropout: float
+    groups: int = 32  # GroupNorm groups of every norm layer (upstream's GroupNorm32), not a config key
 
 
 class GroupNorm32(nn.GroupNorm):
@@ -181,7 +182,7 @@ class TimestepSequential(nn.Sequential):
 class UNet3D(nn.Module):
     """Med-DDPM's denoiser: input = noisy image concatenated with the one-hot mask, output = predicted noise."""
 
-    def __init__(self, config: UNetConfig = UNetConfig()):
+    def __init__(self, config: UNetConfig):
         super().__init__()
         self.config = config
         width = config.base_width
