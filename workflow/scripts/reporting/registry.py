@@ -97,13 +97,15 @@ OUTPUTS: list[Output] = [
     Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
            reads=("ncu_kernels", "summaries"), files={"peaks": "data/gpu_peaks.yaml"}, config=("hardware",),
            timing=True),
-    Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods", category="Setup"),
+    Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods",
+           category="Setup"),
     Output("tab02_workload", "Model and diffusion settings, parameters, FLOPs per step, dataset",
            files={"dataset": "{prepared}", "training": "{baseline_training}"},
            config=("model", "diffusion", "train", "dataset"), section="methods", category="Setup"),
     Output("tab03_kernels", "Per run and kernel class: time share, count, SM cycles, instructions, IPC, tensor %",
            reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True),
-    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"), timing=True, category="Optimization"),
+    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"), timing=True,
+           category="Optimization"),
     Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
            reads=("runs", "summaries", "study"), files={"claims": "data/paper_claims.yaml"}, timing=True,
            section="claims", category="Optimization"),
@@ -125,7 +127,7 @@ BY_ID = {output.id: output for output in OUTPUTS}
 
 
 def registered_files(outputs=OUTPUTS) -> list[str]:
-    """Every file that `outputs` write (figures: PDF and PNG; tables: CSV, LaTeX, Markdown and their extras)."""
+    """Every file that `outputs` write (figures: PDF and PNG; tables: CSV, LaTeX, Markdown, HTML and their extras)."""
     return [path for output in outputs for path in output.files_out().values()]
 
 

@@ -1,5 +1,5 @@
 """Renders one registered output: loads the collected results it declared, calls its module's `build`, writes the
-figure (PDF, PNG) or the table (CSV, LaTeX, Markdown)."""
+figure (PDF, PNG) or the table (CSV, LaTeX, Markdown, HTML)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ def render(output_id: str, inputs: dict[str, str | Path], outputs: dict[str, str
 
         save(made, outputs["pdf"], outputs["png"])
         return
-    write_table(made.frame, outputs["csv"], outputs["tex"], outputs["md"], caption=made.caption, notes=made.notes)
+    write_table(made.frame, outputs["csv"], outputs["tex"], outputs["md"], caption=made.caption, notes=made.notes,
+                html=outputs["html"])
     for name, frame in made.extra.items():
         frame.to_csv(outputs[name], index=False)
