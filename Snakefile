@@ -20,6 +20,9 @@ except ConfigError as _error:
 configfile: "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
@@ -31,6 +34,7 @@ include: "workflow/rules/metrics.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/export.smk"
+include: "workflow/rules/summary.smk"
 
 
 rule all:

@@ -200,11 +200,20 @@ def output_inputs(output):
 
 
 def output_files(output):
-    """A registered output's files; the figures' PDF and PNG and the tables' CSV go into the HTML report."""
-    category = "Figures" if output.kind == "figure" else "Tables"
-    shown = ("pdf", "png") if output.kind == "figure" else ("csv",)
+    """A registered output's files. The HTML report (`snakemake --report`) lists each output once, in its category
+    (registry CATEGORIES), by number and short title ("fig01 · Runtime breakdown": the report's list is as wide as
+    its longest entry; the caption, under the entry's information button, has the rest): a figure's PNG or a table's
+    HTML is shown, and a toggle on the page switches every entry to the figure's PDF or the table's CSV. The report
+    makes a toggle of any label after the first with two values, each on half the entries: hence one label naming
+    the output, and "image / table" (which sorts first, so it is the one shown at first) against "pdf / csv"."""
+    number, words = output.id.split("_", 1)
+    entry = f"{number} · {words.replace('_', ' ').capitalize()}"
+    shown = {"png": "image / table", "html": "image / table", "pdf": "pdf / csv", "csv": "pdf / csv"}
     return {
-        name: report(path, caption=f"../report/{output.id}.rst", category=category) if name in shown else path
+        # `report(` may not open a line in a Snakefile (the parser takes it for the `report:` directive).
+        name: report(path, caption=f"../report/{output.id}.rst", category=output.category,
+                     labels={"output": entry, "format": shown[name]})
+        if name in shown else path
         for name, path in output.files_out().items()
     }
 
