@@ -1,0 +1,158 @@
+"""The end-of-run summary the workflow prints (workflow/rules/summary.smk): after a run that built `paper/figures/all`,
+what was built, where the article and the HTML report are, and the headline numbers read back from the rendered
+tables (fastest variant per hardware label, each claim's verdict, the conformance with the shipped references); after
+a failed run, which jobs failed and their logs. Pure functions of the files they are given: a file that is missing or
+unreadable gives one line saying so, never an exception."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .registry import ARTICLE, OUTPUTS, Output
+
+MANIFEST = "paper/figures/all"
+REPORT_COMMAND = "snakemake --report report.html"
+WIDTH = 118  # longest line printed; longer ones are cut with an ellipsis
+
+
+@dataclass
+class FailedJob:
+    rule: str
+    wildcards: dict[str, str] = field(default_factory=dict)
+    logs: list[str] = field(default_factory=list)
+
+
+def success_summary(root: str | Path, outputs: list[Output] = OUTPUTS) -> list[str]:
+    """The lines printed after a successful run of `paper/figures/all` in the workflow folder `root`."""
+    root = Path(root)
+    lines = ["", "Summary", "======="]
+    lines += _built(root, outputs)
+    for section in (_fastest, _claims, _conformance):
+        try:
+            lines += section(root)
+        except Exception as error:  # a summary never fails the run: it says what it could not read
+            lines.append(f"(could not summarise {section.__name__.strip('_')}: {type(error).__name__}: {error})")
+    return [_cut(line) for line in lines]
+
+
+def _built(root: Path, outputs: list[Output]) -> list[str]:
+    manifest = root / MANIFEST
+    if not manifest.is_file():
+        return [f"{MANIFEST} is missing: nothing to summarise of what was built."]
+    listed = {line.split(maxsplit=1)[1] for line in manifest.read_text().splitlines()
+              if line.strip() and not line.startswith("#") and len(line.split(maxsplit=1)) == 2}
+    complete = [o for o in outputs if set(o.files_out().values()) <= listed]
+    figures = sum(o.kind == "figure" for o in complete)
+    tables = len(complete) - figures
+    lines = [f"Built {figures} figures (paper/figures/) and {tables} tables (paper/tables/), listed with their sha256 "
+             f"in {MANIFEST}."]
+    if len(complete) < len(outputs):
+        missing = ", ".join(o.id for o in outputs if o not in complete)
+        lines.append(f"Not in the manifest: {missing}.")
+    article = root / ARTICLE
+    lines.append(f"Article: {ARTICLE}" if article.is_file() else f"Article: {ARTICLE} is missing.")
+    lines.append(f"HTML report of every figure and table: {REPORT_COMMAND}")
+    return lines
+
+
+def _table(root: Path, output_id: str) -> pd.DataFrame | None:
+    path = root / "paper" / "tables" / f"{output_id}.csv"
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def _fastest(root: Path) -> list[str]:
+    frame = _table(root, "tab04_optimization")
+    if frame is None:
+        return ["paper/tables/tab04_optimization.csv is missing: no fastest variant to report."]
+    lines = ["Fastest variant per hardware label (training time per sample against its baseline; tab04):"]
+    for gpu, rows in frame.groupby("gpu", sort=False):
+        rows = rows.dropna(subset=["train_ms_per_sample"])
+        origin = rows["origin"].iloc[0] if len(rows) else ""
+        baseline = rows[rows["variant"] == "baseline"]
+        if rows.empty or baseline.empty:
+            lines.append(f"  {gpu}: no training time of the baseline")
+            continue
+        best = rows.loc[rows["train_ms_per_sample"].idxmin()]
+        base_ms = float(baseline["train_ms_per_sample"].iloc[0])
+        speedup = best["train_speedup_vs_baseline"]
+        if pd.isna(speedup):
+            speedup = base_ms / float(best["train_ms_per_sample"])
+        lines.append(f"  {gpu} ({origin}): {best['variant']}, {speedup:.2f}x the baseline's speed "
+                     f"({best['train_ms_per_sample']:.1f} ms against {base_ms:.1f} ms per sample)")
+    return lines
+
+
+def _claims(root: Path) -> list[str]:
+    frame = _table(root, "tab05_claims")
+    if frame is None:
+        return ["paper/tables/tab05_claims.csv is missing: no verdicts on the paper's claims to report."]
+    lines = ["The paper's claims (tab05), verdict per hardware label:"]
+    for claim, rows in frame.groupby("claim", sort=False):
+        verdicts = "; ".join(f"{row.gpu}: {row.verdict}" for row in rows.itertuples())
+        room = max(WIDTH - len(verdicts) - 4, 24)  # the verdicts are what matters: cut the claim's text instead
+        claim = claim if len(claim) <= room else claim[: room - 3] + "..."
+        lines.append(f"  {claim}: {verdicts}")
+    return lines
+
+
+def _conformance(root: Path) -> list[str]:
+    frame = _table(root, "tab08_conformance")
+    if frame is None:
+        return []  # tab08 exists only where a shipped reference is configured; nothing to say otherwise
+    lines = ["Conformance with the shipped reference sets (tab08):"]
+    for gpu, rows in frame.groupby("gpu", sort=False):
+        if len(rows) == 1 and str(rows["metric"].iloc[0]) == "every metric":
+            reason = rows["reasons"].iloc[0]
+            lines.append(f"  {gpu}: {rows['verdict'].iloc[0]}" + (f" ({reason})" if isinstance(reason, str) else ""))
+            continue
+        counts = Counter(rows["verdict"].astype(str))
+        lines.append(f"  {gpu}: {len(rows)} metrics: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items()))
+    return lines
+
+
+def failure_summary(failed: list[FailedJob]) -> list[str]:
+    """The lines printed after a failed run: each failed job with its log (Snakemake names its own log next)."""
+    lines = ["", "Summary: the run stopped with errors"]
+    if not failed:
+        lines.append("No failed job was recorded (the run may have stopped before any job ran).")
+    for job in failed:
+        wildcards = ", ".join(f"{key}={value}" for key, value in job.wildcards.items())
+        name = f"{job.rule} ({wildcards})" if wildcards else job.rule
+        logs = ", ".join(job.logs) if job.logs else "no log file"
+        lines.append(f"  failed: {name}; log: {logs}")
+    lines.append("Fix the cause, then run the same command again: finished jobs are kept.")
+    return lines
+
+
+_ERROR = re.compile(r"^Error in rule (\S+):$")
+_LOG = re.compile(r"^\s+log: (.*?)(?: \(check log file\(s\) for error details\))?$")
+_WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
+
+
+def failed_jobs_from_log(text: str) -> list[FailedJob]:
+    """The failed jobs named in Snakemake's main log (its `Error in rule X:` blocks), in order, once each."""
+    jobs: list[FailedJob] = []
+    current = None
+    for line in text.splitlines():
+        if match := _ERROR.match(line):
+            current = FailedJob(match.group(1))
+            jobs.append(current)
+        elif current is not None and (match := _LOG.match(line)):
+            current.logs = [path.strip() for path in match.group(1).split(",") if path.strip()]
+        elif current is not None and (match := _WILDCARDS.match(line)):
+            current.wildcards = dict(item.split("=", 1) for item in match.group(1).split(", ") if "=" in item)
+        elif current is not None and line and not line.startswith(" "):
+            current = None
+    unique: dict[tuple, FailedJob] = {}
+    for job in jobs:
+        unique.setdefault((job.rule, tuple(job.logs)), job)
+    return list(unique.values())
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."

@@ -1,0 +1,79 @@
+"""A short terminal for a run (workflow/rules/summary.smk installs it): one line per job as it starts, with the log to
+follow where the job is long, and Snakemake's progress count as each one finishes; the run's header, each job's
+reason, "Select jobs to execute...", "Execute N jobs..." and "Finished jobid" stay in Snakemake's main log
+(.snakemake/log/, named at the end of the run) only. Snakemake 9 has no setting for this (`--quiet` drops whole
+classes of messages, the progress count with them), so a filter and a formatter go on its terminal handler; a dry
+run, `--printshellcmds`/`-p`, `--verbose` and job subprocesses keep Snakemake's own output."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from snakemake.logging import LogEvent
+
+# What the terminal leaves out; everything else (progress, warnings, errors, the job stats) is printed as Snakemake
+# prints it.
+DROPPED_EVENTS = {LogEvent.JOB_STARTED, LogEvent.JOB_FINISHED, LogEvent.WORKFLOW_STARTED}
+DROPPED_TEXTS = {"Select jobs to execute..."}
+
+
+def job_line(info: dict, now: float | None = None) -> str:
+    """One line for a starting job: time, its message (else rule and wildcards) and, unless it is a local rule (the
+    renderings, which take seconds), the log to follow while it runs."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(now))
+    what = info.get("rule_msg")
+    if not what:
+        wildcards = ", ".join(f"{key}={value}" for key, value in (info.get("wildcards") or {}).items())
+        what = f"{info.get('rule_name', 'job')}" + (f" ({wildcards})" if wildcards else "")
+    line = f"[{stamp}] {what}"
+    logs = [str(path) for path in info.get("log") or []]
+    if logs and not info.get("local"):
+        line += f"  (log: {', '.join(logs)})"
+    return line
+
+
+class TerseFilter(logging.Filter):
+    def __init__(self, handler: logging.Handler) -> None:
+        super().__init__()
+        self.handler = handler
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        event = getattr(record, "event", None)
+        if event in DROPPED_EVENTS:
+            return False
+        if event is None and str(record.msg) in DROPPED_TEXTS:
+            return False
+        if event == LogEvent.JOB_INFO and hasattr(self.handler, "last_msg_was_job_info"):
+            self.handler.last_msg_was_job_info = True  # no blank line before each job's one line
+        return True
+
+
+class TerseFormatter(logging.Formatter):
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "event", None) == LogEvent.JOB_INFO and not getattr(record, "indent", False):
+            return job_line(record.__dict__)
+        return self.inner.format(record)
+
+
+def install(logger: logging.Logger, main_process: bool) -> bool:
+    """Shorten the terminal output of `logger` (Snakemake's) for a real run in the main process; True if done."""
+    if not main_process:
+        return False
+    done = False
+    for handler in logger.handlers:
+        if isinstance(handler, logging.FileHandler) or not isinstance(handler, logging.StreamHandler):
+            continue  # the main log keeps everything
+        settings = [f for f in handler.filters if hasattr(f, "dryrun")]
+        if any(f.dryrun or getattr(f, "printshellcmds", False) or getattr(f, "verbose", False) for f in settings):
+            continue
+        if any(isinstance(f, TerseFilter) for f in handler.filters):
+            continue
+        handler.addFilter(TerseFilter(handler))
+        handler.setFormatter(TerseFormatter(handler.formatter))
+        done = True
+    return done
