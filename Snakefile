@@ -39,6 +39,6 @@ include: "workflow/rules/summary.smk"
 
 rule all:
     default_target: True
-    localrule: True
     input:
         "paper/figures/all",
+    localrule: True

@@ -1,5 +1,5 @@
-"""A quality study's result files with known numbers, in the layout medddpm.study writes and data/reference/<label>/
-study/ ships (run.json, comparison.json, losses.csv, slice.npy per run)."""
+"""A quality study's result files with known numbers, in the layout medddpm.study writes and
+data/reference/<workload>/<label>/study/ ships (run.json, comparison.json, losses.csv, slice.npy per run)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ VARIANT_SWITCHES = {"baseline": {}, "tf32": {"cudnn_tf32": True, "matmul_tf32": 
 def write_study_run(root: Path, gpu: str, variant: str, seed: int, wasserstein: float, ssim: float = 0.6,
                     steps: int = 40, device_name: str = "NVIDIA A100-SXM4-80GB", effective: bool = True,
                     ssim_vs_baseline: float = 0.95, loss_offset: float = 0.0) -> list[Path]:
-    """One run's four files under root/<gpu>/study/<variant>/seed<seed>/; returns their paths."""
+    """One run's four files under root/<gpu>/study/<variant>/seed<seed>/ (root: a workload's folder); returns their
+    paths."""
     folder = Path(root) / gpu / "study" / variant / f"seed{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     switches = SWITCHES | VARIANT_SWITCHES[variant]

@@ -1,5 +1,5 @@
 """The article's abstract from small hand-made tables: what it says per label, and never a NaN for a time that a
-reference set did not measure (a set may time training only, as data/reference/h200_brats/ does)."""
+reference set did not measure (a set may time training only, as data/reference/brats/h200/ does)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ import yaml
 
 from conftest import REPO, Files, Params, copy_workflow, run_script, snakemake
 from test_data import BAD_INPUTS
-from configcheck import check_config, check_files, read_mapping
+from configcheck import ConfigError, check_config, check_files, read_mapping
 from errors import ExpectedError
 from medddpm import checkpoints, training
 from medddpm.build import Workload
@@ -42,7 +43,7 @@ H200_PUSHPOP = FIXTURES / "ncu_raw_h200_tiny_train_step_pushpop.csv"
 H200_DETAILS = FIXTURES / "ncu_details_h200_tiny_train_step.csv"
 H200_TRACE = FIXTURES / "torch_trace_h200_tiny_train_step.json"
 NSYS_KERN_SUM = FIXTURES / "nsys_cuda_gpu_kern_sum_handmade.csv"
-REFERENCE = REPO / "data" / "reference" / "h200"
+REFERENCE = REPO / "data" / "reference" / "wholehead" / "h200"
 
 # The tiny U-Net of tests/unet_helpers.py on 8^3 volumes: a training step takes a fraction of a second on a CPU.
 MODEL = {"in_channels": 3, "out_channels": 1, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
@@ -540,16 +541,17 @@ def case_undefined_hardware_label(tmp_path):
     return config_with(tmp_path, {"gpus": ["mi300"]})
 
 
-@case(r"config: dataset\.source synthetic_brats is the BraTS workload, whose results live under hardware labels "
-      r"ending in _brats; gpus lists 'cpu' \(set in \S*config\.yaml\); fix: use cpu_brats")
-def case_brats_source_under_a_whole_head_label(tmp_path):
+@case(r"config: dataset\.source synthetic_brats \(set in \S+overlay\.yaml\) belongs to the brats workload, but "
+      r"workload is wholehead \(set in \S*config\.yaml\); fix: set workload: brats \(config/brats\.yaml does for "
+      r"BraTS\) or a wholehead source \(synthetic, wholehead\)")
+def case_brats_source_in_the_whole_head_workload(tmp_path):
     return config_with(tmp_path, {"dataset": {"source": "synthetic_brats"}})
 
 
-@case(r"config: gpus lists 'h200_brats' \(set in \S+overlay\.yaml\), a BraTS label, but dataset\.source synthetic is "
-      r"the whole-head workload; fix: use h200")
-def case_brats_label_for_the_whole_head_workload(tmp_path):
-    return config_with(tmp_path, {"gpus": ["h200_brats"], "hardware": {"h200_brats": {"device": "cuda"}}})
+@case(r"config: gpus lists 'h200_brats' \(set in \S+overlay\.yaml\), a hardware label with the workload in its "
+      r"name; the workload is its own key now; fix: list 'h200' and set workload: brats \(config/brats\.yaml does\)")
+def case_label_with_the_workload_in_its_name(tmp_path):
+    return config_with(tmp_path, {"gpus": ["h200_brats"]})
 
 
 @case(r"config: the wholehead workload has 1 image and 2 mask channel\(s\), so model\.in_channels must be 3 and "
@@ -600,8 +602,9 @@ def case_reference_crop_larger_than_the_volume(tmp_path):
     return config_with(tmp_path, {"quality": {"reference_shape": [48, 16, 16]}})
 
 
-@case(r"config: reference_results lists 'a100' \(set in \S+overlay\.yaml\), but data/reference/a100/ does not "
-      r"exist; fix: leave it out, or ship that label's results there")
+@case(r"config: reference_results lists 'a100' \(set in \S+overlay\.yaml\), but data/reference/wholehead/a100/ does "
+      r"not exist \(the wholehead workload's sets live in data/reference/wholehead/\); fix: leave it out, or put that "
+      r"label's exported set there")
 def case_reference_set_not_shipped(tmp_path):
     return config_with(tmp_path, {"reference_results": ["h200", "a100"]})
 
@@ -737,13 +740,13 @@ def workflow(tmp_path_factory) -> Path:
 
 def _started_from_a_subfolder(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
     (workdir / "sub").mkdir(exist_ok=True)
-    return snakemake(workdir / "sub", "-s", "../Snakefile", "--cores", "1", "results/dataset/prepared"), [
-        workdir / "sub" / "results", workdir / "results" / "dataset"]
+    return snakemake(workdir / "sub", "-s", "../Snakefile", "--cores", "1", "results/wholehead/dataset/prepared"), [
+        workdir / "sub" / "results", workdir / "results" / "wholehead" / "dataset"]
 
 
 def _profiler_name_in_an_overlay(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
     (workdir / "perf.yaml").write_text("hardware:\n  cpu: {device: cpu, profilers: [torch, perf]}\n")
-    return snakemake(workdir, "--cores", "1", "--configfile", "perf.yaml", "--", "results/dataset/prepared"), [
+    return snakemake(workdir, "--cores", "1", "--configfile", "perf.yaml", "--", "results/wholehead/dataset/prepared"), [
         workdir / "results"]
 
 
@@ -757,8 +760,8 @@ def _metric_sets_with_a_yaml_error(workdir: Path) -> tuple[subprocess.CompletedP
 
 def _diverging_training_stops_the_run(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
     (workdir / "diverging.yaml").write_text(DIVERGING)
-    run = snakemake(workdir, "--cores", "1", "--configfile", "diverging.yaml", "--", "results/cpu/baseline/sample.json")
-    folder = workdir / "results" / "cpu" / "baseline"
+    run = snakemake(workdir, "--cores", "1", "--configfile", "diverging.yaml", "--", "results/wholehead/cpu/baseline/sample.json")
+    folder = workdir / "results" / "wholehead" / "cpu" / "baseline"
     log = (folder / "logs" / "train.log").read_text()
     assert log.strip().splitlines()[-1].startswith("error: training diverged"), log  # the log keeps the line
     return run, [folder / name for name in ("train.json", "train_steps.csv", "checkpoint.pt", "sample.json")]
@@ -794,3 +797,23 @@ def test_snakemake_stops_in_one_line_and_leaves_nothing(name, workflow):
     assert "Traceback" not in output, output[-3000:]
     left = [str(path) for path in outputs if path.exists()]
     assert not left, f"left behind: {left}"
+
+
+def test_a_reference_set_in_the_layout_before_workloads_is_refused_with_a_move_that_works(tmp_path):
+    """A set exported before the workload became an axis (data/reference/<label>/): refused in one line with the
+    command that moves it; after doing what the line says, the same configuration is accepted."""
+    shutil.copytree(REFERENCE / "bf16", tmp_path / "data" / "reference" / "h100" / "bf16")
+    overlay = {"reference_results": ["h100"]}
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, overlay)
+    with pytest.raises(ConfigError) as refused:
+        check_config(config, tmp_path, [REPO / "config.yaml"])
+    message = str(refused.value)
+    assert message.startswith("config: reference_results lists 'h100'") and "\n" not in message, message
+    fix = message.split("fix: ", 1)[1]
+    assert fix == ("mkdir -p data/reference/wholehead && git mv data/reference/h100 data/reference/wholehead/h100")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "data"], cwd=tmp_path, check=True)
+    subprocess.run(fix, shell=True, cwd=tmp_path, check=True)
+    check_config(config, tmp_path, [REPO / "config.yaml"])
+    assert (tmp_path / "data/reference/wholehead/h100/bf16/train.json").is_file()

@@ -19,7 +19,7 @@ from profiling import instructions, ncu, tables, torchprof
 from profiling.errors import ProfilingError
 from profiling.settings import ncu_settings
 
-H200 = Path(__file__).resolve().parents[1] / "data" / "reference" / "h200"
+H200 = Path(__file__).resolve().parents[1] / "data" / "reference" / "wholehead" / "h200"
 STEP = H200 / "tf32" / "profile" / "train"
 
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "profiling"
 DECISIONS = pd.read_csv(FIXTURES / "kernel_classes_h200.csv", keep_default_na=False)
 SMALL = FIXTURES / "h200_small"
-H200 = ROOT / "data" / "reference" / "h200"
+H200 = ROOT / "data" / "reference" / "wholehead" / "h200"
 # The real exports whose names the decision table must cover.
 EXPORTS = sorted(SMALL.glob("*/*/*.gz")) + [
     *sorted(H200.glob("*/profile/*/ncu_raw*.csv.gz")),

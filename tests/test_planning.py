@@ -22,10 +22,22 @@ def test_brats_configuration_plans_the_same_study_apart_from_the_whole_head_one(
     jobs, text = dry_run(workflow_copy, *args)
     assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5 and jobs["profile_torch"] == 10
     assert jobs["synthetic_brats_dataset"] == jobs["prepare_dataset"] == 1 and "synthetic_dataset" not in jobs
-    assert "results/h200_brats/tf32_channels_last/train.json" in text and "results/h200/" not in text
-    assert "results/dataset/prepared_brats" in text and "results/dataset/prepared " not in text
+    # The workload is its own axis: the same hardware label, BraTS paths, nothing of the whole-head tree.
+    assert "results/brats/h200/tf32_channels_last/train.json" in text and "results/wholehead/" not in text
+    assert "results/brats/dataset/prepared" in text and "_brats" not in text
     # config/brats.yaml sets every key config/paper.yaml sets: with or without it, the same study.
     assert planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/brats.yaml") == jobs
+
+
+def test_brats_plans_on_a_cluster_with_the_gpu_types_profile_and_no_config_override(workflow_copy):
+    """The SLURM profile of a GPU type names the label (its `config: gpus=[h200]`); the workload comes from
+    config/brats.yaml alone, so the GPU type's profile plans the BraTS study as it plans the whole-head one."""
+    profiles = ("--profile", "profiles/slurm", "--profile", "profiles/slurm-h200")
+    jobs, text = dry_run(workflow_copy, *profiles, "--configfile", "config/paper.yaml", "config/brats.yaml", "--",
+                         "paper/figures/all")
+    assert jobs["train"] == 5 and "results/brats/h200/baseline/train.json" in text, text[-2000:]
+    jobs, text = dry_run(workflow_copy, *profiles, "--configfile", "config/paper.yaml", "--", "paper/figures/all")
+    assert jobs["train"] == 5 and "results/wholehead/h200/baseline/train.json" in text, text[-2000:]
 
 
 def test_profiles_target_profiles_every_variant_and_phase_without_training(workflow_copy):

@@ -2,7 +2,7 @@
 base units by factors written down here from the SI definitions; and the readers run over generated exports (random
 units, random column orders, separators, missing values) whose numbers are known, with hypothesis.
 
-The units that the real exports of this repository carry (tests/fixtures/profiling, data/reference/h200, read with
+The units that the real exports of this repository carry (tests/fixtures/profiling, data/reference/wholehead/h200, read with
 --print-units base) are: "", %, inst, byte, Kbyte, Mbyte, block, cycle, byte/block, ns, us, warp, inst/cycle,
 register/thread, pass, hz, cluster, SM, thread, %/register, %/byte. Without --print-units base, ncu scales each value
 to a prefixed unit (usecond, Mbyte, Kcycle, Ginst, Gbyte/second, cycle/nsecond, Ghz, ...).

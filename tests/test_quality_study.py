@@ -20,7 +20,9 @@ from medddpm import quality
 from medddpm.curves import final_loss, smoothed
 from reporting import claims, render
 from reporting.registry import BY_ID
-from reporting.results import SHIPPED, SHIPPED_NAMES, Results, collect, file_keys
+from layout import file_keys
+from reporting.results import SHIPPED, Results, collect
+from targets import SHIPPED_NAMES
 from study_helpers import write_study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,21 +146,22 @@ def test_study_files_are_keyed_by_label_variant_and_seed():
     for root in ("results", "data/reference"):
         for name, kind in (("run.json", "study_run"), ("comparison.json", "study_comparison"),
                            ("losses.csv", "study_losses"), ("slice.npy", "study_slice")):
-            keys = file_keys(Path(f"{root}/h200/study/tf32_channels_last/seed1/{name}"))
-            assert (keys["gpu"], keys["variant"], keys["seed"], keys["kind"]) == ("h200", "tf32_channels_last", 1, kind)
+            keys = file_keys(Path(f"{root}/brats/h200/study/tf32_channels_last/seed1/{name}"))
+            assert (keys["workload"], keys["gpu"], keys["variant"], keys["seed"], keys["kind"]) == \
+                ("brats", "h200", "tf32_channels_last", 1, kind)
             assert name.endswith(SHIPPED_NAMES)  # the workflow lists shipped files by these endings
     # The samples are not read (their slice is), and the timing runs' files keep their keys.
-    assert file_keys(Path("results/h200/study/tf32/seed0/samples/sample_000.nii.gz"))["kind"] is None
-    assert file_keys(Path("results/h200/tf32/quality.json"))["kind"] == "quality.json"
+    assert file_keys(Path("results/wholehead/h200/study/tf32/seed0/samples/sample_000.nii.gz"))["kind"] is None
+    assert file_keys(Path("results/wholehead/h200/tf32/quality.json"))["kind"] == "quality.json"
 
 
 @pytest.fixture(scope="module")
 def study_tables(tmp_path_factory):
     """A measured a100 study (baseline at seeds 0 and 1, tf32, channels_last, bf16) and a shipped h200 one."""
     root = tmp_path_factory.mktemp("study")
-    measured = write_study(root / "results", "a100", {("baseline", 0): 0.10, ("baseline", 1): 0.12, ("tf32", 0): 0.11,
+    measured = write_study(root / "results" / "wholehead", "a100", {("baseline", 0): 0.10, ("baseline", 1): 0.12, ("tf32", 0): 0.11,
                                                       ("channels_last", 0): 0.095, ("bf16", 0): 0.2})
-    shipped = write_study(root / "data" / "reference", "h200", {("baseline", 0): 0.3, ("baseline", 1): 0.31,
+    shipped = write_study(root / "data" / "reference" / "wholehead", "h200", {("baseline", 0): 0.3, ("baseline", 1): 0.31,
                                                                 ("tf32", 0): 0.3}, ssim=0.1, device_name="NVIDIA H200")
     return collect(measured, shipped, ["a100"])
 
@@ -186,7 +189,7 @@ def test_the_collector_reads_every_run_of_a_study(study_tables):
 
 # -- the verdict ------------------------------------------------------------------------------------------------
 def study_frame(distances: dict, ssim: float = 0.6, effective: bool = True, tmp: Path | None = None) -> pd.DataFrame:
-    files = write_study(tmp, "g", distances, ssim=ssim, effective=effective)
+    files = write_study(tmp / "wholehead", "g", distances, ssim=ssim, effective=effective)
     return collect(files, (), ["g"])["study"]
 
 
@@ -268,9 +271,9 @@ def test_tab06_lists_every_run_and_tab05_judges_each_label(rendered):
 
 
 def test_the_shipped_h200_study_is_read_like_a_measured_one_and_judged_from_its_own_numbers():
-    """data/reference/h200/study/ holds exactly the four files per run that the reader takes, from an H200, and the
-    claim's verdict follows the stated rule applied by hand to the runs' own Wasserstein distances."""
-    root = REPO / "data" / "reference" / "h200" / "study"
+    """data/reference/wholehead/h200/study/ holds exactly the four files per run that the reader takes, from an H200,
+    and the claim's verdict follows the stated rule applied by hand to the runs' own Wasserstein distances."""
+    root = REPO / "data" / "reference" / "wholehead" / "h200" / "study"
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.name.endswith(SHIPPED_NAMES))
     runs = {(p.parts[-3], int(p.parts[-2].removeprefix("seed"))): json.loads(p.read_text())
             for p in root.rglob("run.json")}

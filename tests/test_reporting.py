@@ -23,10 +23,11 @@ from matplotlib.patches import Rectangle
 from profiling.tables import summarise
 from reporting import claims, conformance, derived, render
 from reporting.registry import BY_ID, OUTPUTS, markdown_list
-from reporting.results import MEASURED, SHIPPED, SHIPPED_NAMES, Results, collect, panel_label
+from reporting.results import MEASURED, SHIPPED, Results, collect, panel_label
+from targets import SHIPPED_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
-H200 = REPO / "data" / "reference" / "h200"
+H200 = REPO / "data" / "reference" / "wholehead" / "h200"
 CLAIMS = yaml.safe_load((REPO / "data" / "paper_claims.yaml").read_text())
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
 PROVENANCE = json.loads((H200 / "baseline" / "train.json").read_text())
@@ -68,7 +69,7 @@ def ncu_kernels(scale: float, tensor_pct: float, ipc: float, full: bool) -> pd.D
 
 def write_run(root: Path, gpu: str, variant: str, train_ms: float, scale: float, tensor_pct: float, ipc: float,
               device: str = "NVIDIA A100-SXM4-80GB", switches: dict | None = None) -> list[Path]:
-    run = root / "results" / gpu / variant
+    run = root / "results" / "wholehead" / gpu / variant
     (run / "profile" / "train").mkdir(parents=True)
     (run / "profile" / "sample").mkdir(parents=True)
     provenance = copy.deepcopy(PROVENANCE["provenance"]) | {"device_name": device, "multiprocessors": 108,
@@ -107,8 +108,8 @@ def a100_files(tmp_path_factory) -> list[Path]:
                           "train_ms_per_sample": [100.0, 50.0], "train_fraction_of_bf16_rate": [0.01, 0.02],
                           "sample_volume_s": [40.0, 20.0], "sample_fraction_of_bf16_rate": [0.05, 0.1],
                           "train_speedup_vs_baseline": [1.0, 2.0]})
-    bench.to_csv(root / "results" / "a100" / "bench.csv", index=False)
-    return files + [root / "results" / "a100" / "bench.csv"]
+    bench.to_csv(root / "results" / "wholehead" / "a100" / "bench.csv", index=False)
+    return files + [root / "results" / "wholehead" / "a100" / "bench.csv"]
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +166,9 @@ def test_collected_tables_tag_every_row_and_measured_wins(tmp_path, tables, resu
               "bf16_checkpoint_all", "bf16_compile", "bf16_compile_tuned", "frontier", "frontier_channels_last"]
     assert list(runs["variant"]) == ["baseline", "tf32", "baseline", "tf32", "channels_last", "tf32_channels_last",
                                      *ladder]
-    assert results.panel_label("h200") == "h200: NVIDIA H200, shipped reference, 2026-11-29"
-    assert panel_label("x", "dev", MEASURED, "2026-01-01") == "x: dev, measured here, 2026-01-01"
+    assert results.panel_label("h200") == "h200 (wholehead): NVIDIA H200, shipped reference, 2026-11-29"
+    assert panel_label("x", "dev", MEASURED, "2026-01-01", "brats") == "x (brats): dev, measured here, 2026-01-01"
+    assert results.workloads() == ["wholehead"]
     assert set(tables["summaries"].loc[tables["summaries"]["gpu"] == "h200", "tool"]) == {"torch", "ncu"}
     # The shipped training steps reach the loss table too (fig09 draws them).
     assert set(tables["losses"]["gpu"]) == {"h200"}  # the synthetic a100 wrote no train_steps.csv
@@ -404,7 +406,7 @@ def test_ladder_draws_every_rung_against_the_flop_floor(built):
     assert frontier.loc[("a100", "tf32"), "train_speedup_vs_baseline"] == 2.0
     # The shipped H200 ladder reaches the table and its own row of the figure, value for value.
     assert list(frontier.index.get_level_values("gpu").unique()) == ["a100", "h200"]
-    shipped = pd.read_csv(REPO / "data" / "reference" / "h200" / "bench.csv").set_index("variant")
+    shipped = pd.read_csv(REPO / "data" / "reference" / "wholehead" / "h200" / "bench.csv").set_index("variant")
     h200 = frontier.loc["h200"]
     assert h200["train_ms_per_sample"].to_dict() == pytest.approx(shipped["train_ms_per_sample"].to_dict())
     h200_train = axes_titled(fig, "training per sample (ms, log)")[1]
@@ -439,7 +441,7 @@ def rows_of(fig) -> dict[str, list]:
 
 def row(fig, gpu: str, phase: str | None = None) -> list:
     matches = [axes for title, axes in rows_of(fig).items()
-               if title.startswith(f"{gpu}:") and (phase is None or title.endswith(f" - {phase} step"))]
+               if title.startswith(f"{gpu} (wholehead):") and (phase is None or title.endswith(f" - {phase} step"))]
     assert len(matches) == 1, (gpu, phase, list(rows_of(fig)))
     return matches[0]
 

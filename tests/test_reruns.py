@@ -19,11 +19,11 @@ def test_second_invocation_has_nothing_to_do(finished_run):
 
 
 def test_rerun_one_training_job_alone(finished_run):
-    assert planned_jobs(finished_run, "-R", "train", *TINY, "results/cpu/channels_last/train.json") == {"train": 1}
+    assert planned_jobs(finished_run, "-R", "train", *TINY, "results/wholehead/cpu/channels_last/train.json") == {"train": 1}
 
 
 def test_rerun_one_training_job_with_everything_downstream(finished_run):
-    args = ("--forcerun", "results/cpu/channels_last/train.json", *TINY, "paper/figures/all")
+    args = ("--forcerun", "results/wholehead/cpu/channels_last/train.json", *TINY, "paper/figures/all")
     messages = job_messages(finished_run, *args)
     assert "Training channels_last on cpu" in messages
     assert "Sampling held-out masks with channels_last on cpu" in messages

@@ -13,7 +13,9 @@ from conftest import RENDERING, TINY, copy_run, file_sha256, planned_jobs, snake
 from reporting import render
 from reporting.manifest import read_manifest
 from reporting.registry import BY_ID
-from reporting.results import SHIPPED_NAMES, collect, file_keys
+from layout import file_keys
+from reporting.results import collect
+from targets import SHIPPED_NAMES
 
 pytestmark = pytest.mark.workflow
 
@@ -30,8 +32,8 @@ def exporting_run(finished_run, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def exported(exporting_run):
-    """The tiny run's results shared as a reference set: data/reference/cpu/."""
-    return exporting_run / "data/reference/cpu"
+    """The tiny run's results shared as a reference set: data/reference/wholehead/cpu/."""
+    return exporting_run / "data/reference/wholehead/cpu"
 
 
 def test_export_writes_a_small_reference_set_that_exports_to_the_same_bytes(exporting_run, exported):
@@ -58,7 +60,7 @@ def test_export_writes_a_small_reference_set_that_exports_to_the_same_bytes(expo
 def test_export_then_import_round_trips(finished_run, exported, tmp_path):
     """Read back as a shipped set, the export gives the tables of the original results (only the origin tag
     differs), hence the same figures and tables."""
-    measured = [p for p in (finished_run / "results/cpu").rglob("*") if p.is_file() and file_keys(p)["kind"]]
+    measured = [p for p in (finished_run / "results/wholehead/cpu").rglob("*") if p.is_file() and file_keys(p)["kind"]]
     original = collect(measured, [], ["cpu"])
     imported = collect([], [p for p in exported.rglob("*") if p.name.endswith(SHIPPED_NAMES)], [])
     for name, frame in original.items():
@@ -78,12 +80,12 @@ def test_export_then_import_round_trips(finished_run, exported, tmp_path):
 
 
 def test_a_shared_reference_set_joins_the_comparison_by_listing_it(exporting_run, exported, tmp_path):
-    """Import: a set in data/reference/<label>/ and `reference_results` naming it; nothing is measured. Here the
+    """Import: a set in data/reference/<workload>/<label>/ and `reference_results` naming it; nothing is measured. Here the
     tiny run's own export stands for another machine's twice: as the a100 set, drawn beside the cpu runs, and as
     the cpu set, the reference that the cpu runs measured here are checked against (tab08: all within)."""
     merged = tmp_path / "merged"
     copy_run(exporting_run, merged)
-    shutil.copytree(exported, merged / "data/reference/a100")
+    shutil.copytree(exported, merged / "data/reference/wholehead/a100")
     (merged / "imported.yaml").write_text("reference_results: [h200, a100, cpu]\n")
     args = ("--configfile", "tests/tiny.yaml", "imported.yaml", "--")
     planned = planned_jobs(merged, *args, "paper/figures/all")
@@ -101,13 +103,14 @@ def test_a_shared_reference_set_joins_the_comparison_by_listing_it(exporting_run
 
 
 def test_result_trees_of_two_machines_merge_by_copying(finished_run, tmp_path):
-    """The README's path for whole trees (checkpoints, volumes, raw reports): another machine's results/<gpu>/ tree
+    """The README's path for whole trees (checkpoints, volumes, raw reports): another machine's results/<workload>/<gpu>/ tree
     (the tiny run's own, under the a100 label) next to ours, the dataset dated back: a dry run plans only tables,
     figures and the bench table, nothing measured again."""
     merged = tmp_path / "merged"
     copy_run(finished_run, merged)
-    shutil.copytree(merged / "results" / "cpu", merged / "results" / "a100")  # keeps times, like rsync -a
-    for path in [merged / "results" / "dataset", *(merged / "results" / "dataset").rglob("*")]:
+    tree = merged / "results" / "wholehead"
+    shutil.copytree(tree / "cpu", tree / "a100")  # keeps times, like rsync -a
+    for path in [tree / "dataset", *(tree / "dataset").rglob("*")]:
         os.utime(path, (946684800, 946684800), follow_symlinks=False)  # 2000-01-01, as the README says
     (merged / "merged.yaml").write_text("gpus: [cpu, a100]\n")
     args = ("--configfile", "tests/tiny.yaml", "merged.yaml", "--rerun-triggers", "params", "input", "--")

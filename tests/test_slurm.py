@@ -29,7 +29,7 @@ LABELS = ("v100", "a100", "h100", "h200")
 # rendering and the manifest are local rules and stay off the cluster. What is tested is where each job runs and what
 # it asked for: every other GPU rule (sampling, quality, the quality study's runs, the profiles) takes one of the same
 # two blocks, which test_profiles_* checks rule by rule, and each level of the DAG costs the cluster run seconds.
-TARGETS = ["results/h200/baseline/train.json", "results/h200/device_rates.json"]
+TARGETS = ["results/wholehead/h200/baseline/train.json", "results/wholehead/h200/device_rates.json"]
 CONFIGFILES = ("tests/tiny.yaml",)  # the smallest whole DAG; the cluster run tests submission, not compute
 CLUSTER_LABEL = "h200"
 # Every wait is bounded; install + start + run + stop stay under 10 minutes. Snakemake runs through
@@ -219,7 +219,7 @@ def test_workflow_through_slurm_gives_gpu_jobs_their_gpu(slurm_cluster, rules_by
     done = run_bounded(cmd, cwd=copy, timeout=WORKFLOW_TIMEOUT_S, log=log)
     assert done.returncode == 0, f"snakemake failed (log: {log}):\n{done.stdout[-4000:]}"
     assert all((copy / target).is_file() for target in TARGETS)
-    train = json.loads((copy / f"results/{CLUSTER_LABEL}/baseline/train.json").read_text())
+    train = json.loads((copy / f"results/wholehead/{CLUSTER_LABEL}/baseline/train.json").read_text())
     assert train["provenance"]["emulated_on_cpu"] is True
 
     # 1. What the plugin asked for: its `sbatch call:` lines (printed with --verbose), against the profile.

@@ -34,18 +34,18 @@ def test_outputs_are_listed_with_their_hashes(finished_run):
 
 
 def test_measurements_and_profiles_of_every_variant(finished_run):
-    train = json.loads((finished_run / "results/cpu/channels_last/train.json").read_text())
+    train = json.loads((finished_run / "results/wholehead/cpu/channels_last/train.json").read_text())
     assert train["provenance"]["switches"]["channels_last"] is True
     assert train["step_time"]["n"] == 2 and train["step_time"]["median_ms"] > 0
-    quality = json.loads((finished_run / "results/cpu/baseline/quality.json").read_text())
+    quality = json.loads((finished_run / "results/wholehead/cpu/baseline/quality.json").read_text())
     assert quality["numeric"]["forward_relative_error"] < 1e-4
     # channels_last's samples against baseline's, compared here voxel by voxel (PSNR over the data range 2).
-    versus = json.loads((finished_run / "results/cpu/channels_last/quality.json").read_text())["vs_baseline"]
-    samples = sorted((finished_run / "results/cpu/channels_last/samples").glob("*.nii.gz"))
+    versus = json.loads((finished_run / "results/wholehead/cpu/channels_last/quality.json").read_text())["vs_baseline"]
+    samples = sorted((finished_run / "results/wholehead/cpu/channels_last/samples").glob("*.nii.gz"))
     assert samples and len(versus["per_sample"]) == len(samples)
     for row, path in zip(versus["per_sample"], samples):
         ours = np.asarray(nib.load(path).get_fdata(), dtype=np.float32)
-        theirs = np.asarray(nib.load(finished_run / "results/cpu/baseline/samples" / row["reference"]).get_fdata(),
+        theirs = np.asarray(nib.load(finished_run / "results/wholehead/cpu/baseline/samples" / row["reference"]).get_fdata(),
                             dtype=np.float32)
         assert row["sample"] == path.name and row["identical"] == bool(np.array_equal(ours, theirs))
         if not row["identical"]:
@@ -63,13 +63,13 @@ def test_quality_study_miniature_measures_real_numbers_and_says_why_there_is_no_
     import nibabel as nib
     import numpy as np
 
-    study = finished_run / "results/cpu/study"
+    study = finished_run / "results/wholehead/cpu/study"
     run = json.loads((study / "baseline/seed1/run.json").read_text())
     assert run["training"]["optimizer_steps"] == 2 and run["volume_shape"] == [8, 8, 8]
     assert run["numeric"]["forward_relative_error"] < 1e-4 and run["numeric"]["gradient_relative_error"] < 1e-4
     # The per-label distance of the first sample, recomputed from the files: W1 of equal-size samples is the mean
     # absolute difference of the sorted values.
-    prepared = finished_run / "results/dataset/study/prepared"
+    prepared = finished_run / "results/wholehead/dataset/study"
     sample = nib.load(study / "baseline/seed1/samples/sample_000.nii.gz").get_fdata()
     real = nib.load(prepared / "heldout/image_000.nii.gz").get_fdata()
     one_hot = np.asarray(nib.load(prepared / "heldout/mask_000.nii.gz").dataobj)
@@ -133,11 +133,11 @@ def test_article_holds_every_registered_figure_and_table(finished_run):
 def test_gpu_label_on_a_machine_without_it_fails_in_one_line(finished_run, tmp_path):
     workdir = tmp_path / "wf"
     copy_run(finished_run, workdir)
-    run = snakemake(workdir, "--cores", "1", "--config", "gpus=[h200]", *TINY, "results/h200/baseline/train.json")
+    run = snakemake(workdir, "--cores", "1", "--config", "gpus=[h200]", *TINY, "results/wholehead/h200/baseline/train.json")
     assert run.returncode != 0
     assert re.search(r"error: label 'h200' needs a CUDA GPU matching '.*H200.*', but no CUDA device is visible",
                      run.stderr)
-    assert not (workdir / "results/h200/baseline/train.json").exists()
+    assert not (workdir / "results/wholehead/h200/baseline/train.json").exists()
 
 
 
@@ -151,9 +151,9 @@ def test_training_jobs_count_the_flops_that_the_bench_and_the_workload_table_sho
 
     unet = configured_unet("tests/tiny.yaml")
     model = unet_flops(unet, (8, 8, 8), "none")
-    bench = pd.read_csv(finished_run / "results/cpu/bench.csv").set_index("variant")
+    bench = pd.read_csv(finished_run / "results/wholehead/cpu/bench.csv").set_index("variant")
     for variant in ("baseline", "channels_last"):
-        train = json.loads((finished_run / f"results/cpu/{variant}/train.json").read_text())
+        train = json.loads((finished_run / f"results/wholehead/cpu/{variant}/train.json").read_text())
         assert train["flops"] == {"model": model, "executed": unet_flops(unet, (8, 8, 8), "attention")}
         assert bench.loc[variant, "train_model_tflops"] == pytest.approx(
             model["train_micro_batch"]["total"] / train["train_ms_per_sample"] / 1e9)
@@ -182,10 +182,10 @@ def test_bench_target_prints_the_table_of_every_variant(finished_run, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert job_stats(done) == {"bench": 1}  # paper/figures/all made the bench table
     assert "# Bench: cpu" in done.stdout and "| channels_last | fp32, channels-last |" in done.stdout
-    rates = json.loads((workdir / "results/cpu/device_rates.json").read_text())
+    rates = json.loads((workdir / "results/wholehead/cpu/device_rates.json").read_text())
     assert rates["device_kind"] == "cpu" and rates["bf16_matmul_tflops"] > 0
     assert rates["provenance"]["hardware_label"] == "cpu"
-    table = (workdir / "results/cpu/bench.csv").read_text().splitlines()
+    table = (workdir / "results/wholehead/cpu/bench.csv").read_text().splitlines()
     assert len(table) == 3 and table[0].startswith("variant,switches,train_ms_per_sample,")
 
 
@@ -199,19 +199,19 @@ def test_a_variant_with_every_switch_runs_through_its_jobs(finished_run, tmp_pat
         " autocast: bfloat16, fused_norm_act: true, checkpointing: all, fused_adam: true, foreach_ema: true,"
         " cuda_graphs: true}\nrun_variants: [baseline, channels_last, every]\n")
     args = ("--configfile", "tests/tiny.yaml", "every.yaml", "--")
-    done = snakemake(workdir, "--cores", "2", *args, "results/cpu/every/quality.json")
+    done = snakemake(workdir, "--cores", "2", *args, "results/wholehead/cpu/every/quality.json")
     assert done.returncode == 0, done.stderr[-3000:]
     assert job_stats(done) == {"train": 1, "sample": 1, "quality": 1}  # the baseline is not measured again
-    train = json.loads((workdir / "results/cpu/every/train.json").read_text())
+    train = json.loads((workdir / "results/wholehead/cpu/every/train.json").read_text())
     effective = train["provenance"]["switches_effective"]
     assert not any(effective[s] for s in ("cudnn_tf32", "matmul_tf32", "cudnn_benchmark", "cuda_graphs",
                                           "fused_norm_act"))
     assert all(effective[s] for s in ("autocast", "channels_last", "checkpointing", "fused_adam", "foreach_ema"))
     assert train["compile_seconds"] is None and train["bare_loop"]["step_time"]["n"] == 1
-    assert train["parameters"] == json.loads((workdir / "results/cpu/baseline/train.json").read_text())["parameters"]
-    sample = json.loads((workdir / "results/cpu/every/sample.json").read_text())
+    assert train["parameters"] == json.loads((workdir / "results/wholehead/cpu/baseline/train.json").read_text())["parameters"]
+    sample = json.loads((workdir / "results/wholehead/cpu/every/sample.json").read_text())
     assert sample["cuda_graph_captures"] == 0 and sample["compile_seconds"] is None
-    numeric = json.loads((workdir / "results/cpu/every/quality.json").read_text())["numeric"]
+    numeric = json.loads((workdir / "results/wholehead/cpu/every/quality.json").read_text())["numeric"]
     assert numeric["execution"]["fused_norm_act"] and numeric["execution"]["checkpointing"] == "all"
     for key in ("forward_relative_error", "gradient_relative_error", "sampling_forward_relative_error"):
         assert 1e-5 < numeric[key] < 5e-2, key  # bfloat16: about 1e-2 at most, never float32-exact

@@ -11,9 +11,9 @@ localrules:
 
 rule device_rates:
     output:
-        "results/{gpu}/device_rates.json",
+        layout.label_file("device_rates.json"),
     log:
-        "results/{gpu}/logs/device_rates.log",
+        layout.label_log("device_rates.log"),
     conda:
         "../../envs/workload.yaml"
     resources:
@@ -29,14 +29,14 @@ rule device_rates:
 
 rule bench_table:
     input:
-        train=expand("results/{{gpu}}/{variant}/train.json", variant=config["run_variants"]),
-        sample=expand("results/{{gpu}}/{variant}/sample.json", variant=config["run_variants"]),
+        train=lambda wildcards: PLAN.runs("train.json", [wildcards.gpu]),
+        sample=lambda wildcards: PLAN.runs("sample.json", [wildcards.gpu]),
         rates=rules.device_rates.output[0],
     output:
-        csv="results/{gpu}/bench.csv",
-        md="results/{gpu}/bench.md",
+        csv=layout.label_file("bench.csv"),
+        md=layout.label_file("bench.md"),
     log:
-        "results/{gpu}/logs/bench_table.log",
+        layout.label_log("bench_table.log"),
     conda:
         "../../envs/analysis.yaml"
     message:
@@ -47,9 +47,9 @@ rule bench_table:
 
 rule bench:
     input:
-        expand("results/{gpu}/bench.md", gpu=config["gpus"]),
+        [layout.label_file("bench.md", WORKLOAD, gpu) for gpu in config["gpus"]],
     log:
-        "results/logs/bench.log",
+        layout.workload_log("bench.log", WORKLOAD),
     conda:
         "../../envs/analysis.yaml"
     message:

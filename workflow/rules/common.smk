@@ -7,8 +7,10 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
-from configcheck import ConfigError, check_config, read_mapping, workload_of  # workflow/scripts: on sys.path
+import layout  # workflow/scripts: on sys.path (the Snakefile puts it there)
+from configcheck import ConfigError, check_config, read_mapping
 from medddpm.switches import Variant
+from targets import Plan, ReferenceSetError
 
 min_version("9.0")
 
@@ -16,8 +18,12 @@ min_version("9.0")
 # One line per problem, naming the key and the file that set it (configcheck.py; the schema's own messages dump the
 # schema). Snakemake's validate() then runs as in every catalog workflow; it finds nothing left.
 try:
-    check_config(config, workflow.basedir, [Path(workflow.basedir) / "config.yaml", *workflow.overwrite_configfiles],
-                 dict(workflow.config_settings.config))
+    check_config(
+        config,
+        workflow.basedir,
+        [Path(workflow.basedir) / "config.yaml", *workflow.overwrite_configfiles],
+        dict(workflow.config_settings.config),
+    )
 except ConfigError as _error:
     raise WorkflowError(str(_error)) from None
 validate(config, schema="../schemas/config.schema.yaml")
@@ -31,6 +37,23 @@ for _name, _switches in config["variants"].items():
         raise WorkflowError(f"config: {_error}") from None
 
 
+# What this configuration measures and reads (targets.Plan; every path from layout).
+PLAN = Plan(config, Path(workflow.basedir))
+WORKLOAD = PLAN.workload
+STUDY = PLAN.study
+
+
+# Closed wildcard sets. A rule narrows one where it serves fewer values (the quality study's labels and variants).
+wildcard_constraints:
+    workload=WORKLOAD,
+    gpu="|".join(config["gpus"]),
+    variant="|".join(config["run_variants"]),
+    phase="|".join(config["profiling"]["phases"]),
+    tool="torch|ncu|nsys",
+    seed=r"\d+",
+
+
+# -- what a job depends on (its params) ---------------------------------------------------------------------------
 def device_params(wildcards):
     """What a job of a hardware label depends on about its device: the kind, how to recognise it, emulation."""
     spec = config["hardware"][wildcards.gpu]
@@ -56,20 +79,28 @@ def profiled_train_params(wildcards):
     return {key: config["train"][key] for key in keys}
 
 
-wildcard_constraints:
-    gpu="|".join(config["gpus"]),
-    variant="|".join(config["run_variants"]),
+def gpus_needed(wildcards):
+    """GPUs a job of this label takes (counted against --resources gpu=N; the SLURM profiles map it to --gpus)."""
+    return 0 if config["hardware"][wildcards.gpu]["device"] == "cpu" else 1
 
 
-# Each workload prepares into its own folder: switching between config/paper.yaml and config/brats.yaml never
-# rebuilds (and so never outdates the results of) the other's dataset.
-WORKLOAD = workload_of(config)
-PREPARED = "results/dataset/prepared_brats" if WORKLOAD == "brats" else "results/dataset/prepared"
-SYNTHETIC = {"synthetic": "results/dataset/synthetic", "synthetic_brats": "results/dataset/synthetic_brats"}
+# -- the datasets -------------------------------------------------------------------------------------------------
+# Each workload prepares into its own folder (layout.dataset_dir): switching between config/paper.yaml and
+# config/brats.yaml never rebuilds (and so never outdates the results of) the other's dataset.
+PREPARED = layout.dataset_dir("prepared", WORKLOAD)
+STUDY_PREPARED = layout.dataset_dir("study", WORKLOAD)
+SYNTHETIC_SOURCES = ("synthetic", "synthetic_brats")
 
 
 def raw_dataset():
-    return SYNTHETIC.get(config["dataset"]["source"], config["dataset"]["root"])
+    """The folder the preparation reads: the derived synthetic cases, or the configured root."""
+    source = config["dataset"]["source"]
+    return layout.dataset_dir("synthetic", WORKLOAD) if source in SYNTHETIC_SOURCES else config["dataset"]["root"]
+
+
+def study_raw_input():
+    """The configured folder, for sources read from disk (the synthetic ones are derived inside the job)."""
+    return [] if config["dataset"]["source"] in SYNTHETIC_SOURCES else [config["dataset"]["root"]]
 
 
 def case_list():
@@ -87,35 +118,22 @@ def preparation_params():
     return {"source": dataset["source"], "scaling": dataset["scaling"]}
 
 
-def gpus_needed(wildcards):
-    """GPUs a job of this label takes (counted against --resources gpu=N; the SLURM profiles map it to --gpus)."""
-    return 0 if config["hardware"][wildcards.gpu]["device"] == "cpu" else 1
+# -- the quality study's settings (workflow/rules/quality_study.smk) --------------------------------------------
+# What a study run takes from `train`: the loop's settings (not how many steps the timing runs measure).
+STUDY_LOOP = ("lr", "gradient_accumulation", "ema_decay", "ema_update_every", "ema_start_step")
 
 
-def sample_volumes(gpu="{gpu}", variant="{variant}"):
-    return [f"results/{gpu}/{variant}/samples/sample_{k:03d}.nii.gz" for k in range(config["sample"]["masks"])]
+def study_model():
+    return {**config["model"], **STUDY["model"]}
 
 
-def measured(pattern):
-    """`pattern` for every (hardware label, variant) this invocation measures."""
-    return expand(pattern, gpu=config["gpus"], variant=config["run_variants"])
+def study_train(wildcards):
+    """The training loop's settings for one run: the config's `train`, the study's overrides, the run's seed."""
+    loop = {key: config["train"][key] for key in STUDY_LOOP}
+    return {**loop, **STUDY["train"], "seed": int(wildcards.seed)}
 
 
-wildcard_constraints:
-    phase="|".join(config["profiling"]["phases"]),
-    tool="torch|ncu|nsys",
-
-
-def profilers(label):
-    """The tools that profile `label`: the config's list, or what `auto` finds on this machine."""
-    from profiling.runner import available_tools
-
-    chosen = config["hardware"][label].get("profilers", "auto")
-    if chosen == "auto":
-        return available_tools(config["hardware"][label]["device"])
-    return list(chosen)
-
-
+# -- profiling ----------------------------------------------------------------------------------------------------
 def ncu_metric_sets():
     """The named metric lists of `profiling.ncu.metric_sets`."""
     path = Path(workflow.basedir) / config["profiling"]["ncu"]["metric_sets"]
@@ -142,36 +160,46 @@ def ncu_settings(label, phase):
         raise WorkflowError(f"config: {error}") from None
 
 
-def profile_summaries():
-    """Summary tables of every profile this invocation takes."""
-    return [
-        f"results/{gpu}/{variant}/profile/{phase}/{tool}_summary.csv"
-        for gpu in config["gpus"]
-        for tool in profilers(gpu)
-        for variant in config["run_variants"]
-        for phase in config["profiling"]["phases"]
-    ]
+# The Nsight Compute settings of every label that runs it, resolved when the DAG is built: a missing or broken
+# metric-set file is then one line, not the traceback of the input function that needs it.
+for _label in config["gpus"]:
+    if "ncu" in PLAN.tools[_label]:
+        for _phase in config["profiling"]["phases"]:
+            ncu_settings(_label, _phase)
 
 
-def ncu_rule_tables():
-    return [
-        f"results/{gpu}/{variant}/profile/{phase}/ncu_rules.csv"
-        for gpu in config["gpus"]
-        if "ncu" in profilers(gpu)
-        for variant in config["run_variants"]
-        for phase in config["profiling"]["phases"]
-    ]
+def extraction_code():
+    """The parsers and kernel classes behind every extracted table: editing them re-extracts (seconds of CPU per
+    profile), never re-profiles."""
+    modules = ("csvpages", "errors", "instructions", "kernels", "ncu", "nsys", "tables", "torchprof", "units")
+    return [f"workflow/scripts/profiling/{module}.py" for module in modules]
 
 
-COLLECTED = "results/collected"
+def profile_inputs(wildcards):
+    keys = dict(workload=wildcards.workload, gpu=wildcards.gpu, variant=wildcards.variant, phase=wildcards.phase)
+    if wildcards.tool == "torch":
+        return {"trace": layout.profile_file("torch_trace.json", **keys)}
+    if wildcards.tool == "ncu":
+        # ncu's own log says how many kernels it profiled: a raw export cut at a row boundary is refused.
+        tool_log = layout.run_log(
+            f"profile_{wildcards.phase}_ncu.tool.log", wildcards.workload, wildcards.gpu, wildcards.variant
+        )
+        return {
+            "raw": layout.profile_file("ncu_raw.csv", **keys),
+            "details": layout.profile_file("ncu_details.csv", **keys),
+            "tool_log": tool_log,
+        }
+    return {"kern_sum": layout.profile_file("nsys_kern_sum.csv", **keys)}
 
 
-def measured_result_files():
-    """Every result file this invocation measures that the figures and tables read."""
-    runs = measured("results/{gpu}/{variant}/train.json") + measured("results/{gpu}/{variant}/sample.json")
-    runs += measured("results/{gpu}/{variant}/quality.json") + measured("results/{gpu}/{variant}/train_steps.csv")
-    bench = expand("results/{gpu}/bench.csv", gpu=config["gpus"])
-    return runs + bench + profile_summaries() + profile_kernel_tables() + ncu_rule_tables() + study_result_files()
+# -- the figures and tables (workflow/rules/report.smk) ---------------------------------------------------------
+# The shipped reference sets read, listed when the DAG is built: a set that is missing or in the old layout is one
+# line naming the fix.
+try:
+    SHIPPED = PLAN.shipped_reference_files()
+    CONFORMANCE_REFERENCES = PLAN.shipped_reference_files(PLAN.conformance_labels())
+except ReferenceSetError as _error:
+    raise WorkflowError(str(_error)) from None
 
 
 # Modules of the reporting package that serve one rule each (the article, the export), not the outputs.
@@ -182,19 +210,23 @@ def reporting_code():
     """The reporting library shared by every output: editing it re-renders them all (an output's own module is an
     input of its rule alone)."""
     shared = glob.glob("workflow/scripts/reporting/*.py", root_dir=workflow.basedir)
-    return sorted(set(shared) - set(OWN_RULE_MODULES)) + ["workflow/scripts/profiling/kernels.py",
-                                                           "workflow/scripts/medddpm/curves.py"]
+    return sorted(set(shared) - set(OWN_RULE_MODULES)) + [
+        "workflow/scripts/profiling/kernels.py",
+        "workflow/scripts/medddpm/curves.py",
+        "workflow/scripts/layout.py",
+    ]
 
 
 def output_inputs(output):
     """A registered output's inputs: the collected tables it reads, its other files, its own module, shared code."""
-    inputs = {"hardware": f"{COLLECTED}/hardware.parquet"}
-    inputs |= {name: f"{COLLECTED}/{name}.parquet" for name in output.reads}
+    inputs = {"hardware": layout.collected_table("hardware", WORKLOAD)}
+    inputs |= {name: layout.collected_table(name, WORKLOAD) for name in output.reads}
     # `{prepared}` in a registered file is the prepared dataset of the configured workload; `{baseline_training}` the
     # baseline's train.json on the first label measured (its parameter and FLOP counts: the same on every label).
-    baseline_training = f"results/{config['gpus'][0]}/baseline/train.json"
-    inputs |= {name: path.format(prepared=PREPARED, baseline_training=baseline_training)
-               for name, path in output.files.items()}
+    baseline_training = layout.run_file("train.json", WORKLOAD, config["gpus"][0], "baseline")
+    inputs |= {
+        name: path.format(prepared=PREPARED, baseline_training=baseline_training) for name, path in output.files.items()
+    }
     inputs["code"] = [output.code, *reporting_code()]
     return inputs
 
@@ -209,98 +241,33 @@ def output_files(output):
     number, words = output.id.split("_", 1)
     entry = f"{number} · {words.replace('_', ' ').capitalize()}"
     shown = {"png": "image / table", "html": "image / table", "pdf": "pdf / csv", "csv": "pdf / csv"}
-    return {
-        # `report(` may not open a line in a Snakefile (the parser takes it for the `report:` directive).
-        name: report(path, caption=f"../report/{output.id}.rst", category=output.category,
-                     labels={"output": entry, "format": shown[name]})
-        if name in shown else path
-        for name, path in output.files_out().items()
-    }
-
-
-def extraction_code():
-    """The parsers and kernel classes behind every extracted table: editing them re-extracts (seconds of CPU per
-    profile), never re-profiles."""
-    modules = ("csvpages", "errors", "instructions", "kernels", "ncu", "nsys", "tables", "torchprof", "units")
-    return [f"workflow/scripts/profiling/{module}.py" for module in modules]
-
-
-def profile_inputs(wildcards):
-    prefix = f"results/{wildcards.gpu}/{wildcards.variant}/profile/{wildcards.phase}"
-    if wildcards.tool == "torch":
-        return {"trace": f"{prefix}/torch_trace.json"}
-    if wildcards.tool == "ncu":
-        # ncu's own log says how many kernels it profiled: a raw export cut at a row boundary is refused.
-        tool_log = f"results/{wildcards.gpu}/{wildcards.variant}/logs/profile_{wildcards.phase}_ncu.tool.log"
-        return {"raw": f"{prefix}/ncu_raw.csv", "details": f"{prefix}/ncu_details.csv", "tool_log": tool_log}
-    return {"kern_sum": f"{prefix}/nsys_kern_sum.csv"}
-
-
-# Shipped reference sets (data/reference/<label>/, config key `reference_results`) read by the figures.
-def reference_labels():
-    """Shipped reference sets drawn on: `reference_results`, less the labels measured here (measured wins)."""
-    return [label for label in config["reference_results"] if label not in config["gpus"]]
-
-
-def conformance_labels():
-    """Labels measured here whose shipped set is listed too: the references of tab08."""
-    return [label for label in config["reference_results"] if label in config["gpus"]]
-
-
-def shipped_reference_files(labels=None):
-    """Files of the shipped reference sets (listed at parse time) that the figures and tables read, of `labels`
-    (default: those drawn on). A label in `reference_results` without a folder under data/reference/ is an error."""
-    from reporting.results import SHIPPED_NAMES
-
-    files = []
-    for label in reference_labels() if labels is None else labels:
-        root = Path(workflow.basedir) / "data" / "reference" / label
-        if not root.is_dir():
-            raise WorkflowError(
-                f"config: reference_results lists {label!r}, but data/reference/{label}/ does not exist"
-            )
-        found = glob.glob(f"data/reference/{label}/**/*", recursive=True, root_dir=workflow.basedir)
-        files += sorted(f for f in found if f.endswith(SHIPPED_NAMES))
+    files = output.files_out()
+    for name in sorted(shown.keys() & files.keys()):
+        # `report(` may not open a line in a Snakefile: the parser would take it for the `report:` directive.
+        files[name] = report(
+            files[name],
+            caption=f"../report/{output.id}.rst",
+            category=output.category,
+            labels={"output": f"{output.id}: {output.title}", "format": shown[name]},
+        )
     return files
-
-
-def profile_kernel_tables():
-    """Tidy per-kernel tables of every profile this invocation takes (next to the summaries)."""
-    return [path.removesuffix("_summary.csv") + "_kernels.parquet" for path in profile_summaries()]
-
-
-# The Nsight Compute settings of every label that runs it, resolved when the DAG is built: a missing or broken
-# metric-set file is then one line, not the traceback of the input function that needs it.
-for _label in config["gpus"]:
-    if "ncu" in profilers(_label):
-        for _phase in config["profiling"]["phases"]:
-            ncu_settings(_label, _phase)
-
-
-# Export of a label's results as a reference set (data/reference/<label>/; reporting.export).
-def export_inputs(wildcards):
-    """What the reference set of a label measured here is made of: the run files of every run variant, each profile's
-    tidy tables and raw exports, the bench, and the quality study's runs (where the label runs it)."""
-    label = wildcards.label
-    names = ["train.json", "sample.json", "quality.json", "train_steps.csv", "sample_steps.csv"]
-    files = [f"results/{label}/{variant}/{name}" for variant in config["run_variants"] for name in names]
-    raw = {"torch": ["torch_trace.json"], "ncu": ["ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv"],
-           "nsys": ["nsys_kern_sum.csv"]}
-    for variant in config["run_variants"]:
-        for phase in config["profiling"]["phases"]:
-            for tool in profilers(label):
-                prefix = f"results/{label}/{variant}/profile/{phase}"
-                files += [f"{prefix}/{tool}_summary.csv", f"{prefix}/{tool}_kernels.parquet"]
-                files += [f"{prefix}/{name}" for name in raw[tool]]
-    files += [f"results/{label}/{name}" for name in ("bench.csv", "bench.md", "device_rates.json")]
-    files += [path for path in study_result_files() if path.startswith(f"results/{label}/")]
-    return {"results": files}
 
 
 def article_settings():
     """The configuration the article's methods are written from (the run variants' definitions only)."""
-    keys = ("gpus", "reference_results", "run_variants", "dataset", "model", "diffusion", "train", "sample",
-            "profiling", "conformance")
+    keys = (
+        "workload",
+        "gpus",
+        "reference_results",
+        "run_variants",
+        "dataset",
+        "model",
+        "diffusion",
+        "train",
+        "sample",
+        "profiling",
+        "conformance",
+    )
     return {key: config[key] for key in keys} | {"variants": {v: config["variants"][v] for v in config["run_variants"]}}
 
 

@@ -1,8 +1,8 @@
 rule synthetic_dataset:
     output:
-        directory(SYNTHETIC["synthetic"]),
+        directory(layout.dataset_dir("synthetic", "wholehead")),
     log:
-        "results/dataset/logs/synthetic.log",
+        layout.dataset_log("synthetic", "wholehead"),
     conda:
         "../../envs/workload.yaml"
     params:
@@ -17,9 +17,9 @@ rule synthetic_dataset:
 
 rule synthetic_brats_dataset:
     output:
-        directory(SYNTHETIC["synthetic_brats"]),
+        directory(layout.dataset_dir("synthetic", "brats")),
     log:
-        "results/dataset/logs/synthetic_brats.log",
+        layout.dataset_log("synthetic", "brats"),
     conda:
         "../../envs/workload.yaml"
     params:
@@ -39,7 +39,7 @@ rule prepare_dataset:
     output:
         prepared=directory(PREPARED),
     log:
-        f"results/dataset/logs/prepare{'_brats' if WORKLOAD == 'brats' else ''}.log",
+        layout.dataset_log("prepare", WORKLOAD),
     conda:
         "../../envs/workload.yaml"
     params:

@@ -1,30 +1,30 @@
 # Sharing a GPU's results: `snakemake --cores 1 export` writes every label this invocation measures as a reference
-# set, data/reference/<label>/ (reporting.export); another checkout imports it by listing the label in
+# set, data/reference/<workload>/<label>/ (reporting.export); another checkout imports it by listing the label in
 # `reference_results`. The export never runs implicitly: nothing in the DAG reads what it writes.
 
 
 rule export_reference:
     input:
-        unpack(export_inputs),
+        results=lambda wildcards: PLAN.export_files(wildcards.label),
         code="workflow/scripts/reporting/export.py",
     output:
-        "data/reference/{label}/manifest.sha256",
+        layout.reference_manifest(gpu="{label}"),
     log:
-        "results/{label}/logs/export_reference.log",
-    localrule: True
+        layout.label_log("export_reference.log", gpu="{label}"),
     wildcard_constraints:
         label="|".join(config["gpus"]),
+    localrule: True
     conda:
         "../../envs/analysis.yaml"
     params:
         config=config,
     message:
-        "Exporting the results of {wildcards.label} as the reference set data/reference/{wildcards.label}/"
+        "Exporting the results of {wildcards.label} as the reference set data/reference/{wildcards.workload}/{wildcards.label}/"
     script:
         "../scripts/export_reference.py"
 
 
 rule export:
     input:
-        expand("data/reference/{label}/manifest.sha256", label=config["gpus"]),
+        [layout.reference_manifest(WORKLOAD, label) for label in config["gpus"]],
     localrule: True

@@ -6,10 +6,10 @@ rule extract_profile:
         unpack(profile_inputs),
         code=extraction_code(),
     output:
-        kernels="results/{gpu}/{variant}/profile/{phase}/{tool}_kernels.parquet",
-        summary="results/{gpu}/{variant}/profile/{phase}/{tool}_summary.csv",
+        kernels=layout.profile_file("{tool}_kernels.parquet"),
+        summary=layout.profile_file("{tool}_summary.csv"),
     log:
-        "results/{gpu}/{variant}/logs/extract_{phase}_{tool}.log",
+        layout.run_log("extract_{phase}_{tool}.log"),
     conda:
         "../../envs/analysis.yaml"
     params:
@@ -22,12 +22,12 @@ rule extract_profile:
 
 rule extract_ncu_rules:
     input:
-        details="results/{gpu}/{variant}/profile/{phase}/ncu_details.csv",
+        details=layout.profile_file("ncu_details.csv"),
         code=extraction_code(),
     output:
-        rules="results/{gpu}/{variant}/profile/{phase}/ncu_rules.csv",
+        rules=layout.profile_file("ncu_rules.csv"),
     log:
-        "results/{gpu}/{variant}/logs/extract_{phase}_ncu_rules.log",
+        layout.run_log("extract_{phase}_ncu_rules.log"),
     conda:
         "../../envs/analysis.yaml"
     message:
@@ -38,7 +38,7 @@ rule extract_ncu_rules:
 
 # Profiling alone (no training runs, no figures): `snakemake --configfile config/paper.yaml -- profiles`.
 rule profiles:
-    localrule: True
     input:
-        profile_summaries(),
-        ncu_rule_tables(),
+        PLAN.profile_summaries(),
+        PLAN.ncu_rule_tables(),
+    localrule: True

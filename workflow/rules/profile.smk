@@ -6,12 +6,12 @@ rule profile_torch:
     input:
         dataset=PREPARED,
     output:
-        trace="results/{gpu}/{variant}/profile/{phase}/torch_trace.json",
+        trace=layout.profile_file("torch_trace.json"),
     log:
-        job="results/{gpu}/{variant}/logs/profile_{phase}_torch.log",
-        tool="results/{gpu}/{variant}/logs/profile_{phase}_torch.tool.log",
+        job=layout.run_log("profile_{phase}_torch.log"),
+        tool=layout.run_log("profile_{phase}_torch.tool.log"),
     benchmark:
-        "results/{gpu}/{variant}/logs/profile_{phase}_torch.benchmark.tsv"
+        layout.run_log("profile_{phase}_torch.benchmark.tsv")
     conda:
         "../../envs/workload.yaml"
     resources:
@@ -25,7 +25,7 @@ rule profile_torch:
         train=profiled_train_params,
         warmup_steps=config["profiling"]["warmup_steps"],
     message:
-        "torch.profiler: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
+        "torch.profiler: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); log: {log.job}"
     script:
         "../scripts/profile_run.py"
 
@@ -34,14 +34,14 @@ rule profile_ncu:
     input:
         dataset=PREPARED,
     output:
-        report="results/{gpu}/{variant}/profile/{phase}/ncu.ncu-rep",
-        raw="results/{gpu}/{variant}/profile/{phase}/ncu_raw.csv",
-        details="results/{gpu}/{variant}/profile/{phase}/ncu_details.csv",
+        report=layout.profile_file("ncu.ncu-rep"),
+        raw=layout.profile_file("ncu_raw.csv"),
+        details=layout.profile_file("ncu_details.csv"),
     log:
-        job="results/{gpu}/{variant}/logs/profile_{phase}_ncu.log",
-        tool="results/{gpu}/{variant}/logs/profile_{phase}_ncu.tool.log",
+        job=layout.run_log("profile_{phase}_ncu.log"),
+        tool=layout.run_log("profile_{phase}_ncu.tool.log"),
     benchmark:
-        "results/{gpu}/{variant}/logs/profile_{phase}_ncu.benchmark.tsv"
+        layout.run_log("profile_{phase}_ncu.benchmark.tsv")
     conda:
         "../../envs/workload.yaml"
     resources:
@@ -56,7 +56,7 @@ rule profile_ncu:
         train=profiled_train_params,
         warmup_steps=config["profiling"]["warmup_steps"],
     message:
-        "Nsight Compute: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
+        "Nsight Compute: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); log: {log.job}"
     script:
         "../scripts/profile_run.py"
 
@@ -65,11 +65,11 @@ rule profile_nsys:
     input:
         dataset=PREPARED,
     output:
-        report="results/{gpu}/{variant}/profile/{phase}/nsys.nsys-rep",
-        kern_sum="results/{gpu}/{variant}/profile/{phase}/nsys_kern_sum.csv",
+        report=layout.profile_file("nsys.nsys-rep"),
+        kern_sum=layout.profile_file("nsys_kern_sum.csv"),
     log:
-        job="results/{gpu}/{variant}/logs/profile_{phase}_nsys.log",
-        tool="results/{gpu}/{variant}/logs/profile_{phase}_nsys.tool.log",
+        job=layout.run_log("profile_{phase}_nsys.log"),
+        tool=layout.run_log("profile_{phase}_nsys.tool.log"),
     conda:
         "../../envs/workload.yaml"
     resources:
@@ -84,6 +84,6 @@ rule profile_nsys:
         train=profiled_train_params,
         warmup_steps=config["profiling"]["warmup_steps"],
     message:
-        "Nsight Systems: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
+        "Nsight Systems: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); log: {log.job}"
     script:
         "../scripts/profile_run.py"

@@ -4,12 +4,12 @@ rule quality:
         checkpoint=rules.train.output.checkpoint,
         steps=rules.train.output.steps,
         samples=rules.sample.output.volumes,
-        baseline_steps="results/{gpu}/baseline/train_steps.csv",
-        baseline_samples=sample_volumes(variant="baseline"),
+        baseline_steps=layout.run_file("train_steps.csv", variant="baseline"),
+        baseline_samples=PLAN.sample_volumes(variant="baseline"),
     output:
-        "results/{gpu}/{variant}/quality.json",
+        layout.run_file("quality.json"),
     log:
-        "results/{gpu}/{variant}/logs/quality.log",
+        layout.run_log("quality.log"),
     conda:
         "../../envs/workload.yaml"
     resources:
@@ -21,6 +21,6 @@ rule quality:
         diffusion=config["diffusion"],
         quality=config["quality"],
     message:
-        "Numeric fidelity and image quality of {wildcards.variant} on {wildcards.gpu}"
+        "Numeric fidelity and image quality of {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); log: {log}"
     script:
         "../scripts/assess_quality.py"

@@ -1,4 +1,4 @@
-# The study's figures and tables. Every result (measured here or shipped under data/reference/<label>/) is read
+# The study's figures and tables. Every result (measured here or shipped, data/reference/<workload>/<label>/) is read
 # once into the collected tables (collect_results); one rule per registered output (reporting.registry) renders it
 # from the tables it declares; the manifest lists them all with their sha256 (`paper/figures/all`).
 from reporting.registry import BUNDLE, OUTPUTS, registered_files
@@ -6,21 +6,21 @@ from reporting.registry import BUNDLE, OUTPUTS, registered_files
 
 rule collect_results:
     input:
-        measured=measured_result_files(),
-        shipped=shipped_reference_files(),
-        references=shipped_reference_files(conformance_labels()),
+        measured=PLAN.measured_result_files(),
+        shipped=SHIPPED,
+        references=CONFORMANCE_REFERENCES,
         code=reporting_code(),
     output:
-        **{name: f"{COLLECTED}/{name}.parquet" for name in ("hardware", *BUNDLE)},
+        **{name: layout.collected_table(name, WORKLOAD) for name in ("hardware", *BUNDLE)},
     log:
-        f"{COLLECTED}/logs/collect_results.log",
+        layout.collected_log(WORKLOAD),
     localrule: True
     conda:
         "../../envs/analysis.yaml"
     params:
         gpus=config["gpus"],
-        references=reference_labels(),
-        conformance=conformance_labels(),
+        references=PLAN.reference_labels(),
+        conformance=PLAN.conformance_labels(),
     message:
         "Collecting the results of {params.gpus} and the shipped reference sets {params.references}"
     script:

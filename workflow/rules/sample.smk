@@ -3,13 +3,13 @@ rule sample:
         dataset=PREPARED,
         checkpoint=rules.train.output.checkpoint,
     output:
-        summary="results/{gpu}/{variant}/sample.json",
-        steps="results/{gpu}/{variant}/sample_steps.csv",
-        volumes=sample_volumes(),
+        summary=layout.run_file("sample.json"),
+        steps=layout.run_file("sample_steps.csv"),
+        volumes=PLAN.sample_volumes(),
     log:
-        "results/{gpu}/{variant}/logs/sample.log",
+        layout.run_log("sample.log"),
     benchmark:
-        "results/{gpu}/{variant}/logs/sample.benchmark.tsv"
+        layout.run_log("sample.benchmark.tsv")
     conda:
         "../../envs/workload.yaml"
     resources:
@@ -21,6 +21,6 @@ rule sample:
         diffusion=config["diffusion"],
         sample=config["sample"],
     message:
-        "Sampling held-out masks with {wildcards.variant} on {wildcards.gpu}"
+        "Sampling held-out masks with {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); progress: {log}"
     script:
         "../scripts/sample.py"

@@ -2,13 +2,13 @@ rule train:
     input:
         dataset=PREPARED,
     output:
-        summary="results/{gpu}/{variant}/train.json",
-        steps="results/{gpu}/{variant}/train_steps.csv",
-        checkpoint="results/{gpu}/{variant}/checkpoint.pt",
+        summary=layout.run_file("train.json"),
+        steps=layout.run_file("train_steps.csv"),
+        checkpoint=layout.run_file("checkpoint.pt"),
     log:
-        "results/{gpu}/{variant}/logs/train.log",
+        layout.run_log("train.log"),
     benchmark:
-        "results/{gpu}/{variant}/logs/train.benchmark.tsv"
+        layout.run_log("train.benchmark.tsv")
     conda:
         "../../envs/workload.yaml"
     resources:
@@ -20,6 +20,6 @@ rule train:
         diffusion=config["diffusion"],
         train=config["train"],
     message:
-        "Training {wildcards.variant} on {wildcards.gpu}"
+        "Training {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); progress: {log}"
     script:
         "../scripts/train.py"

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from errors import ExpectedError
+from targets import reference_set_problem
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
@@ -245,9 +246,10 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
     if problem:
         return problem
     for label in config.get("reference_results", []):
-        if label not in config["gpus"] and not (basedir / "data" / "reference" / label).is_dir():
-            return (f"config: reference_results lists {label!r}{origin('reference_results')}, but "
-                    f"data/reference/{label}/ does not exist; fix: leave it out, or ship that label's results there")
+        problem = None if label in config["gpus"] else reference_set_problem(basedir, config["workload"], label)
+        if problem:
+            listed, rest = problem.split(", ", 1)
+            return f"config: {listed}{origin('reference_results')}, {rest}"
     return None
 
 

@@ -1,9 +1,10 @@
-"""Snakemake job: the results of one hardware label as a reference set, data/reference/<label>/
+"""Snakemake job: the results of one hardware label as a reference set, data/reference/<workload>/<label>/
 (reporting.export)."""
 
 import os
 from pathlib import Path
 
+from layout import RESULTS
 from reporting.export import export_set
 from ruleio import run_job
 
@@ -11,10 +12,10 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 
 def main() -> None:
-    label = snakemake.wildcards.label
-    written = export_set(label, list(snakemake.input.results), "results", Path(snakemake.output[0]).parent,
+    out = Path(snakemake.output[0]).parent
+    written = export_set(snakemake.wildcards.label, list(snakemake.input.results), RESULTS, out,
                          snakemake.params.config, os.environ.get("MEDDDPM_SNAKEMAKE_COMMAND", "(not recorded)"))
-    print(f"data/reference/{label}/: {len(written)} files")
+    print(f"{out}/: {len(written)} files")
 
 
 run_job(snakemake.log[0], main, snakemake.output)

@@ -38,6 +38,11 @@ def workload_dir(workload: str = "{workload}", root: str = RESULTS) -> str:
     return f"{root}/{workload}"
 
 
+def workload_log(name: str, workload: str = "{workload}") -> str:
+    """The log of a job that serves the whole workload (the bench, the study's summaries)."""
+    return f"{workload_dir(workload)}/logs/{name}"
+
+
 def dataset_dir(name: str, workload: str = "{workload}") -> str:
     """A workload's dataset folder: `synthetic` (derived raw cases), `prepared` (the timing runs'), `study`."""
     return f"{workload_dir(workload)}/dataset/{name}"
@@ -109,6 +114,11 @@ def reference_dir(workload: str = "{workload}", gpu: str = "{gpu}") -> str:
     return label_dir(workload, gpu, REFERENCE)
 
 
+def reference_manifest(workload: str = "{workload}", gpu: str = "{gpu}") -> str:
+    """The last file an export writes: the set's files with their sha256."""
+    return f"{reference_dir(workload, gpu)}/manifest.sha256"
+
+
 # -- reading a path back ------------------------------------------------------------------------------------------
 NO_KEYS = {"workload": None, "gpu": None, "variant": None, "phase": None, "tool": None, "kind": None, "seed": None}
 
@@ -143,4 +153,4 @@ def old_layout_set(root: str | Path, workload: str, label: str) -> str | None:
     """The folder of `label`'s reference set in the layout before the workload was an axis (data/reference/<label>/,
     a BraTS set under <label>_brats), if one is there: importing it is refused with the command that moves it."""
     old = f"{REFERENCE}/{label}_brats" if workload == "brats" else f"{REFERENCE}/{label}"
-    return old if (Path(root) / old / "manifest.sha256").is_file() else None
+    return old if (Path(root) / old).is_dir() else None

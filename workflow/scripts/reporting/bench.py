@@ -1,5 +1,5 @@
 """The bench table of one hardware label: every variant's training and sampling cost against the device's measured
-ceilings and the model's FLOPs (results/<label>/bench.csv and bench.md).
+ceilings and the model's FLOPs (results/<workload>/<label>/bench.csv and bench.md).
 
 Model FLOPs are the faithful network's forward (a sampling step) and forward + backward (a training sample) without
 any recomputation, the same for every variant, so TFLOP/s compare as speeds; recomputation (upstream's attention

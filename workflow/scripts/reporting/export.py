@@ -1,7 +1,7 @@
-"""A hardware label's results as a reference set, ``data/reference/<label>/``, that another checkout imports by
+"""A hardware label's results as a reference set, ``data/reference/<workload>/<label>/``, that another checkout imports by
 listing the label in ``reference_results`` (the one reader, reporting.results, reads it like the shipped H200 set).
 
-The set mirrors ``results/<label>/``: per variant the small result files (``train.json``, ``sample.json``,
+The set mirrors ``results/<workload>/<label>/``: per variant the small result files (``train.json``, ``sample.json``,
 ``quality.json``, the per-step CSVs), per profile the tidy tables the figures read (``<tool>_summary.csv``,
 ``<tool>_kernels.parquet``) and the raw exports they were extracted from (``ncu_raw.csv``, ``ncu_details.csv``,
 ``ncu_rules.csv``, ``torch_trace.json``, ``nsys_kern_sum.csv``, compressed as ``gzip -n`` does: no name, no time), the
@@ -25,10 +25,12 @@ from pathlib import Path
 
 import yaml
 
+import layout
+
 from .derived import cudnn_version
 from .results import variant_order
 
-# Written gzip-compressed (name + ".gz"); everything else from results/<label>/ is copied as it is.
+# Written gzip-compressed (name + ".gz"); everything else from results/<workload>/<label>/ is copied as it is.
 COMPRESSED = ("ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv", "torch_trace.json", "nsys_kern_sum.csv")
 MANIFEST = "manifest.sha256"
 
@@ -42,7 +44,7 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 def destination(relative: Path) -> Path:
-    """Where a file of results/<label>/ goes in the set."""
+    """Where a file of results/<workload>/<label>/ goes in the set."""
     if relative.name in COMPRESSED:
         return relative.with_name(relative.name + ".gz")
     return relative
@@ -56,9 +58,10 @@ def _content(source: Path, relative: Path) -> bytes:
 
 def export_set(label: str, files: list[str | Path], results_root: str | Path, out: str | Path, config: dict,
                command: str) -> list[Path]:
-    """Write the reference set of `label` from `files` (paths under results_root/<label>/) to `out`, replacing what
-    was there once everything is written; returns the set's files (relative, sorted)."""
-    source_root = Path(results_root) / label
+    """Write the reference set of `label` from `files` (paths under results_root/<workload>/<label>/, the workload
+    the config names) to `out`, replacing what was there once everything is written; returns the set's files
+    (relative, sorted)."""
+    source_root = Path(layout.label_dir(config["workload"], label, str(results_root)))
     out = Path(out)
     staging = out.parent / f".{out.name}.export"
     shutil.rmtree(staging, ignore_errors=True)
@@ -128,6 +131,7 @@ def _number(value, fmt: str = "{:.1f}") -> str:
 def readme(label: str, written: dict[Path, bytes], config: dict, command: str) -> str:
     """The set's README: device, software, dates and the command, from the provenance of its result files."""
     records = _records(written)
+    workload = config["workload"]
     variants = variant_order(records)
     provenances = [record["provenance"] for variant in variants for record in records[variant].values()
                    if "provenance" in record]
@@ -139,12 +143,13 @@ def readme(label: str, written: dict[Path, bytes], config: dict, command: str) -
     when = f"{dates[0][:10]}" if dates and dates[0][:10] == dates[-1][:10] else \
         (f"{dates[0][:10]} to {dates[-1][:10]}" if dates else "date not recorded")
     lines = [
-        f"# Reference set `{label}`: {device} (measured {when})",
+        f"# Reference set `{label}` of the {workload} workload: {device} (measured {when})",
         "",
         f"Measured by this workflow's own rules and exported with its `export` target. To draw it next to your own "
-        f"runs, list `{label}` in `reference_results`; if you measure `{label}` yourself too, your runs are checked "
-        f"against this set in `tab08_conformance`. The files mirror `results/{label}/` (provenance inside each "
-        f"JSON); `manifest.sha256` lists every file with its sha256.",
+        f"runs of the {workload} workload, list `{label}` in `reference_results`; if you measure `{label}` yourself "
+        f"too, your runs are checked against this set in `tab08_conformance`. The files mirror "
+        f"`{layout.label_dir(workload, label)}/` (provenance inside each JSON); `manifest.sha256` lists every file "
+        "with its sha256.",
         "",
         "## Device and software",
         "",
@@ -179,7 +184,7 @@ def readme(label: str, written: dict[Path, bytes], config: dict, command: str) -
         "label, this measures the same and checks it against this set (tab08):",
         "",
         "```bash",
-        f"snakemake --cores 1 --configfile data/reference/{label}/config.yaml -- paper/figures/all",
+        f"snakemake --cores 1 --configfile {layout.reference_dir(workload, label)}/config.yaml -- paper/figures/all",
         "```",
         "",
     ]

@@ -42,7 +42,11 @@ def build(output_id: str, inputs: dict[str, str | Path], settings: dict | None =
         from .style import apply_style  # here: a table job never loads matplotlib (0.4 s of its start-up)
 
         apply_style()
-    return module.build(Job(output, results, files, settings or {}))
+    made = module.build(Job(output, results, files, settings or {}))
+    if output.kind == "table" and results.workloads():
+        # Every table names the workload its rows were measured on (the figures do in their panel titles).
+        made.caption = f"{made.caption} (workload: {', '.join(results.workloads())})"
+    return made
 
 
 def render(output_id: str, inputs: dict[str, str | Path], outputs: dict[str, str | Path],

@@ -1,24 +1,20 @@
 """The one reader of results: the runs measured here and the shipped reference sets, into the tidy tables that every
 figure and table draws on.
 
-A result file belongs to a run by its path: ``<root>/<gpu>/<variant>/<file>`` (``train.json``, ``sample.json``,
-``quality.json``, ``train_steps.csv``), ``<root>/<gpu>/bench.csv``, ``<root>/<gpu>/<variant>/profile/<phase>/<file>``
-(``<tool>_summary.csv``, ``<tool>_kernels.parquet``, ``ncu_rules.csv``, shipped gzipped as ``ncu_rules.csv.gz``), or
-the quality study's ``<root>/<gpu>/study/<variant>/seed<k>/<file>`` (``run.json``, ``comparison.json``,
-``losses.csv``, ``slice.npy``: medddpm.study), with ``<root>`` either ``results`` (measured here) or
+A result file belongs to a run by its path (layout.py, the one home of the result layout):
+``<root>/<workload>/<gpu>/<variant>/<file>`` and the rest, with ``<root>`` either ``results`` (measured here) or
 ``data/reference`` (shipped). A shipped label that is also measured here is left out of the tables the figures draw
 (measured wins); it is read apart, as the reference that the run measured here is checked against (``reference_*``
 tables, tab08).
 
 `collect` reads every file once and writes the tables (the "bundle") as Parquet files; `Results` reads a bundle
 back in a figure or table job. Every row of every table carries ``gpu``, ``variant``, ``origin``, ``device`` and
-``date``.
+``date``; the hardware table names each label's ``workload``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,16 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from layout import file_keys
+
 MEASURED = "measured here"
 SHIPPED = "shipped reference"
-RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
-# Name endings of the files a shipped set contributes (the rules may ship them gzipped).
-SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "_summary.csv", "_kernels.parquet",
-                 "ncu_rules.csv", "ncu_rules.csv.gz", "bench.csv", "run.json", "comparison.json", "losses.csv",
-                 "slice.npy")
-# The quality study's files of one run (<root>/<gpu>/study/<variant>/seed<k>/<name>), by kind.
-STUDY_FILES = {"run.json": "study_run", "comparison.json": "study_comparison", "losses.csv": "study_losses",
-               "slice.npy": "study_slice"}
 # Preference among tools for one (gpu, variant, phase): the richest first.
 TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
@@ -47,33 +37,6 @@ TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "ncu_
 # cost each figure a second).
 KERNEL_IDENTITY = ["phase", "tool", "launch", "name", "short_name", "kernel_class", "precision", "instances",
                    "duration_ns"]
-
-
-def file_keys(path: Path) -> dict:
-    """gpu, variant, phase, tool, seed and kind of a result file, from its path (kind None: not a result file)."""
-    path = Path(path)
-    name = path.name
-    seed = re.fullmatch(r"seed(\d+)", path.parent.name)
-    if seed and len(path.parents) > 3 and path.parents[2].name == "study" and name in STUDY_FILES:
-        return {"gpu": path.parents[3].name, "variant": path.parents[1].name, "phase": None, "tool": None,
-                "kind": STUDY_FILES[name], "seed": int(seed.group(1))}
-    return {**_run_file_keys(path, name), "seed": None}
-
-
-def _run_file_keys(path: Path, name: str) -> dict:
-    if name == "bench.csv":  # <root>/<gpu>/bench.csv: every variant of the label against its device's ceilings
-        return {"gpu": path.parent.name, "variant": None, "phase": None, "tool": None, "kind": "bench"}
-    if name in RUN_FILES:
-        return {"gpu": path.parents[1].name, "variant": path.parent.name, "phase": None, "tool": None, "kind": name}
-    if path.parent.parent.name == "profile":
-        keys = {"gpu": path.parents[3].name, "variant": path.parents[2].name, "phase": path.parent.name}
-        if name in ("ncu_rules.csv", "ncu_rules.csv.gz"):
-            return {**keys, "tool": "ncu", "kind": "rules"}
-        if name.endswith("_summary.csv"):
-            return {**keys, "tool": name.removesuffix("_summary.csv"), "kind": "summary"}
-        if name.endswith("_kernels.parquet"):
-            return {**keys, "tool": name.removesuffix("_kernels.parquet"), "kind": "kernels"}
-    return {"gpu": None, "variant": None, "phase": None, "tool": None, "kind": None}
 
 
 def is_gpu(provenance: dict) -> bool:
@@ -93,9 +56,10 @@ def date_of(provenance: dict) -> str:
     return (provenance.get("measured_at") or "")[:10]
 
 
-def panel_label(gpu: str, device: str, origin: str, date: str) -> str:
-    """'<gpu>: <device>, <origin>, <date>' (the title of every panel of a hardware label)."""
-    return f"{gpu}: " + ", ".join(part for part in (device, origin, date) if part)
+def panel_label(gpu: str, device: str, origin: str, date: str, workload: str = "") -> str:
+    """'<gpu> (<workload>): <device>, <origin>, <date>' (the title of every panel of a hardware label)."""
+    head = f"{gpu} ({workload})" if workload else gpu
+    return f"{head}: " + ", ".join(part for part in (device, origin, date) if part)
 
 
 def variant_order(variants) -> list[str]:
@@ -115,7 +79,8 @@ def gather(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable
     here = set(measured_labels) | {r["gpu"] for r in rows}
     rows += [{"path": Path(p), **file_keys(Path(p)), "origin": SHIPPED} for p in shipped
              if file_keys(Path(p))["gpu"] not in here]
-    files = pd.DataFrame(rows, columns=["path", "gpu", "variant", "phase", "tool", "kind", "seed", "origin"])
+    files = pd.DataFrame(rows, columns=["path", "workload", "gpu", "variant", "phase", "tool", "kind", "seed",
+                                        "origin"])
     return files[files["kind"].notna()].drop_duplicates("path").reset_index(drop=True)
 
 
@@ -145,9 +110,11 @@ def _hardware(files: pd.DataFrame, labels: list[str], provenance: dict) -> pd.Da
         origin = files.loc[files["gpu"] == gpu, "origin"].iloc[0]
         variants = variant_order([v for (g, v) in provenance if g == gpu])
         prov = provenance.get((gpu, variants[0]), {}) if variants else {}
-        rows.append({"gpu": gpu, "origin": origin, "device": device_of(prov) if prov else "unknown device",
-                     "date": date_of(prov), "is_gpu": is_gpu(prov), "provenance": json.dumps(prov, sort_keys=True)})
-    return pd.DataFrame(rows, columns=["gpu", "origin", "device", "date", "is_gpu", "provenance"])
+        workload = files.loc[files["gpu"] == gpu, "workload"].iloc[0]
+        rows.append({"gpu": gpu, "workload": workload, "origin": origin,
+                     "device": device_of(prov) if prov else "unknown device", "date": date_of(prov),
+                     "is_gpu": is_gpu(prov), "provenance": json.dumps(prov, sort_keys=True)})
+    return pd.DataFrame(rows, columns=["gpu", "workload", "origin", "device", "date", "is_gpu", "provenance"])
 
 
 def _runs(files: pd.DataFrame) -> pd.DataFrame:
@@ -384,7 +351,11 @@ class Results:
 
     def panel_label(self, gpu: str) -> str:
         info = self._info(gpu)
-        return panel_label(gpu, info["device"], info["origin"], info["date"])
+        return panel_label(gpu, info["device"], info["origin"], info["date"], info.get("workload", ""))
+
+    def workloads(self) -> list[str]:
+        """The workloads of the labels drawn (one per invocation: the config's)."""
+        return list(dict.fromkeys(self.hardware["workload"])) if "workload" in self.hardware else []
 
     def tools(self, gpu: str, phase: str | None = None) -> list[str]:
         """Profilers with a summary for `gpu` (and `phase`), richest first."""

@@ -58,7 +58,7 @@ def build(job):
         run = bench[bench["gpu"] == gpu] if len(bench) else bench
         if run.empty:
             for ax in (ax_train, ax_sample, ax_mix):
-                say(ax, f"no bench table for {gpu} (results/{gpu}/bench.csv: `snakemake bench`)")
+                say(ax, f"no bench table for {gpu} (its bench.csv: `snakemake bench`)")
             continue
         order = ladder(run, configured)
         run = run.set_index("variant")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..render import Table
 
 # No times: tab06 is the same between two clean runs of one configuration (the study's times are in
-# results/<label>/study/summary.md and the collected study table).
+# results/<workload>/<label>/study/summary.md and the collected study table).
 COLUMNS = ["gpu", "variant", "seed", "origin", "device", "date", "volume_shape", "timesteps", "optimizer_steps",
            "final_loss", "ssim_vs_real", "psnr_vs_real_db", "wasserstein_vs_real",
            "lesion_contrast", "lesion_contrast_real", "ssim_vs_baseline", "psnr_vs_baseline_db",

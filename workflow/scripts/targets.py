@@ -1,0 +1,173 @@
+"""What one configuration measures and reads: the files of every run, profile, bench and quality-study run of its
+workload and hardware labels, and the shipped reference sets it draws on (paths from `layout`). The rules' input
+functions and targets (workflow/rules/*.smk) ask a `Plan`; so do the tests, without Snakemake."""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import layout
+
+# Raw profiler exports of each tool, beside its tidy tables (exported with a reference set).
+RAW_EXPORTS = {"torch": ("torch_trace.json",), "ncu": ("ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv"),
+               "nsys": ("nsys_kern_sum.csv",)}
+# What a reference set exports of each run (the checkpoint and sampled volumes stay behind).
+EXPORTED_RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "sample_steps.csv")
+# Name endings of the files a shipped set contributes to the figures (the rules may ship them gzipped).
+SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "_summary.csv", "_kernels.parquet",
+                 "ncu_rules.csv", "ncu_rules.csv.gz", "bench.csv", *layout.STUDY_FILES)
+
+
+class ReferenceSetError(ValueError):
+    """A listed reference set that is missing or in a layout this workflow no longer reads."""
+
+
+def reference_set_problem(basedir: str | Path, workload: str, label: str) -> str | None:
+    """Why `label`'s shipped set of `workload` cannot be read (missing, or in the layout before the workload was an
+    axis), with the fix; None when it is there."""
+    folder = layout.reference_dir(workload, label)
+    if (Path(basedir) / folder).is_dir():
+        return None
+    old = layout.old_layout_set(basedir, workload, label)
+    if old:
+        return (f"reference_results lists {label!r}, whose set is at {old}/, in the layout before the workload was an "
+                f"axis; fix: mkdir -p {Path(folder).parent} && git mv {old} {folder}")
+    return (f"reference_results lists {label!r}, but {folder}/ does not exist (the {workload} workload's sets live in "
+            f"{layout.REFERENCE}/{workload}/); fix: leave it out, or put that label's exported set there")
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: dict
+    basedir: Path = Path(".")
+
+    # -- the axes --------------------------------------------------------------------------------------------------
+    @property
+    def workload(self) -> str:
+        return self.config["workload"]
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.config["gpus"])
+
+    @property
+    def variants(self) -> list[str]:
+        return list(self.config["run_variants"])
+
+    @property
+    def phases(self) -> list[str]:
+        return list(self.config["profiling"]["phases"])
+
+    @cached_property
+    def tools(self) -> dict[str, list[str]]:
+        """The profilers of each label measured here: the config's list, or what `auto` finds on this machine."""
+        from profiling.runner import available_tools
+
+        chosen = {}
+        for label in self.labels:
+            spec = self.config["hardware"][label]
+            wanted = spec.get("profilers", "auto")
+            chosen[label] = available_tools(spec["device"]) if wanted == "auto" else list(wanted)
+        return chosen
+
+    # -- runs and profiles -----------------------------------------------------------------------------------------
+    def runs(self, name: str, labels=None) -> list[str]:
+        """`name` of every (label, variant) run measured here."""
+        return [layout.run_file(name, self.workload, gpu, variant)
+                for gpu in (self.labels if labels is None else labels) for variant in self.variants]
+
+    def sample_volumes(self, gpu: str = "{gpu}", variant: str = "{variant}", workload: str = "{workload}") -> list[str]:
+        """The sampled volumes of a run (a pattern by default, as the rules' outputs need)."""
+        return [layout.sample_volume(k, workload, gpu, variant) for k in range(self.config["sample"]["masks"])]
+
+    def profiles(self, name: str, label: str) -> list[str]:
+        return [layout.profile_file(name, self.workload, label, variant, phase)
+                for variant in self.variants for phase in self.phases]
+
+    def profile_summaries(self) -> list[str]:
+        return [path for gpu in self.labels for tool in self.tools[gpu]
+                for path in self.profiles(f"{tool}_summary.csv", gpu)]
+
+    def profile_kernel_tables(self) -> list[str]:
+        return [path.removesuffix("_summary.csv") + "_kernels.parquet" for path in self.profile_summaries()]
+
+    def ncu_rule_tables(self) -> list[str]:
+        return [path for gpu in self.labels if "ncu" in self.tools[gpu]
+                for path in self.profiles("ncu_rules.csv", gpu)]
+
+    def bench_tables(self) -> list[str]:
+        return [layout.label_file("bench.csv", self.workload, gpu) for gpu in self.labels]
+
+    # -- the quality study -----------------------------------------------------------------------------------------
+    @property
+    def study(self) -> dict:
+        return self.config["quality_study"]
+
+    @property
+    def study_labels(self) -> list[str]:
+        """Hardware labels that run the study: `quality_study.gpus`, or every label of `gpus`."""
+        return self.labels if self.study["gpus"] is None else list(self.study["gpus"])
+
+    def study_runs(self) -> list[tuple[str, int]]:
+        """(variant, seed) of every run: each variant with the first seed, the baseline with every seed."""
+        first, *others = self.study["seeds"]
+        return [(variant, first) for variant in self.study["variants"]] + [("baseline", seed) for seed in others]
+
+    def study_run_files(self, label: str, name: str) -> list[str]:
+        return [layout.study_file(name, self.workload, label, variant, seed) for variant, seed in self.study_runs()]
+
+    def study_volumes(self, label: str = "{gpu}", variant: str = "{variant}", seed="{seed}",
+                      workload: str = "{workload}") -> list[str]:
+        """The sampled volumes of a study run (a pattern by default, as the rules' outputs need)."""
+        return [layout.study_file(f"samples/sample_{k:03d}.nii.gz", workload, label, variant, seed)
+                for k in range(self.study["masks"])]
+
+    def study_result_files(self, labels=None) -> list[str]:
+        """Every study file the collector reads, of `labels` (default: every label that runs the study)."""
+        return [path for label in (self.study_labels if labels is None else labels)
+                for name in layout.STUDY_FILES for path in self.study_run_files(label, name)]
+
+    # -- what the figures and tables read ------------------------------------------------------------------------
+    def measured_result_files(self) -> list[str]:
+        """Every result file this invocation measures that the figures and tables read."""
+        runs = [path for name in layout.RUN_FILES for path in self.runs(name)]
+        return (runs + self.bench_tables() + self.profile_summaries() + self.profile_kernel_tables()
+                + self.ncu_rule_tables() + self.study_result_files())
+
+    def reference_labels(self) -> list[str]:
+        """Shipped reference sets drawn on: `reference_results`, less the labels measured here (measured wins)."""
+        return [label for label in self.config["reference_results"] if label not in self.labels]
+
+    def conformance_labels(self) -> list[str]:
+        """Labels measured here whose shipped set is listed too: the references of tab08."""
+        return [label for label in self.config["reference_results"] if label in self.labels]
+
+    def shipped_reference_files(self, labels=None) -> list[str]:
+        """Files of the shipped reference sets of `labels` (default: those drawn on) that the figures read. A listed
+        set that is missing, or still in the layout before the workload was an axis, is refused in one line."""
+        files = []
+        for label in self.reference_labels() if labels is None else labels:
+            problem = reference_set_problem(self.basedir, self.workload, label)
+            if problem:
+                raise ReferenceSetError(f"config: {problem}")
+            folder = layout.reference_dir(self.workload, label)
+            found = glob.glob(f"{folder}/**/*", recursive=True, root_dir=self.basedir)
+            files += sorted(f for f in found if f.endswith(SHIPPED_NAMES))
+        return files
+
+    # -- sharing ---------------------------------------------------------------------------------------------------
+    def export_files(self, label: str) -> list[str]:
+        """What the reference set of a label measured here is made of: the run files of every run variant, each
+        profile's tidy tables and raw exports, the bench, and the quality study's runs (where the label runs it)."""
+        files = [layout.run_file(name, self.workload, label, variant)
+                 for variant in self.variants for name in EXPORTED_RUN_FILES]
+        for tool in self.tools[label]:
+            for name in (f"{tool}_summary.csv", f"{tool}_kernels.parquet", *RAW_EXPORTS[tool]):
+                files += self.profiles(name, label)
+        files += [layout.label_file(name, self.workload, label) for name in layout.LABEL_FILES]
+        if label in self.study_labels:
+            files += self.study_result_files([label])
+        return files
