@@ -746,8 +746,8 @@ def _started_from_a_subfolder(workdir: Path) -> tuple[subprocess.CompletedProces
 
 def _profiler_name_in_an_overlay(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
     (workdir / "perf.yaml").write_text("hardware:\n  cpu: {device: cpu, profilers: [torch, perf]}\n")
-    return snakemake(workdir, "--cores", "1", "--configfile", "perf.yaml", "--", "results/wholehead/dataset/prepared"), [
-        workdir / "results"]
+    return snakemake(workdir, "--cores", "1", "--configfile", "perf.yaml", "--",
+                     "results/wholehead/dataset/prepared"), [workdir / "results"]
 
 
 def _metric_sets_with_a_yaml_error(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
@@ -760,7 +760,8 @@ def _metric_sets_with_a_yaml_error(workdir: Path) -> tuple[subprocess.CompletedP
 
 def _diverging_training_stops_the_run(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
     (workdir / "diverging.yaml").write_text(DIVERGING)
-    run = snakemake(workdir, "--cores", "1", "--configfile", "diverging.yaml", "--", "results/wholehead/cpu/baseline/sample.json")
+    run = snakemake(workdir, "--cores", "1", "--configfile", "diverging.yaml", "--",
+                    "results/wholehead/cpu/baseline/sample.json")
     folder = workdir / "results" / "wholehead" / "cpu" / "baseline"
     log = (folder / "logs" / "train.log").read_text()
     assert log.strip().splitlines()[-1].startswith("error: training diverged"), log  # the log keeps the line
@@ -817,3 +818,33 @@ def test_a_reference_set_in_the_layout_before_workloads_is_refused_with_a_move_t
     subprocess.run(fix, shell=True, cwd=tmp_path, check=True)
     check_config(config, tmp_path, [REPO / "config.yaml"])
     assert (tmp_path / "data/reference/wholehead/h100/bf16/train.json").is_file()
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("target, setting", [
+    ("results/wholehead/cpu/tf32/train.json", "run_variants"),
+    ("results/wholehead/cpu/study/tf32/seed0/run.json", "quality_study.variants"),
+])
+def test_a_target_outside_the_configured_variants_names_the_setting_and_its_fix_plans(workflow, target, setting):
+    """Snakemake alone answers "No rule to produce ..."; the workflow names the setting, and the overlay its line
+    prints makes the same target plan."""
+    refused = snakemake(workflow, "-n", "--", target)
+    assert refused.returncode != 0
+    (line,) = [text for text in (refused.stdout + refused.stderr).splitlines() if text.startswith(f"target {target}:")]
+    assert f"is defined but not in {setting}" in line, line
+    command = line.split("fix: add it in an overlay: ", 1)[1].split(", then add --configfile more.yaml")[0]
+    subprocess.run(command, shell=True, cwd=workflow, check=True)
+    planned = snakemake(workflow, "-n", "--configfile", "more.yaml", "--", target)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+
+
+def test_targets_of_another_workload_or_label_name_the_setting():
+    from targets import target_problem
+
+    config = read_mapping(REPO / "config.yaml")
+    assert target_problem("results/wholehead/cpu/baseline/train.json", config) is None
+    assert target_problem("results/wholehead/dataset/prepared", config) is None
+    assert target_problem("paper/figures/all", config) is None
+    assert "fix: add config/brats.yaml" in target_problem("results/brats/cpu/baseline/train.json", config)
+    assert "hardware label 'h200' is not measured" in target_problem("results/wholehead/h200/tf32/train.json", config)
+    assert "'tf64' is not a defined variant" in target_problem("results/wholehead/cpu/tf64/train.json", config)

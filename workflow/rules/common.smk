@@ -10,7 +10,7 @@ from snakemake.utils import min_version, validate
 import layout  # workflow/scripts: on sys.path (the Snakefile puts it there)
 from configcheck import ConfigError, check_config, read_mapping
 from medddpm.switches import Variant
-from targets import Plan, ReferenceSetError
+from targets import Plan, ReferenceSetError, target_problem
 
 min_version("9.0")
 
@@ -51,6 +51,15 @@ wildcard_constraints:
     phase="|".join(config["profiling"]["phases"]),
     tool="torch|ncu|nsys",
     seed=r"\d+",
+
+
+# A result path typed on the command line that this configuration cannot build: one line naming the setting to change,
+# before Snakemake's bare "No rule to produce ...". (Snakemake parses this file before it knows its targets, so the
+# command line is read as typed: every argument under results/, targets and --forcerun files alike.)
+for _argument in sys.argv[1:]:
+    _problem = target_problem(_argument, config)
+    if _problem:
+        raise WorkflowError(_problem)
 
 
 # -- what a job depends on (its params) ---------------------------------------------------------------------------

@@ -171,3 +171,48 @@ class Plan:
         if label in self.study_labels:
             files += self.study_result_files([label])
         return files
+
+
+# -- targets typed on the command line ------------------------------------------------------------------------------
+# Folders of a workload that are not hardware labels.
+_NOT_LABELS = ("dataset", "collected", "logs")
+
+
+def target_problem(target: str, config: dict) -> str | None:
+    """Why a result path typed as a target cannot be built by this configuration (another workload, a label not in
+    `gpus`, a variant not in `run_variants` or the study's), naming the setting to change; None when it can or when
+    it is not a result path. Snakemake itself would answer only "No rule to produce ..."."""
+    parts = Path(target).parts
+    if len(parts) < 3 or parts[0] != layout.RESULTS:
+        return None
+    workload, label = parts[1], parts[2]
+    if workload != config["workload"]:
+        other = "add config/brats.yaml after your other overlays" if workload == "brats" else \
+            "leave config/brats.yaml out"
+        return (f"target {target}: the {workload} workload, but this configuration measures workload: "
+                f"{config['workload']}; fix: {other}")
+    if label in _NOT_LABELS:
+        return None
+    if label not in config["gpus"]:
+        return (f"target {target}: hardware label {label!r} is not measured by this configuration (gpus: "
+                f"{config['gpus']}); fix: set gpus in an overlay (config/paper.yaml measures h200), or use "
+                f"{layout.label_dir(workload, config['gpus'][0])}/...")
+    if len(parts) < 5:
+        return None
+    if parts[3] == "study":
+        variants, key = list(config["quality_study"]["variants"]), "quality_study.variants"
+        variant = parts[4]
+    elif parts[3] == "logs":
+        return None
+    else:
+        variants, key = list(config["run_variants"]), "run_variants"
+        variant = parts[3]
+    if variant in variants:
+        return None
+    if variant not in config["variants"]:
+        return (f"target {target}: {variant!r} is not a defined variant (config `variants`: "
+                f"{', '.join(config['variants'])}); fix: define it under `variants` in an overlay, or correct the name")
+    listed = f"[{', '.join([*variants, variant])}]"
+    overlay = f"quality_study: {{variants: {listed}}}" if key == "quality_study.variants" else f"run_variants: {listed}"
+    return (f"target {target}: variant {variant!r} is defined but not in {key} ({', '.join(variants)}); fix: add it "
+            f"in an overlay: printf '{overlay}\\n' > more.yaml, then add --configfile more.yaml")
