@@ -15,6 +15,7 @@ import torch
 from config_settings import configured
 from medddpm.training import Trainer, TrainSettings
 from medddpm.diffusion import GaussianDiffusion
+from medddpm.engine import Placement
 from medddpm.unet import set_checkpointing
 from medddpm.variants import Variant, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet
@@ -70,7 +71,7 @@ def test_frontier_switches_compile_and_train_like_eager(monkeypatch):
     for mode in (None, "default"):
         variant = Variant("frontier", compile=mode, **switches)
         diffusion = prepare_model(GaussianDiffusion(tiny_unet(), timesteps=10), variant, torch.device("cpu"))
-        trainer = Trainer(diffusion, _batches(), variant, torch.device("cpu"), settings,
+        trainer = Trainer(diffusion, _batches(), Placement(variant, torch.device("cpu")), settings,
                           torch.Generator().manual_seed(0))
         compile_seconds = trainer.warm_up_compiled()
         assert (compile_seconds is None) == (mode is None)

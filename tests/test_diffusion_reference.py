@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from medddpm.diffusion import GaussianDiffusion, cosine_beta_schedule
+from medddpm.engine import Placement
 from config_settings import configured
 from medddpm.settings import TrainSettings
 from medddpm.training import EMA, Trainer
@@ -331,7 +332,7 @@ def test_trainer_resets_the_ema_before_its_start_step_and_averages_every_n_steps
                           ema_start_step=2)
     x, condition = volumes(8, shape=(2, 2, 2))
     batches = iter([{"input": condition, "target": x}] * 10)
-    trainer = Trainer(model, batches, Variant("b", False, False, False), torch.device("cpu"), settings,
+    trainer = Trainer(model, batches, Placement(Variant("b", False, False, False), torch.device("cpu")), settings,
                       torch.Generator().manual_seed(0))
 
     def weights(module):
@@ -363,8 +364,9 @@ def test_gradient_accumulation_divides_each_micro_batch_loss():
         loss = model.loss
         model.loss = lambda target, cond, generator: loss(target, cond, torch.Generator().manual_seed(5))
         settings = configured(TrainSettings, "train", lr=0.0, gradient_accumulation=accumulation)
-        trainer = Trainer(model, iter([{"input": condition, "target": x}] * 4), Variant("b", False, False, False),
-                          torch.device("cpu"), settings, torch.Generator().manual_seed(0))
+        trainer = Trainer(model, iter([{"input": condition, "target": x}] * 4),
+                          Placement(Variant("b", False, False, False), torch.device("cpu")), settings,
+                          torch.Generator().manual_seed(0))
         trainer.optimizer.zero_grad = lambda: None  # keep the accumulated gradient for the check
         losses = trainer.step()
         assert len(losses) == accumulation and len(set(losses)) == 1 and losses[0] > 0

@@ -13,6 +13,7 @@ import torch
 from config_settings import configured, paper_unet
 from measurement.rates import RateSettings, device_rates
 from medddpm.diffusion import GaussianDiffusion
+from medddpm.engine import Placement
 from medddpm.sampling import UNetEvaluation
 from medddpm.training import Trainer, TrainSettings
 from medddpm.unet import GroupNorm32, GroupNormSiLU, UNet3D, parameter_count
@@ -124,8 +125,8 @@ def test_frontier_rung_trains_and_samples_the_whole_head_network():
     diffusion = prepare_model(GaussianDiffusion(UNet3D(paper_unet()), timesteps=250).to(CUDA), variant, CUDA)
     keys = list(diffusion.state_dict())
     settings = configured(TrainSettings, "train", ema_update_every=1, ema_start_step=1)
-    trainer = Trainer(diffusion, _batches(shape), variant, CUDA, settings, torch.Generator(CUDA).manual_seed(0),
-                      pin_memory=True)
+    trainer = Trainer(diffusion, _batches(shape), Placement(variant, CUDA), settings,
+                      torch.Generator(CUDA).manual_seed(0), pin_memory=True)
     compile_seconds = trainer.warm_up_compiled()
     times = []
     for _ in range(3):

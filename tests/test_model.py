@@ -7,6 +7,7 @@ import torch
 
 from config_settings import configured, paper_unet, unet
 from medddpm.diffusion import GaussianDiffusion, cosine_beta_schedule
+from medddpm.engine import Placement
 from medddpm.training import Trainer, TrainSettings
 from medddpm.unet import AttentionBlock, UNet3D, parameter_count
 from medddpm.variants import Variant
@@ -82,7 +83,7 @@ def test_training_steps_decrease_the_loss_on_a_fixed_batch():
             batch = next(_fixed_batches())
             return diffusion.loss(batch["target"], batch["input"], generator).item()
 
-    trainer = Trainer(diffusion, _fixed_batches(), variant, torch.device("cpu"), settings, generator)
+    trainer = Trainer(diffusion, _fixed_batches(), Placement(variant, torch.device("cpu")), settings, generator)
     before = loss_at_fixed_noise()
     for _ in range(4):
         generator.manual_seed(5)
@@ -94,8 +95,8 @@ def test_ema_is_reset_to_the_model_before_the_start_step():
     torch.manual_seed(0)
     diffusion = GaussianDiffusion(UNet3D(SMALL), timesteps=10)
     settings = configured(TrainSettings, "train", lr=1e-3, gradient_accumulation=2, ema_update_every=10)
-    trainer = Trainer(diffusion, _fixed_batches(), Variant("b", False, False, False), torch.device("cpu"), settings,
-                      torch.Generator())
+    trainer = Trainer(diffusion, _fixed_batches(), Placement(Variant("b", False, False, False), torch.device("cpu")),
+                      settings, torch.Generator())
     losses = trainer.step()
     assert len(losses) == 2  # two micro-batches per optimizer step
     for ema_p, p in zip(trainer.ema_model.parameters(), diffusion.parameters()):

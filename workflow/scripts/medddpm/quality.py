@@ -17,10 +17,9 @@ from .build import Workload
 from .checkpoints import load_checkpoint, load_weights_into, workload_record
 from .dataset import PreparedPairs
 from .diffusion import GaussianDiffusion
+from .engine import Placement
 from .runs import Run
-from .sampling import UNetEvaluation
 from .settings import QualitySettings
-from .variants import autocast, compile_model, prepare_input, prepare_model
 
 DATA_RANGE = 2.0  # images live in [-1, 1]
 
@@ -57,14 +56,13 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
     load_weights_into(diffusion, state, checkpoint, "model")  # weights of another network: one line naming the file
     inputs = fidelity_inputs(workload, quality, run, dataset_dir)
     reference = float64_reference(workload, state, run, inputs)
-    variant = run.variant
-    diffusion.to(run.device)
-    prepare_model(diffusion, variant, run.device)
-    compiled = compile_model(diffusion, variant)
+    placement = Placement.of(run)
+    placement.model(diffusion)
+    compiled = placement.compile(diffusion)
     # The sampling path: no gradients, weights as constants, compiled and/or replayed from a CUDA graph. The same
     # module serves both paths here (its gradients are dropped after the training-path check).
-    errors = variant_errors(diffusion, lambda: UNetEvaluation(diffusion.requires_grad_(False).eval(), variant,
-                                                              run.device), run, inputs, reference)
+    errors = variant_errors(diffusion, lambda: placement.evaluation(diffusion.requires_grad_(False).eval()), run,
+                            inputs, reference)
     errors["execution"]["unet_compiled"] = compiled
     return errors
 
@@ -112,13 +110,14 @@ def variant_errors(diffusion: GaussianDiffusion, evaluation, run: Run, inputs: d
     gradients through `diffusion` (prepared, and compiled, as the variant trains), then the forward through the
     sampling evaluation that `evaluation()` returns (a UNetEvaluation; called after the training-path check)."""
     variant = run.variant
-    cast = lambda v: prepare_input(v.to(run.device), variant)  # noqa: E731
+    placement = Placement.of(run)
+    cast = placement.input
     x = diffusion.q_sample(cast(inputs["target"]), inputs["t"], cast(inputs["noise"]))
-    with autocast(variant, run.device):
+    with placement.autocast():
         out, grads = _forward_backward(diffusion, x, cast(inputs["condition"]), inputs["t"], cast(inputs["noise"]))
     diffusion.zero_grad(set_to_none=True)
     evaluate = evaluation()
-    with torch.no_grad(), autocast(variant, run.device):
+    with torch.no_grad(), placement.autocast():
         sampled = evaluate(x.detach(), cast(inputs["condition"]), inputs["t"]).clone()
     flat = lambda gs: torch.cat([g.flatten().cpu().double() for g in gs])  # noqa: E731
     return {

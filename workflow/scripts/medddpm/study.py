@@ -33,20 +33,14 @@ from measurement.timing import DeviceTimer, summary
 
 from .build import Workload
 from .curves import final_loss, smoothed, smoothing_window
-from .dataset import load_condition
-from .jobs import _file_shape, _to_image_axes, evaluation_model, make_trainer, warm_up_sampling, write_json
-from .prepare import condition_values, heldout_images, heldout_masks, read_manifest, write_nifti
+from .engine import Sampling, Training, synchronize, timed_steps
+from .jobs import _file_shape, _to_image_axes, held_out_conditions, write_json
+from .prepare import heldout_images, heldout_masks, read_manifest, write_nifti
 from .quality import compare_with_real, float64_reference, fidelity_inputs, image_similarity, summarise_similarity
 from .quality import variant_errors
 from .runs import Run, peak_memory, reset_peak_memory
-from .sampling import UNetEvaluation
 from .settings import QualitySettings, StudySettings, TrainSettings, as_dict
 from .unet import parameter_count
-from .variants import autocast, compile_model, prepare_input
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def middle_slice(volume: np.ndarray) -> np.ndarray:
@@ -67,19 +61,16 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
     """Train `study.steps` optimizer steps from `train.seed`, sample the first held-out masks with the EMA weights
     from noise of `study.noise_seed`, and measure the run (module docstring)."""
     begun_run = time.perf_counter()
-    trainer = make_trainer(workload, train, run, dataset_dir)
+    training = Training(workload, train, run, dataset_dir)
+    trainer = training.trainer
     reset_peak_memory(run.device)
-    compile_seconds = trainer.warm_up_compiled()
+    compile_seconds = training.warm_up()
     timer = DeviceTimer(run.device)
-    rows = []
-    _synchronize(run.device)
+    synchronize(run.device)
     started = time.perf_counter()
-    for _ in tqdm(range(study.steps), desc="optimizer steps", mininterval=10):
-        trainer.prefetch()
-        begun = timer.start()
-        losses = trainer.step()
-        timer.stop(begun)
-        rows.append(losses)
+    rows = [losses for _, losses in timed_steps(
+        training.step, 0, study.steps, timer, prepare=training.prepare,
+        progress=lambda _, count: tqdm(range(count), desc="optimizer steps", mininterval=10))]
     step_ms = timer.elapsed_ms()  # synchronises
     train_seconds = time.perf_counter() - started
     table = pd.DataFrame({"step": range(len(rows)), "loss": [float(np.mean(r)) for r in rows],
@@ -90,20 +81,16 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
     training_memory = peak_memory(run.device)
 
     # Sampling: the EMA weights, as upstream samples, through the variant's sampling path.
-    sampler = evaluation_model(workload, run, trainer.ema_model.state_dict(), train.seed)
-    compile_model(sampler, run.variant)
-    evaluate = UNetEvaluation(sampler, run.variant, run.device)
+    sampling = Sampling.from_weights(workload, run, trainer.ema_model.state_dict(), train.seed)
     masks, images = heldout_masks(dataset_dir)[: len(out_volumes)], heldout_images(dataset_dir)[: len(out_volumes)]
-    values = condition_values(dataset_dir)
-    conditions = [prepare_input(load_condition(mask, values).unsqueeze(0).to(run.device), run.variant)
-                  for mask in masks]
-    sample_compile = warm_up_sampling(sampler, evaluate, conditions[0], run, study.noise_seed)
-    _synchronize(run.device)
+    conditions = held_out_conditions(sampling, dataset_dir, masks)
+    sample_compile = sampling.warm_up(conditions[0], study.noise_seed)
+    synchronize(run.device)
     started = time.perf_counter()
     for index, (condition, image, out_path) in enumerate(zip(conditions, images, out_volumes)):
         generator = torch.Generator(device=run.device).manual_seed(study.noise_seed + index)
-        with autocast(run.variant, run.device):
-            for _, volume in sampler.sample_steps(condition, generator, None, evaluate):
+        with sampling.running():
+            for _, volume in sampling.chain(condition, generator, None):
                 pass
         write_nifti(_to_image_axes(volume), nib.load(images[index]).affine, out_path)
     sample_seconds = time.perf_counter() - started
@@ -113,7 +100,7 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
                              dataset_dir)
     reference = float64_reference(workload, trainer.diffusion.state_dict(), run, inputs,
                                   sampling_state=trainer.ema_model.state_dict())
-    numeric = variant_errors(trainer.diffusion, lambda: evaluate, run, inputs, reference)
+    numeric = variant_errors(trainer.diffusion, lambda: sampling.evaluate, run, inputs, reference)
     del reference
 
     vs_real = compare_with_real(out_volumes, images, masks, read_manifest(dataset_dir)["workload"],

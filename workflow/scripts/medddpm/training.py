@@ -13,6 +13,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -21,7 +22,9 @@ from errors import ExpectedError
 
 from .diffusion import GaussianDiffusion
 from .settings import TrainSettings
-from .variants import Variant, autocast, compile_model, compiles_on, prepare_input
+
+if TYPE_CHECKING:
+    from .engine import Placement
 
 __all__ = ["EMA", "NonFiniteLoss", "Trainer", "TrainSettings", "cycle", "data_batches"]
 
@@ -78,34 +81,32 @@ def _synchronize(device: torch.device) -> None:
 class Trainer:
     """One `step()` = one optimizer step over `gradient_accumulation` micro-batches, then the EMA rule.
 
-    The variant's optimizer switches (fused Adam, foreach EMA) and torch.compile apply here; the model-level
-    switches (checkpointing, fused norm, memory format) are applied to `diffusion` before (variants.prepare_model).
-    The EMA copy is taken before compiling, so it is a plain module with the same state_dict keys.
+    `placement` (engine.Placement) applies the variant: its optimizer and EMA kernels, the compilation of the U-Net
+    and the layout and autocast of every micro-batch; `diffusion` comes placed (engine.Training). The EMA copy is
+    taken before compiling, so it is a plain module with the same state_dict keys.
     """
 
     def __init__(
         self,
         diffusion: GaussianDiffusion,
         batches: Iterator[dict],
-        variant: Variant,
-        device: torch.device,
+        placement: Placement,
         settings: TrainSettings,
         generator: torch.Generator,
         pin_memory: bool = False,
     ):
         self.diffusion = diffusion
         self.batches = batches
-        self.variant = variant
-        self.device = device
+        self.placement = placement
+        self.device = placement.device
         self.settings = settings
         self.generator = generator
         self.pin_memory = pin_memory
-        self.ema = EMA(settings.ema_decay, foreach=variant.foreach_ema)
+        self.ema = placement.ema(settings.ema_decay)
         self.ema_model = copy.deepcopy(diffusion)
-        options = {"fused": True} if variant.fused_adam else {}
-        self.optimizer = torch.optim.Adam(diffusion.parameters(), lr=settings.lr, **options)
-        compile_model(diffusion, variant)
-        self.compiled = compiles_on(variant, device)
+        self.optimizer = placement.optimizer(diffusion.parameters(), settings.lr)
+        placement.compile(diffusion)
+        self.compiled = placement.compiles
         self.step_index = 0
         self._ready: deque[dict] = deque()
 
@@ -124,12 +125,12 @@ class Trainer:
 
     def _to_device(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         # From pinned memory the copy is asynchronous and the caching host allocator keeps the buffer until it ends.
-        condition = prepare_input(batch["input"].to(self.device, non_blocking=True), self.variant)
-        target = prepare_input(batch["target"].to(self.device, non_blocking=True), self.variant)
+        condition = self.placement.input(batch["input"], non_blocking=True)
+        target = self.placement.input(batch["target"], non_blocking=True)
         return condition, target
 
     def loss(self, target: torch.Tensor, condition: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        with autocast(self.variant, self.device):
+        with self.placement.autocast():
             loss = self.diffusion.loss(target, condition, generator)
         return loss.sum() / target.shape[0]
 

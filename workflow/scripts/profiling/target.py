@@ -7,6 +7,7 @@ marked three ways at once, so every tool sees the same step:
 - `cudaProfilerStart/Stop`, for `nsys --capture-range=cudaProfilerApi`;
 - a torch.profiler session, when the spec asks for one.
 Everything that must not be profiled (model set-up, data loading, cuDNN autotuning) happens in the warm-up before it.
+The step is the timing jobs' step: `Training.step` or `Sampling.step` of medddpm.engine, placed by the same code.
 """
 
 from __future__ import annotations
@@ -43,15 +44,13 @@ def profiled_region(device: torch.device, torch_trace: Path | None):
 
 
 def run(spec: dict) -> None:
-    """Build the variant's training or sampling path from the spec's params, warm it up (compilation, CUDA graph
-    capture, cuDNN autotuning happen there), then profile one step."""
+    """Build the variant's training or sampling step from the spec's params with the engine the timing jobs use,
+    warm it up (compilation, CUDA graph capture, cuDNN autotuning happen there), then profile one step."""
     from medddpm.build import Workload
     from medddpm.dataset import PreparedPairs
-    from medddpm.jobs import make_trainer
+    from medddpm.engine import Placement, Sampling, Training
     from medddpm.runs import start_job
-    from medddpm.sampling import UNetEvaluation
     from medddpm.settings import TrainSettings, from_mapping
-    from medddpm.variants import autocast, compile_model, prepare_input, prepare_model
 
     params = spec["params"]
     run_ = start_job(params, spec["variant"], Path(spec["repo"]))
@@ -60,33 +59,29 @@ def run(spec: dict) -> None:
     warmup = params["warmup_steps"]
     trace = Path(spec["torch_trace"]) if spec.get("torch_trace") else None
     if spec["phase"] == "train":
-        trainer = make_trainer(workload, train, run_, Path(spec["dataset"]))
-        trainer.warm_up_compiled()
+        training = Training(workload, train, run_, Path(spec["dataset"]))
+        training.warm_up()
         for _ in range(warmup):
-            trainer.prefetch()
-            trainer.step()
+            training.prepare()
+            training.step()
         # Profile a steady-state step: one that updates the EMA average (every `ema_update_every` steps once past
         # `ema_start_step`), so the profile holds forward, backward of every micro-batch, Adam and the EMA update.
-        trainer.step_index = -(-train.ema_start_step // train.ema_update_every) * train.ema_update_every
-        trainer.prefetch()  # batch assembly and pinning stay outside, as in the timed training step
+        training.trainer.step_index = -(-train.ema_start_step // train.ema_update_every) * train.ema_update_every
+        training.prepare()  # batch assembly and pinning stay outside, as in the timed training step
         with profiled_region(run_.device, trace):
-            trainer.step()
+            training.step()
     else:
-        # The sampling path of the sample job (initial weights: the kernels do not depend on the values).
-        diffusion = workload.build(train.seed).to(run_.device)
-        prepare_model(diffusion, run_.variant, run_.device)
-        diffusion.requires_grad_(False).eval()
-        compile_model(diffusion, run_.variant)
-        evaluate = UNetEvaluation(diffusion, run_.variant, run_.device)
+        # The sampling step of the sample job (initial weights: the kernels do not depend on the values).
+        sampling = Sampling(workload.build(train.seed), Placement.of(run_))
         batch = PreparedPairs(Path(spec["dataset"]), "train")[0]
-        condition = prepare_input(batch["input"].unsqueeze(0).to(run_.device), run_.variant)
-        x = prepare_input(torch.randn_like(batch["target"].unsqueeze(0)).to(run_.device), run_.variant)
-        step = diffusion.num_timesteps // 2
-        with torch.no_grad(), autocast(run_.variant, run_.device):
+        condition = sampling.placement.input(batch["input"].unsqueeze(0))
+        x = sampling.placement.input(torch.randn_like(batch["target"].unsqueeze(0)))
+        step = sampling.diffusion.num_timesteps // 2
+        with sampling.running():
             for _ in range(warmup):
-                diffusion.p_sample(x, condition, step, denoise=evaluate)
+                sampling.step(x, condition, step)
             with profiled_region(run_.device, trace):
-                diffusion.p_sample(x, condition, step, denoise=evaluate)
+                sampling.step(x, condition, step)
     print(json.dumps({"profiled": spec["phase"], "variant": spec["variant"], "device": str(run_.device)}))
 
 

@@ -1,0 +1,205 @@
+"""The timed-step engine: the one place where a variant reaches the model, its inputs and its steps.
+
+The training job, the sampling job, the quality study and the profiled program all build their step here, so the
+step that is profiled is the step that is timed: the same placement (device, model-level switches, compilation,
+input layout, autocast, optimizer and EMA switches, the U-Net evaluation of a sampling step) and the same step
+function.
+
+- `Placement`: a variant on a device; applies each switch (medddpm.variants says how) and nothing else does.
+- `Training`: the trainer of a job, its model placed and compiled; `step()` is one optimizer step.
+- `Sampling`: a diffusion placed for evaluation; `step()` is one DDPM step, `chain()` the reversed chain of them.
+- `timed_steps`: warm-up steps, then measured steps each between a timer's start and stop.
+The process-wide backend switches (TF32, cuDNN benchmark) are set once per job, by `runs.start_run`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import torch
+
+from .build import Workload
+from .checkpoints import load_checkpoint, load_weights_into, workload_record
+from .dataset import PreparedPairs
+from .diffusion import GaussianDiffusion
+from .runs import Run
+from .sampling import UNetEvaluation
+from .settings import TrainSettings
+from .training import EMA, Trainer, data_batches
+from .variants import Variant, autocast, compile_model, compiles_on, prepare_input, prepare_model
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Placement:
+    """A variant on a device: where the model and its inputs live, in which layout, under which autocast, compiled
+    or not, with which optimizer and EMA kernels."""
+
+    def __init__(self, variant: Variant, device: torch.device):
+        self.variant = variant
+        self.device = device
+
+    @classmethod
+    def of(cls, run: Run) -> Placement:
+        return cls(run.variant, run.device)
+
+    @property
+    def compiles(self) -> bool:
+        """Whether anything compiles on this device (the U-Net, or the fused norm on its own on CUDA)."""
+        return compiles_on(self.variant, self.device)
+
+    def model(self, diffusion: GaussianDiffusion) -> GaussianDiffusion:
+        """The diffusion on the device with the model-level switches applied in place (checkpointing, fused norm,
+        memory format); parameters stay the same objects."""
+        diffusion.to(self.device)
+        prepare_model(diffusion, self.variant, self.device)
+        return diffusion
+
+    def compile(self, diffusion: GaussianDiffusion) -> bool:
+        """Compile the U-Net in place when the variant asks for it (compilation happens at the first call)."""
+        return compile_model(diffusion, self.variant)
+
+    def input(self, x: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+        """A tensor on the device, in the variant's memory format."""
+        return prepare_input(x.to(self.device, non_blocking=non_blocking), self.variant)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return autocast(self.variant, self.device)
+
+    def optimizer(self, parameters, lr: float) -> torch.optim.Adam:
+        options = {"fused": True} if self.variant.fused_adam else {}
+        return torch.optim.Adam(parameters, lr=lr, **options)
+
+    def ema(self, decay: float) -> EMA:
+        return EMA(decay, foreach=self.variant.foreach_ema)
+
+    def evaluation(self, diffusion: GaussianDiffusion) -> UNetEvaluation:
+        """The U-Net evaluation of a sampling step: plain, compiled, or replayed from a CUDA graph."""
+        return UNetEvaluation(diffusion, self.variant, self.device)
+
+
+class Training:
+    """The training step of a job: the trainer, with the model built from `train.seed`, placed and compiled."""
+
+    def __init__(self, workload: Workload, train: TrainSettings, run: Run, dataset_dir: Path):
+        self.placement = placement = Placement.of(run)
+        diffusion = placement.model(workload.build(train.seed))
+        self.trainer = Trainer(
+            diffusion,
+            data_batches(PreparedPairs(dataset_dir, "train"), train.seed),
+            placement,
+            train,
+            torch.Generator(device=run.device).manual_seed(train.seed),
+            # Upstream's DataLoader pins memory; pinning only exists for copies to a GPU.
+            pin_memory=run.device.type == "cuda",
+        )
+
+    @property
+    def diffusion(self) -> GaussianDiffusion:
+        return self.trainer.diffusion
+
+    def warm_up(self) -> float | None:
+        """Compilation ahead of every step (Trainer.warm_up_compiled); its seconds, None when nothing compiles."""
+        return self.trainer.warm_up_compiled()
+
+    def prepare(self) -> None:
+        """Batch assembly and pinning for the next step, as upstream's loader workers do: outside the step."""
+        self.trainer.prefetch()
+
+    def step(self) -> list[float]:
+        """One optimizer step (every micro-batch, Adam, the EMA rule); the loss of each micro-batch."""
+        return self.trainer.step()
+
+
+class Sampling:
+    """The sampling step of a job: a diffusion on the device for evaluation (model-level switches applied, gradients
+    off: the weights are constants, which also keeps autocast from caching their casts across CUDA graph captures),
+    compiled when the variant asks, with its U-Net evaluation."""
+
+    def __init__(self, diffusion: GaussianDiffusion, placement: Placement):
+        self.placement = placement
+        self.diffusion = placement.model(diffusion).requires_grad_(False).eval()
+        placement.compile(self.diffusion)
+        self.compiled = placement.compiles
+        self.evaluate = placement.evaluation(self.diffusion)
+
+    @classmethod
+    def from_checkpoint(cls, workload: Workload, run: Run, checkpoint: Path, which: str,
+                        train_seed: int = 0) -> Sampling:
+        """The `model` or `ema` weights of a checkpoint."""
+        diffusion = workload.build(train_seed)
+        state = load_checkpoint(checkpoint, workload_record(workload))
+        load_weights_into(diffusion, state[which], checkpoint, which)
+        return cls(diffusion, Placement.of(run))
+
+    @classmethod
+    def from_weights(cls, workload: Workload, run: Run, weights: dict, train_seed: int = 0) -> Sampling:
+        """`weights`, a state_dict held in memory (a study run's EMA copy)."""
+        diffusion = workload.build(train_seed)
+        diffusion.load_state_dict(weights)
+        return cls(diffusion, Placement.of(run))
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """The state every sampling step runs in: no gradients, the variant's autocast."""
+        with torch.no_grad(), self.placement.autocast():
+            yield
+
+    def step(self, x: torch.Tensor, condition: torch.Tensor, t: int,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+        """One ancestral step x_t -> x_{t-1} through the variant's U-Net evaluation."""
+        return self.diffusion.p_sample(x, condition, t, generator, self.evaluate)
+
+    def chain(self, condition: torch.Tensor, generator: torch.Generator,
+              max_steps: int | None) -> Iterator[tuple[int, torch.Tensor]]:
+        """(t, x_{t-1}) over the reversed chain from noise (GaussianDiffusion.sample_steps): at every t the function
+        of `step`, p_sample through this evaluation."""
+        return self.diffusion.sample_steps(condition, generator, max_steps, self.evaluate)
+
+    def chain_length(self, max_steps: int | None) -> int:
+        timesteps = self.diffusion.num_timesteps
+        return timesteps if max_steps is None else min(max_steps, timesteps)
+
+    def warm_up(self, condition: torch.Tensor, seed: int) -> float:
+        """One step on throw-away noise (its own generator) before any chain: compilation, CUDA graph capture and
+        cuDNN autotuning happen here. Returns its wall-clock seconds."""
+        device = self.placement.device
+        generator = torch.Generator(device=device).manual_seed(seed + 7919)
+        shape = (condition.shape[0], self.diffusion.channels, *condition.shape[2:])
+        x = self.placement.input(torch.randn(shape, device=device, generator=generator))
+        synchronize(device)
+        started = time.perf_counter()
+        with self.running():
+            self.step(x, condition, self.diffusion.num_timesteps // 2, generator)
+        synchronize(device)
+        return time.perf_counter() - started
+
+
+def timed_steps(step: Callable[[], object], warmup: int, measured: int, timer,
+                prepare: Callable[[], None] | None = None,
+                progress: Callable[[str, int], Iterable] | None = None) -> Iterator[tuple[str, object]]:
+    """Run `step` `warmup` times untimed, then `measured` times each between `timer.start()` and `timer.stop()`
+    (measurement.timing.DeviceTimer); yield ("warmup" | "measured", what the step returned) after each step.
+    `prepare` runs before every step and the caller's loop body after it, both outside the timed region.
+    `progress(phase, count)` gives the iterable a phase's steps are counted on (a progress bar), made when the phase
+    begins; a phase of no steps has none."""
+    progress = progress or (lambda phase, count: range(count))
+    for phase, count in (("warmup", warmup), ("measured", measured)):
+        if count <= 0:
+            continue
+        for _ in progress(phase, count):
+            if prepare:
+                prepare()
+            if phase == "warmup":
+                yield phase, step()
+                continue
+            started = timer.start()
+            result = step()
+            timer.stop(started)
+            yield phase, result
