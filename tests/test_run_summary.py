@@ -25,7 +25,10 @@ def test_summary_names_what_was_built_and_the_headline_numbers_of_the_rendered_t
     tab04 = pd.read_csv(finished_run / "paper/tables/tab04_optimization.csv")
     for gpu, rows in tab04.groupby("gpu"):
         best = rows.loc[rows["train_ms_per_sample"].idxmin()]
-        assert f"  {gpu} ({best['origin']}): {best['variant']}, {best['train_speedup_vs_baseline']:.2f}x" in text
+        if best["variant"] == "baseline":  # on a small CPU run the layouts may all be slower
+            assert f"  {gpu} ({best['origin']}): baseline is the fastest" in text
+        else:
+            assert f"  {gpu} ({best['origin']}): {best['variant']}, {best['train_speedup_vs_baseline']:.2f}x" in text
     # Every claim of tab05 with the verdict of every label (the claim's text may be cut, never the verdicts).
     tab05 = pd.read_csv(finished_run / "paper/tables/tab05_claims.csv")
     for claim, rows in tab05.groupby("claim", sort=False):
@@ -105,14 +108,14 @@ def test_terminal_keeps_one_line_per_job_and_the_progress():
     assert not keep(record(None, "Select jobs to execute..."))
     assert keep(record(LogEvent.PROGRESS, done=1, total=45)) and keep(record(None, "Building DAG of jobs..."))
     measured = {"rule_msg": "Training baseline on cpu", "log": ["results/wholehead/cpu/baseline/logs/train.log"],
-                "local": False}
+                "rule_name": "train"}
     assert keep(record(LogEvent.JOB_INFO, **measured)) and handler.last_msg_was_job_info  # no blank line before it
-    line = terminal.TerseFormatter(None).format(record(LogEvent.JOB_INFO, **measured))
+    line = terminal.TerseFormatter(None, quick={"manifest"}.__contains__).format(record(LogEvent.JOB_INFO, **measured))
     assert re.fullmatch(r"\[\d\d:\d\d:\d\d\] Training baseline on cpu  \(log: results/wholehead/cpu/baseline/logs/"
                         r"train\.log\)", line)
-    rendering = {"rule_msg": "", "rule_name": "manifest", "wildcards": {}, "log": ["paper/logs/manifest.log"],
-                 "local": True}
-    assert terminal.job_line(rendering).endswith("] manifest")  # a local rule: seconds, no log to follow
+    rendering = {"rule_msg": "", "rule_name": "manifest", "wildcards": {}, "log": ["paper/logs/manifest.log"]}
+    assert terminal.job_line(rendering, quick={"manifest"}.__contains__).endswith("] manifest")  # seconds: no log
+    assert terminal.job_line(rendering).endswith("] manifest  (log: paper/logs/manifest.log)")
 
 
 def test_terminal_is_left_alone_for_a_dry_run_and_in_job_processes():

@@ -7,8 +7,14 @@ from snakemake.logging import logger
 from reporting import terminal
 from reporting.run_summary import FailedJob, MANIFEST, failed_jobs_from_log, failure_summary, success_summary
 
-# Job subprocesses (exec mode "subprocess" or "remote") parse this file too: they keep Snakemake's own output.
-terminal.install(logger, main_process=getattr(workflow.exec_mode, "name", "") == "DEFAULT")
+# Job subprocesses (exec mode "subprocess" or "remote") parse this file too: they keep Snakemake's own output. The
+# local rules (`localrule: True`: the renderings, seconds each) print no log path; Snakemake keeps their names in
+# a private set (locally every job counts as local in its job records), read when a job starts.
+terminal.install(
+    logger,
+    main_process=getattr(workflow.exec_mode, "name", "") == "DEFAULT",
+    quick=lambda rule: rule in getattr(workflow, "_localrules", ()),
+)
 
 
 def _summary_targets():

@@ -79,6 +79,10 @@ def _fastest(root: Path) -> list[str]:
             continue
         best = rows.loc[rows["train_ms_per_sample"].idxmin()]
         base_ms = float(baseline["train_ms_per_sample"].iloc[0])
+        if best["variant"] == "baseline":
+            others = ", ".join(v for v in rows["variant"] if v != "baseline") or "none"
+            lines.append(f"  {gpu} ({origin}): baseline is the fastest ({base_ms:.1f} ms per sample; slower: {others})")
+            continue
         speedup = best["train_speedup_vs_baseline"]
         if pd.isna(speedup):
             speedup = base_ms / float(best["train_ms_per_sample"])

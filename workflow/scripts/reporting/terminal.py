@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from snakemake.logging import LogEvent
 
@@ -18,9 +19,9 @@ DROPPED_EVENTS = {LogEvent.JOB_STARTED, LogEvent.JOB_FINISHED, LogEvent.WORKFLOW
 DROPPED_TEXTS = {"Select jobs to execute..."}
 
 
-def job_line(info: dict, now: float | None = None) -> str:
-    """One line for a starting job: time, its message (else rule and wildcards) and, unless it is a local rule (the
-    renderings, which take seconds), the log to follow while it runs."""
+def job_line(info: dict, now: float | None = None, quick: Callable[[str], bool] = lambda rule: False) -> str:
+    """One line for a starting job: time, its message (else rule and wildcards) and, unless `quick` says its rule
+    takes seconds (the workflow's local rules: the renderings), the log to follow while it runs."""
     stamp = time.strftime("%H:%M:%S", time.localtime(now))
     what = info.get("rule_msg")
     if not what:
@@ -28,7 +29,7 @@ def job_line(info: dict, now: float | None = None) -> str:
         what = f"{info.get('rule_name', 'job')}" + (f" ({wildcards})" if wildcards else "")
     line = f"[{stamp}] {what}"
     logs = [str(path) for path in info.get("log") or []]
-    if logs and not info.get("local"):
+    if logs and not quick(str(info.get("rule_name"))):
         line += f"  (log: {', '.join(logs)})"
     return line
 
@@ -50,18 +51,20 @@ class TerseFilter(logging.Filter):
 
 
 class TerseFormatter(logging.Formatter):
-    def __init__(self, inner: logging.Formatter | None) -> None:
+    def __init__(self, inner: logging.Formatter | None, quick: Callable[[str], bool] = lambda rule: False) -> None:
         super().__init__()
         self.inner = inner or logging.Formatter()
+        self.quick = quick
 
     def format(self, record: logging.LogRecord) -> str:
         if getattr(record, "event", None) == LogEvent.JOB_INFO and not getattr(record, "indent", False):
-            return job_line(record.__dict__)
+            return job_line(record.__dict__, quick=self.quick)
         return self.inner.format(record)
 
 
-def install(logger: logging.Logger, main_process: bool) -> bool:
-    """Shorten the terminal output of `logger` (Snakemake's) for a real run in the main process; True if done."""
+def install(logger: logging.Logger, main_process: bool, quick: Callable[[str], bool] = lambda rule: False) -> bool:
+    """Shorten the terminal output of `logger` (Snakemake's) for a real run in the main process; True if done.
+    `quick(rule)`: the rule's jobs take seconds, their line names no log."""
     if not main_process:
         return False
     done = False
@@ -74,6 +77,6 @@ def install(logger: logging.Logger, main_process: bool) -> bool:
         if any(isinstance(f, TerseFilter) for f in handler.filters):
             continue
         handler.addFilter(TerseFilter(handler))
-        handler.setFormatter(TerseFormatter(handler.formatter))
+        handler.setFormatter(TerseFormatter(handler.formatter, quick))
         done = True
     return done
