@@ -450,7 +450,7 @@ def _missing_folder(root):
     return "mask", 0
 
 
-# Bad whole-head input folders; README.md's Troubleshooting section lists each as dataset-<name>.
+# Bad whole-head input folders; docs/troubleshooting.md lists each as dataset-<name>.
 BAD_INPUTS = [_corrupt, _truncated, _count_mismatch, _digit_mismatch, _shape_mismatch, _affine_mismatch,
               _same_case_twice, _brats_labels, _unknown_labels, _nan, _inf, _four_d, _too_few_cases, _empty_folder,
               _missing_folder]
