@@ -25,7 +25,7 @@ rule profile_torch:
         train=profiled_train_params,
         warmup_steps=config["profiling"]["warmup_steps"],
     message:
-        "torch.profiler: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); log: {log.job}"
+        "torch.profiler: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
     script:
         "../scripts/profile_run.py"
 
@@ -56,7 +56,7 @@ rule profile_ncu:
         train=profiled_train_params,
         warmup_steps=config["profiling"]["warmup_steps"],
     message:
-        "Nsight Compute: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); log: {log.job}"
+        "Nsight Compute: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
     script:
         "../scripts/profile_run.py"
 
@@ -84,6 +84,6 @@ rule profile_nsys:
         train=profiled_train_params,
         warmup_steps=config["profiling"]["warmup_steps"],
     message:
-        "Nsight Systems: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); log: {log.job}"
+        "Nsight Systems: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
     script:
         "../scripts/profile_run.py"

@@ -21,6 +21,6 @@ rule quality:
         diffusion=config["diffusion"],
         quality=config["quality"],
     message:
-        "Numeric fidelity and image quality of {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); log: {log}"
+        "Numeric fidelity and image quality of {wildcards.variant} on {wildcards.gpu}"
     script:
         "../scripts/assess_quality.py"

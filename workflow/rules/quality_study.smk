@@ -55,7 +55,7 @@ rule study_run:
         train=study_train,
         study={key: STUDY[key] for key in ("steps", "masks", "noise_seed", "ssim_kernel")},
     message:
-        "Quality study: training {wildcards.variant} (seed {wildcards.seed}) on {wildcards.gpu}; progress: {log}"
+        "Quality study: training {wildcards.variant} (seed {wildcards.seed}) on {wildcards.gpu}"
     script:
         "../scripts/study_run.py"
 

@@ -21,6 +21,6 @@ rule sample:
         diffusion=config["diffusion"],
         sample=config["sample"],
     message:
-        "Sampling held-out masks with {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); progress: {log}"
+        "Sampling held-out masks with {wildcards.variant} on {wildcards.gpu}"
     script:
         "../scripts/sample.py"

@@ -20,6 +20,6 @@ rule train:
         diffusion=config["diffusion"],
         train=config["train"],
     message:
-        "Training {wildcards.variant} on {wildcards.gpu} ({wildcards.workload}); progress: {log}"
+        "Training {wildcards.variant} on {wildcards.gpu}"
     script:
         "../scripts/train.py"
