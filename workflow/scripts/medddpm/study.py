@@ -7,8 +7,8 @@ which gives the seed-to-seed spread that the verdict judges the variants by (dat
 hardware label compares every run with the baseline's first seed: its samples from the same noise and mask, and its
 loss curve.
 
-Files of one run, `<root>/<label>/study/<variant>/seed<k>/` (`<root>` is results/ when measured, data/reference/ when
-shipped; the samples are never shipped):
+Files of one run, `<root>/<workload>/<label>/study/<variant>/seed<k>/` (`<root>` is results/ when measured,
+data/reference/ when shipped; the samples are never shipped):
   run.json          budget and settings, training and sampling wall time, float64 errors at the trained weights, the
                     samples against the real images (3D SSIM, PSNR, Wasserstein distance per label, lesion contrast)
   losses.csv        the training loss of every optimizer step (and its micro-batches), the step time

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+import layout
+
 from .derived import cudnn_version
 from .results import MEASURED, TOOL_PREFERENCE, Results, date_of, device_of, variant_order
 
@@ -300,8 +302,9 @@ def conformance_table(results: Results, bands: dict) -> tuple[pd.DataFrame, pd.D
     referenced = set(ref_hardware["gpu"]) if len(ref_hardware) else set()
     for gpu in measured:
         if gpu not in referenced:
+            where = layout.reference_dir(results.workload(gpu), gpu)
             rows.append(_row(gpu, "", "every metric", "", reasons=f"no shipped reference set of {gpu} is listed in "
-                             f"reference_results (data/reference/{gpu}/)"))
+                             f"reference_results ({where}/)"))
             continue
         info = ref_hardware.set_index("gpu").loc[gpu]
         here = Side(_of(runs, gpu), _of(summaries, gpu), results.provenance(gpu), results.gpu_device(gpu))

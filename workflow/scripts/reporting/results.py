@@ -353,6 +353,9 @@ class Results:
         info = self._info(gpu)
         return panel_label(gpu, info["device"], info["origin"], info["date"], info.get("workload", ""))
 
+    def workload(self, gpu: str) -> str:
+        return self._info(gpu)["workload"]
+
     def workloads(self) -> list[str]:
         """The workloads of the labels drawn (one per invocation: the config's)."""
         return list(dict.fromkeys(self.hardware["workload"])) if "workload" in self.hardware else []

@@ -49,7 +49,7 @@ def build(job):
     if not drawn:
         fig = plt.figure(figsize=(14.0, 2.5))
         note(fig.add_subplot(), "no quality study for " + ", ".join(labels) + " (target quality_study; shipped "
-             "reference sets carry it under data/reference/<label>/study/)")
+             "reference sets carry it under data/reference/<workload>/<label>/study/)")
         return fig
     width = max(14.0, 1.75 * (1 + max(len(study[study["gpu"] == g]) for g in drawn)))
     foot = FOOT_H if missing else 0.0
@@ -76,7 +76,7 @@ def build(job):
         top -= BLOCK_H
     if foot:
         fig.text(0.01, foot / 2 / height, "No quality study: " + ", ".join(missing) + " (no study files measured here "
-                 "or shipped under data/reference/<label>/study/)", ha="left", va="center", fontsize=9)
+                 "or shipped under data/reference/<workload>/<label>/study/)", ha="left", va="center", fontsize=9)
     return fig
 
 
