@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import sys
 import traceback
@@ -45,6 +46,25 @@ def remove_outputs(outputs: Iterable[str | Path]) -> None:
             path.unlink(missing_ok=True)
 
 
+def _redirect_descriptors(log) -> dict[int, int]:
+    """Point file descriptors 1 and 2 at `log`; returns copies of the originals to restore."""
+    saved = {}
+    for descriptor in (1, 2):
+        try:
+            saved[descriptor] = os.dup(descriptor)
+            os.dup2(log.fileno(), descriptor)
+        except OSError:  # no such descriptor (a daemon): nothing to redirect
+            saved.pop(descriptor, None)
+    return saved
+
+
+def _restore_descriptors(saved: dict[int, int]) -> None:
+    for descriptor, original in saved.items():
+        os.dup2(original, descriptor)
+        os.close(original)
+    saved.clear()
+
+
 def run_job(log_path: str | Path, main: Callable[[], None], outputs: Iterable[str | Path] = ()) -> None:
     """Run `main` with stdout/stderr in the job's log; an expected error (or a full disk) ends the job with one line.
 
@@ -55,6 +75,9 @@ def run_job(log_path: str | Path, main: Callable[[], None], outputs: Iterable[st
     log = open(log_path, "w", buffering=1)
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = log
+    # What native code writes to the process's own descriptors (the torch profiler's start and stop lines, CUDA
+    # warnings) goes to the log too, not between the run's one line per job.
+    saved = _redirect_descriptors(log)
     try:
         main()
     except (ExpectedError, OSError) as error:
@@ -66,6 +89,7 @@ def run_job(log_path: str | Path, main: Callable[[], None], outputs: Iterable[st
         remove_outputs(outputs)
         message = f"error: {full or error}"
         _print(message, log)
+        _restore_descriptors(saved)
         sys.stdout, sys.stderr = stdout, stderr
         sys.exit(message)
     except BaseException:
@@ -73,6 +97,7 @@ def run_job(log_path: str | Path, main: Callable[[], None], outputs: Iterable[st
         remove_outputs(outputs)
         raise
     finally:
+        _restore_descriptors(saved)
         sys.stdout, sys.stderr = stdout, stderr
         try:
             log.close()
