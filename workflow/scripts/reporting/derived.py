@@ -28,6 +28,57 @@ def speedup(runs: pd.DataFrame, column: str = "train_ms_per_sample", reference: 
     return 1 / relative_to(runs[["gpu", "variant", column]], [column], reference)[column]
 
 
+# speedup_verdict's phases: the time column a speed-up is computed from, and the step-time median and quartiles
+# whose spread decides whether it is within noise (a training step covers `samples_per_step` samples).
+VERDICT_PHASES = {
+    "train": ("train_ms_per_sample", "train_step_median_ms", "train_step_q1_ms", "train_step_q3_ms"),
+    "sample": ("sample_step_median_ms", "sample_step_median_ms", "sample_step_q1_ms", "sample_step_q3_ms"),
+}
+VERDICT_COLUMNS = ["gpu", "variant", "speedup", "low", "high", "within_noise", "verdict"]
+
+
+def speedup_verdict(runs: pd.DataFrame, phase: str = "train", reference: str = "baseline") -> pd.DataFrame:
+    """Per (gpu, variant): the speed-up over the same gpu's `reference` and whether its direction is real.
+
+    speedup = reference time / variant time (> 1: faster), from the run's median (train_ms_per_sample, or the
+    sampling step's median). low/high: the same ratio between the two runs' step-time quartiles, taken the way that
+    makes it smallest (reference q1 / variant q3) and largest (reference q3 / variant q1). within_noise: the two
+    interquartile ranges overlap (low <= 1 <= high), so the measurement does not say which of the two is faster.
+    verdict: "reference", "faster", "slower", "within noise", "no spread measured" (a time without quartiles:
+    within_noise is True, no direction is claimed) or "not measured" (no time, or no reference on the gpu);
+    "faster"/"slower" only where the quartiles are known and apart. Text that names a fastest variant or calls one
+    slower takes it from here."""
+    if phase not in VERDICT_PHASES:
+        raise ValueError(f"phase {phase!r}: one of {sorted(VERDICT_PHASES)}")
+    column, median, q1, q3 = VERDICT_PHASES[phase]
+    if runs.empty or column not in runs:
+        return pd.DataFrame(columns=VERDICT_COLUMNS)
+    frame = runs.reindex(columns=list(dict.fromkeys(["gpu", "variant", column, median, q1, q3]))).copy()
+    time = frame[column].astype(float)
+    scale = time / frame[median].astype(float)  # step time -> the time the speed-up is computed from
+    frame["_q1"], frame["_q3"], frame["_t"] = frame[q1].astype(float) * scale, frame[q3].astype(float) * scale, time
+    base = frame[frame["variant"] == reference].drop_duplicates("gpu").set_index("gpu")
+    ref_t, ref_q1, ref_q3 = (frame["gpu"].map(base[key]).astype(float) for key in ("_t", "_q1", "_q3"))
+    out = frame[["gpu", "variant"]].copy()
+    out["speedup"] = (ref_t / time.where(time > 0)).to_numpy()
+    out["low"] = (ref_q1 / frame["_q3"].where(frame["_q3"] > 0)).to_numpy()
+    out["high"] = (ref_q3 / frame["_q1"].where(frame["_q1"] > 0)).to_numpy()
+    known = out["low"].notna() & out["high"].notna()
+    out["within_noise"] = (known & (out["low"] <= 1) & (out["high"] >= 1)).astype(bool)
+    verdict = pd.Series("not measured", index=out.index)
+    measured = out["speedup"].notna()
+    verdict[measured & known & (out["low"] > 1)] = "faster"
+    verdict[measured & known & (out["high"] < 1)] = "slower"
+    verdict[measured & out["within_noise"]] = "within noise"
+    verdict[measured & ~known] = "no spread measured"  # no quartiles: no direction can be claimed
+    out.loc[measured & ~known, "within_noise"] = True
+    is_reference = frame["variant"] == reference
+    verdict[is_reference & measured] = "reference"
+    out.loc[is_reference & measured, ["low", "high"]] = 1.0
+    out["verdict"] = verdict.to_numpy()
+    return out.reset_index(drop=True)[VERDICT_COLUMNS]
+
+
 def weighted_mean(frame: pd.DataFrame, column: str, weight: str = "duration_ns") -> float:
     """Mean of `column` weighted by `weight` over the rows that have both (NaN when none)."""
     if column not in frame or weight not in frame:
