@@ -257,7 +257,7 @@ def output_files(output):
             files[name],
             caption=f"../report/{output.id}.rst",
             category=output.category,
-            labels={"output": f"{output.id}: {output.title}", "format": shown[name]},
+            labels={"output": entry, "format": shown[name]},
         )
     return files
 
