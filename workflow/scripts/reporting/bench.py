@@ -186,3 +186,102 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
         "",
     ]
     return "\n".join(lines)
+
+
+# -- one number per (gpu, variant) ------------------------------------------------------------------------------------
+# Which measurement a table or figure shows for a (gpu, variant): the run's own train.json and sample.json (the `runs`
+# table), always. They are the files the run's profiles, quality checks and provenance belong to, and a label's
+# bench.csv is built from them. A shipped bench.csv can still hold rows of another run of the same (gpu, variant) (the
+# H200 set's baseline and tf32 rows come from a later run than its baseline/ and tf32/ folders): bench_on_runs keeps
+# from the bench what is the device's and the model's (the measured bf16 rate, the FLOP counts), takes every time and
+# peak from the run, and keeps the bench's own time apart as the other run's, so that the spread between the two is
+# stated (spread_notes) instead of shown as a second number.
+RUN_TIMES = {  # per phase: bench column -> runs column (the first: the time that names the run)
+    "train": {"train_ms_per_sample": "train_ms_per_sample", "train_peak_gib": "train_peak_memory_gib"},
+    "sample": {"sample_step_ms": "sample_step_median_ms", "sample_step_q1_ms": "sample_step_q1_ms",
+               "sample_step_q3_ms": "sample_step_q3_ms", "sample_volume_s": "sample_volume_s",
+               "sample_peak_gib": "sample_peak_memory_gib", "timesteps": "sample_timesteps"},
+}
+# What only the bench's own run measured: kept where the bench row is the run, dropped where it is another run.
+OWN_RUN_ONLY = {"train": ("train_compile_s", "bare_loop_ms_per_sample"), "sample": ("sample_compile_s",)}
+OTHER_RUN = {"train": "train_ms_other_run", "sample": "sample_step_ms_other_run"}
+
+
+def _same(a: pd.Series, b: pd.Series) -> pd.Series:
+    """Two times of one run (equal up to the CSV's rounding); NaN on either side counts as the same."""
+    a, b = a.astype(float), b.astype(float)
+    return (a.isna() | b.isna() | ((a - b).abs() <= 1e-6 * b.abs())).astype(bool)
+
+
+def bench_on_runs(bench: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The bench rows (gpu, variant, ...) with every time and peak taken from the run's train.json/sample.json (see
+    the comment above), TFLOP/s, shares of the bf16 rate and speed-ups recomputed from those times, and the bench's
+    time where it came from another run in train_ms_other_run / sample_step_ms_other_run (NaN where the bench row is
+    the run). Rows without a run keep the bench's numbers."""
+    frame = bench.reset_index(drop=True).copy()
+    for column in OTHER_RUN.values():
+        frame[column] = math.nan
+    if frame.empty or runs.empty:
+        return frame
+    keys = pd.MultiIndex.from_frame(frame[["gpu", "variant"]])
+    run = runs.drop_duplicates(["gpu", "variant"]).set_index(["gpu", "variant"]).reindex(keys).reset_index(drop=True)
+
+    def of_run(column: str) -> pd.Series:
+        return run[column] if column in run else pd.Series(math.nan, index=frame.index)
+
+    phases = (("train", "train_ms_per_sample", ("train_model_tflops", "train_fraction_of_bf16_rate")),
+              ("sample", "sample_step_ms", ("sample_model_tflops", "sample_fraction_of_bf16_rate")))
+    for phase, time, rates in phases:
+        if time not in frame:
+            continue
+        old, new = frame[time].astype(float), of_run(RUN_TIMES[phase][time]).astype(float)
+        replace = new.notna()
+        other = replace & ~_same(old, new)
+        frame[OTHER_RUN[phase]] = old.where(other)
+        for column in rates:  # model FLOPs and the device's rate are the bench's; the time is the run's
+            if column in frame:
+                frame[column] = frame[column].astype(float).mask(replace, frame[column].astype(float) * old / new)
+        for column in OWN_RUN_ONLY[phase]:
+            if column in frame:
+                frame[column] = frame[column].astype(float).mask(other)
+        for column, source in RUN_TIMES[phase].items():
+            if column in frame and source in run:
+                frame[column] = frame[column].mask(replace, run[source])
+        if phase == "train" and "train_ms_per_sample_q1" in frame and "samples_per_step" in run:
+            for quartile in ("q1", "q3"):
+                step = of_run(f"train_step_{quartile}_ms").astype(float) / run["samples_per_step"].astype(float)
+                frame[f"train_ms_per_sample_{quartile}"] = frame[f"train_ms_per_sample_{quartile}"].astype(float).mask(
+                    replace & step.notna(), step)
+    for reference in SPEEDUP_REFERENCES:
+        for phase, column in (("train", "train_ms_per_sample"), ("sample", "sample_step_ms")):
+            if column in frame and f"{phase}_speedup_vs_{reference}" in frame:
+                frame[f"{phase}_speedup_vs_{reference}"] = speedup(frame, column, reference).to_numpy()
+    if "bare_loop_gap_pct" in frame:
+        frame["bare_loop_gap_pct"] = 100 * (frame["train_ms_per_sample"].astype(float)
+                                            / frame["bare_loop_ms_per_sample"].astype(float) - 1)
+    return frame
+
+
+def spread_notes(frame: pd.DataFrame) -> list[str]:
+    """One line per (gpu, variant) whose shipped set holds a second run (bench_on_runs' *_other_run columns): the
+    numbers shown and which run they are, the other run's numbers and the spread between the two."""
+    phases = (("train", "train_ms_per_sample", "ms per training sample", ".1f"),
+              ("sample", "sample_step_ms", "ms per sampling step", ".2f"))
+    present = [(OTHER_RUN[phase], column, unit, spec) for phase, column, unit, spec in phases
+               if OTHER_RUN[phase] in frame and column in frame]
+    if not present:
+        return []
+    notes = []
+    others = frame[frame[[other for other, *_ in present]].notna().any(axis=1)]
+    for _, row in others.iterrows():
+        shown, second = [], []
+        for other, column, unit, spec in present:
+            if pd.notna(row[other]):
+                value, again = float(row[column]), float(row[other])
+                shown.append(f"{format(value, spec)} {unit}")
+                second.append(f"{format(again, spec)} ({100 * (again / value - 1):+.1f} %)")
+        notes.append(f"{row['gpu']} {row['variant']}: two shipped runs. Shown: {', '.join(shown)}, the run of "
+                     f"{row['variant']}/train.json and sample.json (authoritative everywhere); the label's bench.csv "
+                     f"holds another run of it: {', '.join(second)}, the spread between two runs of one "
+                     "configuration.")
+    return notes

@@ -104,8 +104,8 @@ OUTPUTS: list[Output] = [
            config=("model", "diffusion", "train", "dataset"), section="methods", category="Setup"),
     Output("tab03_kernels", "Per run and kernel class: time share, count, SM cycles, instructions, IPC, tensor %",
            reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True),
-    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"), timing=True,
-           category="Optimization"),
+    Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries", "bench"),
+           timing=True, category="Optimization"),
     Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
            reads=("runs", "summaries", "study"), files={"claims": "data/paper_claims.yaml"}, timing=True,
            section="claims", category="Optimization"),
@@ -113,10 +113,11 @@ OUTPUTS: list[Output] = [
            "baseline, loss, float64 errors at the trained weights", reads=("study", "quality"),
            extra={"checks": "paper/tables/tab06_quality_checks.csv"}, category="Quality"),
     Output("fig11_optimization_ladder", "From baseline to the fastest variant: time per rung against the FLOP floor, "
-           "and what each rung changed in the kernel mix", reads=("bench", "summaries"), config=("run_variants",),
-           timing=True, section="frontier", category="Optimization"),
+           "and what each rung changed in the kernel mix", reads=("bench", "runs", "summaries"),
+           config=("run_variants",), timing=True, section="frontier", category="Optimization"),
     Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
-           "volume, peak GiB, compile s", reads=("bench",), timing=True, section="frontier", category="Optimization"),
+           "volume, peak GiB, compile s", reads=("bench", "runs"), timing=True, section="frontier",
+           category="Optimization"),
     Output("tab08_conformance", "Each label measured here against its shipped reference set: per metric a band, a "
            "verdict (within, faster, slower, lower, higher, not comparable) and the likely reasons",
            reads=("runs", "summaries", "reference_hardware", "reference_runs", "reference_summaries"),

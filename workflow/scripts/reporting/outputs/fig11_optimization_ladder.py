@@ -10,6 +10,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from profiling.kernels import CLASS_NAMES
 
+from ..bench import bench_on_runs
 from ..panels import CLASS_COLORS, class_legend, rows_figure, say, variant_color, xticks
 from ..results import preferred_tool
 
@@ -46,7 +47,8 @@ def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, 
 
 def build(job):
     results = job.results
-    bench, summaries = results.table("bench"), results.table("summaries")
+    # Times from each run's own train.json/sample.json, the bench's rate and FLOPs (the numbers of tab04 and tab07).
+    bench, summaries = bench_on_runs(results.table("bench"), results.table("runs")), results.table("summaries")
     configured = list(job.settings.get("run_variants", []))
     labels = [g for g in results.labels() if len(bench) and (bench["gpu"] == g).any()] or results.labels()
     fig, axes = rows_figure([results.panel_label(g) for g in labels], 3, width=5.4, height=4.2, ratios=[1, 1, 1.2])

@@ -1,32 +1,55 @@
-"""tab04: per hardware label and variant, training and sampling cost, speed-up over baseline, and the Nsight
-Compute ratios to baseline where the training step was profiled."""
+"""tab04: per hardware label and variant, training and sampling cost, speed-up over baseline with its range from the
+step-time quartiles (and "within noise" where they overlap the baseline's), and the Nsight Compute ratios to
+baseline where the training step was profiled.
+
+Times are the run's own train.json and sample.json, the numbers every table and figure shows; where the label's
+bench.csv holds another run of a (gpu, variant), that run's time is the train_ms_other_run column and the spread a
+note (reporting.bench.bench_on_runs)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..derived import ncu_headline, relative_to, speedup
+from ..bench import bench_on_runs, spread_notes
+from ..derived import ncu_headline, relative_to, speedup_verdict
 from ..render import Table
 
-CAPTION = ("Optimization impact per variant and device: training time per sample, speed-up over baseline, sampling "
-           "step, peak memory; Nsight Compute SM cycles, warp instructions and IPC of the training step relative to "
-           "baseline, tensor-pipe utilisation (%)")
+CAPTION = ("Optimization impact per variant and device: training time per sample, speed-up over baseline (low-high: "
+           "the same ratio between the two runs' step-time quartiles; 'within noise' where they overlap, so the "
+           "direction is not measured), sampling step, peak memory; Nsight Compute SM cycles, warp instructions and "
+           "IPC of the training step relative to baseline, tensor-pipe utilisation (%)")
 
 
-def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:
+def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame,
+                       bench: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
     if runs.empty:
-        return pd.DataFrame()
+        return pd.DataFrame(), []
     table = runs[["gpu", "variant", "origin", "device", "train_ms_per_sample", "sample_step_median_ms",
                   "train_peak_memory_gib"]].copy()
-    table.insert(5, "train_speedup_vs_baseline", speedup(runs).to_numpy())
+    verdict = speedup_verdict(runs)
+    for k, column in enumerate(("speedup", "low", "high", "verdict")):
+        name = "train_speedup_vs_baseline" if column == "speedup" else f"train_speedup_{column}"
+        name = "train_verdict" if column == "verdict" else name
+        table.insert(5 + k, name, verdict[column].to_numpy())
+    notes = []
+    if bench is not None and len(bench):
+        joined = bench_on_runs(bench, runs)
+        other = joined[["gpu", "variant", "train_ms_other_run"]]
+        table = table.merge(other, on=["gpu", "variant"], how="left")
+        table.insert(5, "train_ms_other_run", table.pop("train_ms_other_run").astype(float))
+        notes = spread_notes(joined)
+    else:
+        table.insert(5, "train_ms_other_run", float("nan"))
     head = ncu_headline(summaries)
     rel = relative_to(head, ["sm_cycles", "warp_instructions", "ipc"]).rename(
         columns={"sm_cycles": "sm_cycles_rel", "warp_instructions": "warp_instructions_rel", "ipc": "ipc_rel"})
     table = table.merge(rel, on=["gpu", "variant"], how="left")
     for column in ("sm_cycles_rel", "warp_instructions_rel", "ipc_rel", "tensor_pipe_pct"):
         table[column] = table[column].astype(float)
-    return table
+    return table, notes
 
 
 def build(job) -> Table:
-    return Table(optimization_table(job.results.table("runs"), job.results.table("summaries")), CAPTION)
+    results = job.results
+    table, notes = optimization_table(results.table("runs"), results.table("summaries"), results.table("bench"))
+    return Table(table, CAPTION, notes=notes)

@@ -1,21 +1,41 @@
 """tab07 (beyond the paper): per hardware label and variant, what the bench measured: ms per training sample with
 its interquartile range, the model's TFLOP/s and its share of the device's measured bf16 matrix-product rate, the
-sampling step and the full-chain volume, peak memory, compile seconds, speed-ups and the bare-loop time."""
+sampling step and the full-chain volume, peak memory, compile seconds, speed-ups and the bare-loop time.
+
+Times and peaks are the run's own (train.json, sample.json), the numbers tab04, fig08 and fig11 show; the bench adds
+the device's rate and the model's FLOPs (reporting.bench.bench_on_runs). Where a label's bench.csv holds another run
+of a (gpu, variant), its time is in the *_other_run columns and the spread in a note."""
 
 from __future__ import annotations
 
+from ..bench import bench_on_runs, spread_notes
+from ..derived import speedup_verdict
 from ..render import Table
 
 COLUMNS = ["gpu", "variant", "origin", "device", "switches", "train_ms_per_sample", "train_ms_per_sample_q1",
-           "train_ms_per_sample_q3", "train_model_tflops", "train_fraction_of_bf16_rate", "sample_step_ms",
-           "sample_volume_s", "train_peak_gib", "sample_peak_gib", "train_compile_s", "sample_compile_s",
-           "train_speedup_vs_baseline", "train_speedup_vs_tf32", "sample_speedup_vs_baseline",
+           "train_ms_per_sample_q3", "train_ms_other_run", "train_model_tflops", "train_fraction_of_bf16_rate",
+           "sample_step_ms", "sample_step_ms_other_run", "sample_volume_s", "train_peak_gib", "sample_peak_gib",
+           "train_compile_s", "sample_compile_s", "train_speedup_vs_baseline", "train_speedup_low",
+           "train_speedup_high", "train_verdict", "train_speedup_vs_tf32", "sample_speedup_vs_baseline",
            "bare_loop_ms_per_sample"]
 CAPTION = ("Frontier: every variant against its device's own ceilings. Model FLOPs (counted once on the U-Net's "
            "shapes, without recomputation) per measured time, as a share of the bf16 matrix-product rate measured on "
-           "the same device; sampling per volume = median step x T; compile time apart from every step time")
+           "the same device; sampling per volume = median step x T; compile time apart from every step time. Times "
+           "are each run's own (train.json, sample.json), as in tab04; the speed-up's low-high range is its value "
+           "between the two runs' step-time quartiles, and 'within noise' where those overlap")
+
+
+def frontier_table(bench, runs):
+    frame = bench_on_runs(bench, runs)
+    if frame.empty:
+        return frame.reindex(columns=COLUMNS), []
+    verdict = speedup_verdict(runs).rename(columns={"speedup": "_speedup", "low": "train_speedup_low",
+                                                    "high": "train_speedup_high", "verdict": "train_verdict"})
+    frame = frame.merge(verdict.drop(columns=["_speedup", "within_noise"]), on=["gpu", "variant"], how="left")
+    return frame.reindex(columns=COLUMNS), spread_notes(frame)
 
 
 def build(job) -> Table:
-    bench = job.results.table("bench")
-    return Table(bench.reindex(columns=COLUMNS), CAPTION)
+    results = job.results
+    table, notes = frontier_table(results.table("bench"), results.table("runs"))
+    return Table(table, CAPTION, notes=notes)
