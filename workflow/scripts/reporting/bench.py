@@ -238,9 +238,12 @@ def bench_on_runs(bench: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         replace = new.notna()
         other = replace & ~_same(old, new)
         frame[OTHER_RUN[phase]] = old.where(other)
-        for column in rates:  # model FLOPs and the device's rate are the bench's; the time is the run's
+        ratio = old / new  # rates scale with 1 / time: model FLOPs and the device's rate are the bench's
+        if phase == "sample" and "sample_volume_s" in frame:  # a bench without the step: its volume time
+            ratio = ratio.fillna(frame["sample_volume_s"].astype(float) / of_run("sample_volume_s").astype(float))
+        for column in rates:
             if column in frame:
-                frame[column] = frame[column].astype(float).mask(replace, frame[column].astype(float) * old / new)
+                frame[column] = frame[column].astype(float).mask(replace, frame[column].astype(float) * ratio)
         for column in OWN_RUN_ONLY[phase]:
             if column in frame:
                 frame[column] = frame[column].astype(float).mask(other)
