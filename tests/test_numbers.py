@@ -3,12 +3,22 @@ direction stated only where the step-time quartiles are apart."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import math
+from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from matplotlib.patches import Rectangle
 
 from reporting import derived
+from reporting.bench import bench_on_runs, spread_notes
+from reporting.registry import BY_ID
+from reporting.render import Job
+from reporting.results import Results, collect
+from targets import SHIPPED_NAMES
 
 
 def _runs(rows) -> pd.DataFrame:
@@ -55,3 +65,94 @@ def test_speedup_verdict_sampling_phase():
     verdict = derived.speedup_verdict(runs, "sample").set_index("variant")
     assert verdict.loc["bf16", "speedup"] == pytest.approx(196 / 74.6)
     assert verdict.loc["bf16", "verdict"] == "faster"
+
+
+# -- one number per (gpu, variant) on the shipped H200 set, read through the collector ---------------------------
+REPO = Path(__file__).resolve().parents[1]
+H200 = REPO / "data" / "reference" / "wholehead" / "h200"
+
+
+@pytest.fixture(scope="module")
+def h200() -> Results:
+    files = sorted(p for p in H200.rglob("*") if p.is_file() and p.name.endswith(SHIPPED_NAMES))
+    return Results.from_tables(collect([], files))
+
+
+def _build(results: Results, output_id: str):
+    output = BY_ID[output_id]
+    return importlib.import_module(output.module).build(Job(output, results, {}, {}))
+
+
+def _drawn(ax) -> list[float]:
+    """Every bar's length in an axes, whichever way the bars lie."""
+    rects = [p for p in ax.patches if isinstance(p, Rectangle)]
+    return [abs(r.get_height()) for r in rects] + [abs(r.get_width()) for r in rects]
+
+
+def _shows_all(values, drawn) -> bool:
+    return all(any(math.isclose(v, d, rel_tol=1e-6) for d in drawn) for v in values)
+
+
+def test_tables_and_figures_agree_on_every_shipped_h200_number(h200):
+    train_json = {p.parent.name: json.loads(p.read_text()) for p in H200.glob("*/train.json")}
+    sample_json = {p.parent.name: json.loads(p.read_text()) for p in H200.glob("*/sample.json")}
+    tab04 = _build(h200, "tab04_optimization")
+    tab07 = _build(h200, "tab07_frontier")
+    four = tab04.frame[tab04.frame["gpu"] == "h200"].set_index("variant")
+    seven = tab07.frame[tab07.frame["gpu"] == "h200"].set_index("variant")
+    assert set(seven.index) <= set(four.index) == set(train_json)
+    for variant, data in train_json.items():  # the run's own train.json is the one number
+        assert four.loc[variant, "train_ms_per_sample"] == pytest.approx(data["train_ms_per_sample"], rel=1e-9)
+        assert four.loc[variant, "sample_step_median_ms"] == pytest.approx(
+            sample_json[variant]["step_time"]["median_ms"], rel=1e-9)
+    for variant in seven.index:
+        for column in ("train_ms_per_sample", "train_speedup_vs_baseline", "train_speedup_low", "train_speedup_high"):
+            assert seven.loc[variant, column] == pytest.approx(four.loc[variant, column], rel=1e-9), (variant, column)
+        assert seven.loc[variant, "train_verdict"] == four.loc[variant, "train_verdict"]
+        assert seven.loc[variant, "sample_step_ms"] == pytest.approx(four.loc[variant, "sample_step_median_ms"])
+    assert four.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(1227.40234375 / 236.33960723876953)
+    # The bench's other run of baseline and tf32 is stated, as a column and a note, never shown as the number.
+    bench = pd.read_csv(H200 / "bench.csv").set_index("variant")
+    others = {v: float(bench.loc[v, "train_ms_per_sample"]) for v in ("baseline", "tf32")}
+    for variant, other in others.items():
+        assert four.loc[variant, "train_ms_other_run"] == pytest.approx(other)
+        assert seven.loc[variant, "train_ms_other_run"] == pytest.approx(other)
+        assert other != pytest.approx(train_json[variant]["train_ms_per_sample"], rel=1e-6)
+    for table in (tab04, tab07):
+        assert any("h200 tf32: two shipped runs" in note and "236.3" in note and "230.7 (-2.4 %)" in note
+                   for note in table.notes)
+    assert seven["train_ms_other_run"].notna().sum() == 2  # every other rung's bench row is its run
+    # The figures draw the same training times, and nowhere the other run's.
+    for output_id, variants in (("fig08_end_to_end", list(four.index)), ("fig11_optimization_ladder",
+                                                                         list(seven.index))):
+        fig = _build(h200, output_id)
+        drawn = [_drawn(ax) for ax in fig.get_axes()]
+        expected = [four.loc[v, "train_ms_per_sample"] for v in variants]
+        assert any(_shows_all(expected, bars) for bars in drawn), output_id
+        assert not any(_shows_all([value], bars) for bars in drawn for value in others.values()), output_id
+        plt.close(fig)
+
+
+def test_bench_on_runs_keeps_the_rate_and_takes_the_runs_time():
+    bench = pd.DataFrame({"gpu": "g", "variant": ["baseline", "tf32"], "train_ms_per_sample": [100.0, 50.0],
+                          "train_ms_per_sample_q1": [99.0, 49.0], "train_ms_per_sample_q3": [101.0, 51.0],
+                          "train_model_tflops": [10.0, 20.0], "train_fraction_of_bf16_rate": [0.01, 0.02],
+                          "train_speedup_vs_baseline": [1.0, 2.0], "bare_loop_ms_per_sample": [98.0, 49.0],
+                          "bare_loop_gap_pct": [2.0, 2.0], "train_compile_s": [None, 3.0]})
+    runs = _runs([("g", "baseline", 200.0, 198.0, 202.0), ("g", "tf32", 110.0, 100.0, 120.0)])
+    runs["train_ms_per_sample"] = [100.0, 55.0]
+    runs["samples_per_step"] = 2
+    frame = bench_on_runs(bench, runs).set_index("variant")
+    assert frame.loc["tf32", "train_ms_per_sample"] == 55.0 and frame.loc["tf32", "train_ms_other_run"] == 50.0
+    assert math.isnan(frame.loc["baseline", "train_ms_other_run"])  # the bench row is the run
+    assert frame.loc["tf32", "train_model_tflops"] == pytest.approx(20.0 * 50 / 55)
+    assert frame.loc["tf32", "train_fraction_of_bf16_rate"] == pytest.approx(0.02 * 50 / 55)
+    assert frame.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(100 / 55)
+    assert frame.loc["tf32", "train_ms_per_sample_q1"] == 50.0 and frame.loc["tf32", "train_ms_per_sample_q3"] == 60.0
+    # What only the other run measured is not put beside this run's time.
+    assert math.isnan(frame.loc["tf32", "bare_loop_ms_per_sample"]) and math.isnan(frame.loc["tf32", "train_compile_s"])
+    assert frame.loc["baseline", "bare_loop_ms_per_sample"] == 98.0
+    assert spread_notes(frame.reset_index()) == [
+        "g tf32: two shipped runs. Shown: 55.0 ms per training sample, the run of tf32/train.json and sample.json "
+        "(authoritative everywhere); the label's bench.csv holds another run of it: 50.0 (-9.1 %), the spread "
+        "between two runs of one configuration."]
