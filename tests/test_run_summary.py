@@ -21,13 +21,15 @@ def test_summary_names_what_was_built_and_the_headline_numbers_of_the_rendered_t
     figures = sum(output.kind == "figure" for output in OUTPUTS)
     assert f"Built {figures} figures (paper/figures/) and {len(OUTPUTS) - figures} tables (paper/tables/)" in text
     assert "Article: paper/article.pdf" in lines and "snakemake --report report.html" in text
-    # The fastest variant of each label is the one with the shortest training time in tab04, its speed-up tab04's.
+    # The fastest variant of each label: the shortest training time in tab04 among those measurably faster than the
+    # baseline (tab04's verdict, from the step-time quartiles), its speed-up tab04's; never a direction within noise.
     tab04 = pd.read_csv(finished_run / "paper/tables/tab04_optimization.csv")
     for gpu, rows in tab04.groupby("gpu"):
-        best = rows.loc[rows["train_ms_per_sample"].idxmin()]
-        if best["variant"] == "baseline":  # on a small CPU run the layouts may all be slower
-            assert f"  {gpu} ({best['origin']}): baseline is the fastest" in text
+        faster = rows[rows["train_verdict"] == "faster"]
+        if faster.empty:  # on a small CPU run the variants are within noise of the baseline, or slower
+            assert f"  {gpu} ({rows['origin'].iloc[0]}): none measurably faster than baseline" in text
         else:
+            best = faster.loc[faster["train_ms_per_sample"].idxmin()]
             assert f"  {gpu} ({best['origin']}): {best['variant']}, {best['train_speedup_vs_baseline']:.2f}x" in text
     # Every claim of tab05 with the verdict of every label (the claim's text may be cut, never the verdicts).
     tab05 = pd.read_csv(finished_run / "paper/tables/tab05_claims.csv")

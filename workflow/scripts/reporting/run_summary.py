@@ -69,7 +69,8 @@ def _fastest(root: Path) -> list[str]:
     frame = _table(root, "tab04_optimization")
     if frame is None:
         return ["paper/tables/tab04_optimization.csv is missing: no fastest variant to report."]
-    lines = ["Fastest variant per hardware label (training time per sample against its baseline; tab04):"]
+    lines = ["Fastest variant per hardware label (training time per sample against its baseline, quartiles apart; "
+             "tab04):"]
     for gpu, rows in frame.groupby("gpu", sort=False):
         rows = rows.dropna(subset=["train_ms_per_sample"])
         origin = rows["origin"].iloc[0] if len(rows) else ""
@@ -77,12 +78,19 @@ def _fastest(root: Path) -> list[str]:
         if rows.empty or baseline.empty:
             lines.append(f"  {gpu}: no training time of the baseline")
             continue
-        best = rows.loc[rows["train_ms_per_sample"].idxmin()]
         base_ms = float(baseline["train_ms_per_sample"].iloc[0])
-        if best["variant"] == "baseline":
-            others = ", ".join(v for v in rows["variant"] if v != "baseline") or "none"
-            lines.append(f"  {gpu} ({origin}): baseline is the fastest ({base_ms:.1f} ms per sample; slower: {others})")
+        # tab04's verdict (reporting.derived.speedup_verdict): a variant is named faster only where its step-time
+        # quartiles and the baseline's are apart.
+        verdicts = rows["train_verdict"] if "train_verdict" in rows else \
+            rows["train_speedup_vs_baseline"].gt(1).map({True: "faster", False: ""})
+        faster = rows[(verdicts == "faster") & (rows["variant"] != "baseline")]
+        if faster.empty:
+            noise = ", ".join(v for v, word in zip(rows["variant"], verdicts) if word == "within noise") or "none"
+            line = f"  {gpu} ({origin}): none measurably faster than baseline ({base_ms:.1f} ms/sample); within noise: "
+            count = sum(word == "within noise" for word in verdicts)
+            lines.append(line + (noise if len(line + noise) <= WIDTH else f"{count} variants (tab04)"))
             continue
+        best = faster.loc[faster["train_ms_per_sample"].idxmin()]
         speedup = best["train_speedup_vs_baseline"]
         if pd.isna(speedup):
             speedup = base_ms / float(best["train_ms_per_sample"])
