@@ -148,14 +148,15 @@ def test_headline_claims_without_a_baseline_value_are_not_measurable(claim_id, m
 def test_ipc_gain_is_the_best_variants_percentage_and_a_zero_baseline_is_not_measurable():
     head = headline(baseline={"ipc": 2.0}, tf32={"ipc": 2.1}, channels_last={"ipc": 1.9},
                     tf32_channels_last={"ipc": 2.14})
-    assert evaluate("ipc", headline=head) == ("+7 % (tf32_channels_last)", claims.REPRODUCED)
+    assert evaluate("ipc", headline=head) == (
+        "+7 % (tf32_channels_last; the highest of tf32, channels_last, tf32_channels_last)", claims.REPRODUCED)
     worse = headline(baseline={"ipc": 2.0}, tf32={"ipc": 1.9}, channels_last={"ipc": 1.5})
-    assert evaluate("ipc", headline=worse) == ("-5 % (tf32)", claims.CONTRADICTED)
+    assert evaluate("ipc", headline=worse) == ("-5 % (tf32; the highest of tf32, channels_last)", claims.CONTRADICTED)
     large = headline(baseline={"ipc": 1.0}, tf32={"ipc": 1.5})
     assert evaluate("ipc", headline=large) == ("+50 % (tf32)", claims.SAME_DIRECTION)
     small = headline(baseline={"ipc": 2.0}, tf32={"ipc": 2.01}, channels_last={"ipc": 2.1},
                      tf32_channels_last={"ipc": 1.0})  # the best is neither the first nor the last by name
-    assert evaluate("ipc", headline=small) == ("+5 % (channels_last)", claims.REPRODUCED)
+    assert evaluate("ipc", headline=small)[0].startswith("+5 % (channels_last; the highest of")
     tiny = headline(baseline={"ipc": 2.0}, tf32={"ipc": 2.01})
     assert evaluate("ipc", headline=tiny) == ("+0.5 % (tf32)", claims.SAME_DIRECTION)  # a gain, far below +7 %
     zero = headline(baseline={"ipc": 0.0}, tf32={"ipc": 1.0})
@@ -233,15 +234,52 @@ def test_convolution_share_is_baselines_when_baseline_was_profiled():
     assert evaluate("conv_dominates", classes=table) == ("45.0% of kernel time (baseline, ncu)", claims.CONTRADICTED)
     # Without baseline, the first variant in the paper's order.
     without = table[table["variant"] != "baseline"]
-    assert evaluate("conv_dominates", classes=without) == ("90.0% of kernel time (tf32, torch)", claims.REPRODUCED)
+    assert evaluate("conv_dominates", classes=without) == (
+        "90.0% of kernel time (tf32, torch.profiler, not the paper's Nsight tools)", claims.REPRODUCED)
+    # A variant beyond the paper is never the evidence, even where it is the only one profiled.
+    beyond = shares([("bf16", "conv_fprop", 0.9), ("bf16", "elementwise", 0.1)])
+    assert evaluate("conv_dominates", classes=beyond) == (
+        "no training-step kernel profile of the paper's variants (baseline, tf32, channels_last, tf32_channels_last) "
+        "on g", claims.NOT_MEASURABLE)
 
 
 def test_layout_share_is_the_largest_over_the_variants():
     table = shares([("baseline", "layout_conversion", 0.07), ("baseline", "conv_fprop", 0.93),
                     ("tf32", "layout_conversion", 0.02), ("tf32", "conv_fprop", 0.98)])
-    assert evaluate("layout_conversions", classes=table) == ("7.0% of kernel time (baseline, ncu)", claims.REPRODUCED)
+    assert evaluate("layout_conversions", classes=table) == (
+        "7.0% of kernel time (baseline, ncu; largest of baseline, tf32)", claims.REPRODUCED)
     none = table[table["kernel_class"] != "layout_conversion"]
-    assert evaluate("layout_conversions", classes=none) == ("0 % (no layout-conversion kernels)", claims.CONTRADICTED)
+    assert evaluate("layout_conversions", classes=none) == (
+        "0 % (no layout-conversion kernels in baseline, tf32)", claims.CONTRADICTED)
+
+
+def test_layout_share_counts_only_the_papers_variants_and_says_which_tool():
+    # bf16_channels_last (beyond the paper) converts layouts the most: it is no evidence for the paper's claim.
+    table = pd.DataFrame([
+        {"variant": "bf16_channels_last", "tool": "torch", "kernel_class": "layout_conversion", "time_share": 0.35},
+        {"variant": "tf32_channels_last", "tool": "ncu", "kernel_class": "layout_conversion", "time_share": 0.031},
+        {"variant": "baseline", "tool": "ncu", "kernel_class": "layout_conversion", "time_share": 0.008}])
+    assert evaluate("layout_conversions", classes=table) == (
+        "3.1% of kernel time (tf32_channels_last, ncu; largest of baseline, tf32_channels_last)", claims.CONTRADICTED)
+    torch_only = table.assign(tool="torch", time_share=[0.35, 0.31, 0.008])
+    assert evaluate("layout_conversions", classes=torch_only) == (
+        "31.0% of kernel time (tf32_channels_last, torch.profiler, not the paper's Nsight tools; largest of baseline, "
+        "tf32_channels_last)", claims.REPRODUCED)
+    nsys = table.assign(tool="nsys", time_share=[0.35, 0.06, 0.008])
+    assert evaluate("layout_conversions", classes=nsys)[0].startswith("6.0% of kernel time (tf32_channels_last, nsys;")
+
+
+def test_every_note_names_the_variants_its_verdict_is_over(tmp_path):
+    for item in CLAIMS["claims"]:
+        for variant in ("baseline", *OPTIMIZED):
+            assert re.search(rf"\b{variant}\b", item["rule"]), (item["id"], variant)
+    # A claims file whose rule does not name them is refused, naming the claim and the variants.
+    edited = {**CLAIMS, "optimized_variants": [*OPTIMIZED, "bf16"]}
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(edited))
+    with pytest.raises(ValueError, match="the rule of claim 'sm_cycles' does not name bf16"):
+        claims.load_claims(path)
+    assert claims.load_claims(Path(__file__).resolve().parents[1] / "data" / "paper_claims.yaml") == CLAIMS
 
 
 @pytest.mark.parametrize("claim_id", ["conv_dominates", "layout_conversions"])

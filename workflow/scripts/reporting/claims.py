@@ -3,10 +3,16 @@
 Published values come only from data/paper_claims.yaml and go only into the "published" columns. A verdict is one of
 four kinds: the measured value reproduces the claim (within the stated factor), goes the same way with another
 magnitude, contradicts it, or cannot be measured here (the missing input or the switch without effect is named).
+
+The evidence is the paper's: every verdict is over `baseline` and the paper's optimized variants (the claims file's
+`optimized_variants`), never over a variant beyond the paper; the claims about Nsight Compute metrics read Nsight
+Compute profiles only, and the kernel-time shares the Nsight profiles where a run has one, the measured value saying
+so where torch.profiler stood in. Each rule's text (the table's note) names the variants it is over.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -22,14 +28,25 @@ NOT_MEASURABLE = "not measurable here"
 VERDICTS = (REPRODUCED, SAME_DIRECTION, CONTRADICTED, NOT_MEASURABLE)
 
 
+DEFAULT_OPTIMIZED = ["tf32", "channels_last", "tf32_channels_last"]
+# The paper's profilers: a kernel-time share from any other tool is said to be so in the measured value.
+PAPER_TOOLS = {"ncu": "ncu", "nsys": "nsys"}
+
+
 def load_claims(path: str | Path) -> dict:
     data = yaml.safe_load(Path(path).read_text())
     if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
         raise ValueError(f"{path}: expected a mapping with a `claims` list")
+    optimized = data.get("optimized_variants", DEFAULT_OPTIMIZED)
     for claim in data["claims"]:
         for key in ("id", "claim", "published_text", "measure", "rule"):
             if key not in claim:
                 raise ValueError(f"{path}: claim {claim.get('id', '?')!r} lacks `{key}`")
+        # The rule is the table's note: it names the variants its verdict is over.
+        unnamed = [v for v in ("baseline", *optimized) if not re.search(rf"\b{re.escape(v)}\b", claim["rule"])]
+        if unnamed:
+            raise ValueError(f"{path}: the rule of claim {claim['id']!r} does not name {', '.join(unnamed)}, "
+                             "variants its verdict is over (optimized_variants)")
     return data
 
 
@@ -149,6 +166,15 @@ def quality_verdict(claim: dict, gpu: str, study: pd.DataFrame, optimized: list[
     return text, REPRODUCED if all(inside[v] for v in judged) else CONTRADICTED
 
 
+def _tool(tool: str) -> str:
+    return PAPER_TOOLS.get(tool, f"{'torch.profiler' if tool == 'torch' else tool}, not the paper's Nsight tools")
+
+
+def _paper_classes(classes: pd.DataFrame, optimized: list[str]) -> pd.DataFrame:
+    """The training-step class shares of the paper's variants only (baseline and `optimized`)."""
+    return classes[classes["variant"].isin(["baseline", *optimized])]
+
+
 def evaluate(claim: dict, gpu: str, ctx: dict) -> tuple[str, str]:
     """(measured value as text, verdict) of one claim for one hardware label.
 
@@ -175,7 +201,8 @@ def evaluate(claim: dict, gpu: str, ctx: dict) -> tuple[str, str]:
                 return _not_measurable(f"baseline IPC is zero on {gpu}")
             gains = {v: (float(head.loc[v, metric]) / base - 1) * 100 for v in others}
             best = max(gains, key=gains.get)
-            return (f"{gains[best]:+.3g} % ({best})",
+            among = f"; the highest of {', '.join(others)}" if len(others) > 1 else ""
+            return (f"{gains[best]:+.3g} % ({best}{among})",
                     magnitude_verdict(gains[best] > 0, gains[best], claim["published"], claim["factor"]))
         values = {v: float(head.loc[v, metric]) for v in others}
         best = max(values, key=values.get)
@@ -186,23 +213,26 @@ def evaluate(claim: dict, gpu: str, ctx: dict) -> tuple[str, str]:
     if measure in ("conv_share", "layout_share"):
         if not ctx["is_gpu"]:
             return _not_measurable(f"{gpu} ran on a CPU (no GPU kernels)")
-        classes = ctx["classes"]
-        if len(classes) == 0:
+        if len(ctx["classes"]) == 0:
             return _not_measurable(f"no training-step kernel profile on {gpu}")
+        classes = _paper_classes(ctx["classes"], optimized)
+        if len(classes) == 0:
+            return _not_measurable(f"no training-step kernel profile of the paper's variants (baseline, "
+                                   f"{', '.join(optimized)}) on {gpu}")
         if measure == "conv_share":
             variants = variant_order(classes["variant"])
             variant = "baseline" if "baseline" in variants else variants[0]
             run = classes[classes["variant"] == variant]
             share = float(run[run["kernel_class"].isin(CONV_CLASSES)]["time_share"].sum())
-            tool = run["tool"].iloc[0]
-            return (f"{share:.1%} of kernel time ({variant}, {tool})",
+            return (f"{share:.1%} of kernel time ({variant}, {_tool(run['tool'].iloc[0])})",
                     REPRODUCED if share > claim["threshold"] else CONTRADICTED)
+        over = ", ".join(variant_order(classes["variant"]))
         layout = classes[classes["kernel_class"] == "layout_conversion"]
         if len(layout) == 0:
-            return "0 % (no layout-conversion kernels)", CONTRADICTED
+            return f"0 % (no layout-conversion kernels in {over})", CONTRADICTED
         best = layout.loc[layout["time_share"].astype(float).idxmax()]
         share = float(best["time_share"])
-        return (f"{share:.1%} of kernel time ({best['variant']}, {best['tool']})",
+        return (f"{share:.1%} of kernel time ({best['variant']}, {_tool(best['tool'])}; largest of {over})",
                 REPRODUCED if share >= claim["threshold"] else CONTRADICTED)
     raise ValueError(f"paper_claims: unknown measure {measure!r} in claim {claim['id']!r}")
 
@@ -226,7 +256,7 @@ def claims_table(claims: dict, results: Results) -> tuple[pd.DataFrame, list[str
         for gpu in results.labels():
             ctx = {"headline": of(headline, gpu), "ncu_classes": of(ncu_train, gpu), "classes": of(train, gpu),
                    "study": of(study, gpu), "runs": of(runs, gpu), "is_gpu": results.gpu_device(gpu),
-                   "optimized": claims.get("optimized_variants", ["tf32", "channels_last", "tf32_channels_last"])}
+                   "optimized": claims.get("optimized_variants", DEFAULT_OPTIMIZED)}
             measured, verdict = evaluate(claim, gpu, ctx)
             rows.append({"claim": claim["claim"], "published": claim["published_text"],
                          "published_on": claim.get("published_on", ""), "gpu": gpu, "origin": results.origin(gpu),
