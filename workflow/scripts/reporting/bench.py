@@ -286,5 +286,5 @@ def spread_notes(frame: pd.DataFrame) -> list[str]:
         notes.append(f"{row['gpu']} {row['variant']}: two shipped runs. Shown: {', '.join(shown)}, the run of "
                      f"{row['variant']}/train.json and sample.json (authoritative everywhere); the label's bench.csv "
                      f"holds another run of it: {', '.join(second)}, the spread between two runs of one "
-                     "configuration.")
+                     "configuration; what only that run measured (bare loop, compile time) is left out.")
     return notes

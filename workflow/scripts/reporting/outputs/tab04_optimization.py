@@ -16,7 +16,7 @@ from ..render import Table
 
 CAPTION = ("Optimization impact per variant and device: training time per sample, speed-up over baseline (low-high: "
            "the same ratio between the two runs' step-time quartiles; 'within noise' where they overlap, so the "
-           "direction is not measured), sampling step, peak memory; Nsight Compute SM cycles, warp instructions and "
+           "direction is not measured), sampling step with its speed-up and verdict, peak memory; Nsight Compute SM cycles, warp instructions and "
            "IPC of the training step relative to baseline, tensor-pipe utilisation (%)")
 
 
@@ -31,6 +31,11 @@ def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame,
         name = "train_speedup_vs_baseline" if column == "speedup" else f"train_speedup_{column}"
         name = "train_verdict" if column == "verdict" else name
         table.insert(5 + k, name, verdict[column].to_numpy())
+    if "sample_step_median_ms" in runs and runs["sample_step_median_ms"].notna().any():
+        sampling = speedup_verdict(runs, "sample")
+        position = table.columns.get_loc("sample_step_median_ms") + 1
+        table.insert(position, "sample_speedup_vs_baseline", sampling["speedup"].to_numpy())
+        table.insert(position + 1, "sample_verdict", sampling["verdict"].to_numpy())
     notes = []
     if bench is not None and len(bench):
         joined = bench_on_runs(bench, runs)
