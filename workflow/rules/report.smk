@@ -55,8 +55,13 @@ rule article:
     input:
         outputs=registered_files(),
         captions=[output.caption for output in OUTPUTS],
+        # The collected results the text is written from: step-time quartiles (faster, slower or within noise),
+        # kernels, Nsight Compute counters and rule results.
+        **{name: layout.collected_table(name, WORKLOAD) for name in ("runs", "kernels", "ncu_kernels", "rules")},
+        peaks="data/gpu_peaks.yaml",
+        references="workflow/report/references.yaml",
         template="workflow/report/article.typ",
-        code="workflow/scripts/reporting/article.py",
+        code=["workflow/scripts/reporting/article.py", "workflow/scripts/reporting/derived.py"],
     output:
         pdf=report("paper/article.pdf", caption="../report/article.rst", category="Article"),
     log:

@@ -1,9 +1,14 @@
-"""Snakemake job: paper/article.pdf, typeset from the registered outputs (reporting.article)."""
+"""Snakemake job: paper/article.pdf, typeset from the registered outputs and the collected results
+(reporting.article)."""
 
 from reporting.article import typeset
 from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
-run_job(snakemake.log[0], lambda: typeset(".", snakemake.input.template, snakemake.params.settings,
-                                          snakemake.output.pdf), snakemake.output)
+COLLECTED = ("runs", "kernels", "ncu_kernels", "rules")
+
+run_job(snakemake.log[0], lambda: typeset(
+    ".", snakemake.input.template, snakemake.params.settings, snakemake.output.pdf,
+    collected={name: snakemake.input[name] for name in COLLECTED},
+    peaks=snakemake.input.peaks, references=snakemake.input.references), snakemake.output)
