@@ -392,7 +392,8 @@ def workload_text(inputs: Inputs, settings: dict) -> str:
                            "(no download), in Med-DDPM's whole-head layout",
               "wholehead": f"Med-DDPM's whole-head images and masks, read from `{data['root']}`",
               "brats": f"BraTS 2021 cases read from `{data['root']}`",
-              "synthetic_brats": "a synthetic stand-in for BraTS 2021 (no download)"}.get(data["source"], data["source"])
+              "synthetic_brats": "a synthetic stand-in for BraTS 2021 (no download)"}.get(data["source"],
+                                                                                         data["source"])
     return (f"The workload configured for the runs measured here is the {settings.get('workload', 'wholehead')} "
             f"network of Med-DDPM at base width {model['base_width']} (tab02): "
             f"{work.get('volume (D x W x H), batch', '?')}, {work.get('parameters', '?')} parameters, "
@@ -983,7 +984,8 @@ def table_item(output: Output, root: Path) -> dict:
     header = [h + (" %" if c in PERCENT_COLUMNS and not h.endswith("%") and "of" not in h else "")
               if c in PERCENT_COLUMNS else h for c, h in zip(frame.columns, header)]
     size, landscape = _layout(header, rows)
-    return {"kind": "table", "id": output.id, "caption": caption(output, root), "notes": table_notes(root / files["md"]),
+    return {"kind": "table", "id": output.id, "caption": caption(output, root),
+            "notes": table_notes(root / files["md"]),
             "header": header, "numeric": numeric, "rows": rows, "empty": "no rows: nothing was measured for this table",
             "size": size, "landscape": landscape, "widths": [round(w, 1) for w in _column_pt(header, rows, size)]}
 
