@@ -302,7 +302,7 @@ def conformance_table(results: Results, bands: dict) -> tuple[pd.DataFrame, pd.D
     referenced = set(ref_hardware["gpu"]) if len(ref_hardware) else set()
     for gpu in measured:
         if gpu not in referenced:
-            where = layout.reference_dir(results.workload(gpu), gpu)
+            where = layout.reference_dir(results.workload(gpu) or "<workload>", gpu)
             rows.append(_row(gpu, "", "every metric", "", reasons=f"no shipped reference set of {gpu} is listed in "
                              f"reference_results ({where}/)"))
             continue

@@ -354,7 +354,8 @@ class Results:
         return panel_label(gpu, info["device"], info["origin"], info["date"], info.get("workload", ""))
 
     def workload(self, gpu: str) -> str:
-        return self._info(gpu)["workload"]
+        """The label's workload ('' for a bundle collected before the workload was recorded)."""
+        return self._info(gpu).get("workload", "") or ""
 
     def workloads(self) -> list[str]:
         """The workloads of the labels drawn (one per invocation: the config's)."""
