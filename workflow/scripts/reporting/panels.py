@@ -11,19 +11,67 @@ import pandas as pd
 
 from profiling.kernels import CLASS_NAMES
 
+from .palette import CLASS_COLORS, class_color
+from .palette import variant_color as palette_variant_color
 from .results import SHIPPED, Results, variant_order
 from .style import note
 
 TOOL_NAMES = {"ncu": "Nsight Compute", "nsys": "Nsight Systems", "torch": "torch.profiler"}
-# tab10 holds ten colours and there are eleven classes: the eleventh ("other", last) is a light grey unlike any of them.
-_PALETTE = plt.get_cmap("tab10").colors + ("#c7c7c7",)
-CLASS_COLORS = {name: _PALETTE[k % len(_PALETTE)] for k, name in enumerate(CLASS_NAMES)}
-_VARIANT_COLORS = dict(zip(["baseline", "torch_defaults", "tf32", "channels_last", "tf32_channels_last"],
-                           plt.get_cmap("Set2").colors))
+TOOL_TAGS = {"ncu": "ncu", "nsys": "nsys", "torch": "torch"}  # short tags beside a variant's name
+# Characters of a bold 11 pt title per inch of figure width (DejaVu Sans; a little less than fits).
+TITLE_CHARS_PER_INCH = 9.5
+BAR_LABEL_SIZE = 8
 
 
-def variant_color(variant: str, k: int):
-    return _VARIANT_COLORS.get(variant, plt.get_cmap("Dark2").colors[k % 8])
+def variant_color(variant: str, k: int | None = None) -> str:
+    """The variant's one colour (reporting.palette); `k` (its place in a panel) is ignored: a variant keeps its
+    colour whatever else is drawn."""
+    return palette_variant_color(variant)
+
+
+def mark(artists, variant: str) -> None:
+    """Tag artists as drawing `variant` (their gid), so that a test can check each variant's colour everywhere."""
+    for artist in artists:
+        artist.set_gid(f"variant:{variant}")
+
+
+def shape_text(shape: str) -> str:
+    """'128x128x128' -> '128³'; other shapes as they are."""
+    sides = str(shape).split("x")
+    return f"{sides[0]}\N{SUPERSCRIPT THREE}" if len(sides) == 3 and len(set(sides)) == 1 else str(shape)
+
+
+def workload_of(results: Results, gpu: str) -> str:
+    """What a label's runs measured, from their train.json and sample.json (the collected `runs` table): volume
+    shape, the network's parameter count (fixed by the configured U-Net's base width) and the diffusion's T, e.g.
+    '128³ voxels, 40.2 M parameters, T = 250'. Where the label's runs differ, every value is named."""
+    runs = results.tables.get("runs")
+    if runs is None or runs.empty or "gpu" not in runs:
+        return ""
+    rows = runs[runs["gpu"] == gpu]
+
+    def values(column, text) -> str:
+        present = [v for v in dict.fromkeys(rows[column].dropna()) if str(v)] if column in rows else []
+        return "/".join(text(v) for v in present)
+
+    shape = values("volume_shape", shape_text)
+    params = values("parameters", lambda v: f"{float(v) / 1e6:.1f}")
+    steps = values("sample_timesteps", lambda v: f"{int(v)}")
+    parts = [shape and f"{shape} voxels", params and f"{params} M parameters", steps and f"T = {steps}"]
+    return ", ".join(part for part in parts if part)
+
+
+def panel_title(results: Results, gpu: str, phase: str | None = None) -> str:
+    """A row's title: the label, its workload, device, origin and date (Results.panel_label), then the workload's
+    size (workload_of) and the phase drawn."""
+    detail = "; ".join(part for part in (workload_of(results, gpu), phase and f"{phase} step") if part)
+    return f"{results.panel_label(gpu)} \N{EM DASH} {detail}" if detail else results.panel_label(gpu)
+
+
+def fit(text: str, width_in: float, chars_per_inch: float = TITLE_CHARS_PER_INCH) -> str:
+    """`text` wrapped to a width in inches (each line of it kept)."""
+    chars = max(20, int(width_in * chars_per_inch))
+    return "\n".join(line for part in text.split("\n") for line in (textwrap.wrap(part, chars) or [""]))
 
 
 def say(ax, text: str) -> None:
@@ -58,23 +106,41 @@ def absent_reason(results: Results, gpu: str, phase: str, what: str = "") -> str
     return f"no Nsight Compute data for {gpu} ({phase}{shipped}): {names} {verb} durations only"
 
 
-def rows_figure(titles: list[str], ncols: int, width: float = 5.2, height: float = 3.9, ratios=None,
-                left_out: list[str] = ()):
-    """One subfigure per row (titled), `ncols` axes in each; `left_out` (rows not drawn, with the reason) goes into
-    a last, short row, so a figure never hides a label or phase without saying why."""
-    chars = int(width * ncols * 12)  # about what fits across the figure at 9 pt
-    notes = [line for text in left_out for line in textwrap.wrap(f"- {text}", chars, subsequent_indent="  ")]
-    extra = 0.35 + 0.2 * len(notes) if notes else 0
-    fig = plt.figure(figsize=(width * ncols, height * len(titles) + extra), layout="constrained")
-    heights = [height] * len(titles) + ([extra] if notes else [])
-    subfigs = fig.subfigures(len(heights), 1, squeeze=False, height_ratios=heights)[:, 0]
+def rows_figure(titles: list[str], ncols: int, width: float = 5.2, height=3.9, ratios=None,
+                left_out: list[str] = (), caveat: str = ""):
+    """One subfigure per row (titled: panel_title), `ncols` axes in each; `height` one value or one per row.
+    `left_out` (rows not drawn, with the reason) goes into a last, short row, so a figure never hides a label or phase
+    without saying why; `caveat` (a sentence about reading the rows) opens that row."""
+    heights = list(height) if np.ndim(height) else [height] * len(titles)
+    total_width = width * ncols
+    chars = int(total_width * 12)  # about what fits across the figure at 9 pt
+    lines = textwrap.wrap(caveat, chars) if caveat else []
+    if left_out:
+        lines += ["Not drawn:"] + [line for text in left_out
+                                   for line in textwrap.wrap(f"- {text}", chars, subsequent_indent="  ")]
+    extra = 0.3 + 0.19 * len(lines) if lines else 0
+    titles = [fit(title, total_width) for title in titles]
+    heights = [h + 0.2 * title.count("\n") for h, title in zip(heights, titles)]
+    fig = plt.figure(figsize=(total_width, sum(heights) + extra), layout="constrained")
+    subfigs = fig.subfigures(len(heights) + bool(lines), 1, squeeze=False,
+                             height_ratios=heights + ([extra] if lines else []))[:, 0]
     axes = []
     for subfig, title in zip(subfigs, titles):
         subfig.suptitle(title, x=0.01, ha="left", fontsize=11, fontweight="bold")
         axes.append(subfig.subplots(1, ncols, squeeze=False, width_ratios=ratios)[0])
-    if notes:
-        subfigs[-1].text(0.01, 0.5, "Not drawn:\n" + "\n".join(notes), ha="left", va="center", fontsize=9)
+    if lines:
+        subfigs[-1].text(0.01, 0.5, "\n".join(lines), ha="left", va="center", fontsize=9)
     return fig, axes
+
+
+# A caveat for figures whose rows may hold different workloads.
+OWN_SCALES = ("Each row is one hardware label with its own workload (named in its title) and its own scale: compare "
+              "the variants within a row, not numbers across rows.")
+
+
+def bars_height(n: int, base: float = 3.6, per: float = 0.24) -> float:
+    """Height (inches) of a row of horizontal-bar panels with `n` bars (or bar groups): room for every label."""
+    return max(base, 1.5 + per * n)
 
 
 def rows_with_data(results: Results, has_data, what: str) -> tuple[list[tuple[str, str]], list[str]]:
@@ -88,42 +154,89 @@ def rows_with_data(results: Results, has_data, what: str) -> tuple[list[tuple[st
 
 
 def class_legend(fig, classes) -> None:
-    handles = [plt.Rectangle((0, 0), 1, 1, color=CLASS_COLORS.get(c, "grey")) for c in classes]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=class_color(c)) for c in classes]
     if handles:
         per_row = max(2, int(fig.get_figwidth() / 1.7))  # class names are up to 17 characters at 9 pt
         fig.legend(handles, classes, loc="outside lower center", ncol=min(per_row, len(handles)),
                    title="kernel class", fontsize=9)
 
 
-def grouped_barh(ax, frame: pd.DataFrame, category: str, value: str, categories: list) -> None:
-    """One horizontal bar per variant for each of `categories` (bottom to top), side by side."""
-    order = variant_order(frame["variant"])
-    height = 0.8 / len(order)
-    for k, variant in enumerate(order):
-        values = frame[frame["variant"] == variant].set_index(category).reindex(categories)[value]
-        ax.barh(np.arange(len(categories)) + (k - (len(order) - 1) / 2) * height, values, height=height,
-                color=variant_color(variant, k), label=variant)
-    ax.set_yticks(range(len(categories)), categories, fontsize=8)
+def variant_legend(ax, variants, title: str = "variant") -> None:
+    """The variants' colours, to the right of the axes (never over the data)."""
+    handles = [plt.Rectangle((0, 0), 1, 1, color=variant_color(v)) for v in variants]
+    ax.legend(handles, list(variants), loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=8,
+              title=title, title_fontsize=8)
 
 
-def grouped_bars(ax, frame: pd.DataFrame, column: str, categories: list[str], ylabel: str) -> None:
-    """One vertical bar per variant for each kernel class of `categories`, side by side."""
-    order = variant_order(frame["variant"])
-    width = 0.8 / max(len(order), 1)
-    for k, variant in enumerate(order):
-        values = frame[frame["variant"] == variant].set_index("kernel_class").reindex(categories)[column]
-        ax.bar(np.arange(len(categories)) + (k - (len(order) - 1) / 2) * width, values, width=width,
-               color=variant_color(variant, k), label=variant)
-    xticks(ax, categories)
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
+def label_room(ax, ends, texts, log: bool = False, axis_in: float = 3.0) -> None:
+    """Extend the value axis so that a label of `texts` fits past the end of its bar (`ends`), on an axis about
+    `axis_in` inches long (8 pt labels: about 0.065 in per character)."""
+    ends = np.asarray([e for e in ends if np.isfinite(e) and (e > 0 or not log)], dtype=float)
+    if not len(ends):
+        return
+    longest = max((len(t) for t in texts), default=0)
+    share = min(0.6, (0.065 * longest + 0.12) / axis_in)  # of the axis the label takes
+    high = float(ends.max())
+    if log:
+        low = ax.get_xlim()[0] if ax.get_xscale() == "log" else float(ends.min()) / 2
+        low = min(low, float(ends.min()) / 2)
+        decades = np.log10(high / low)
+        ax.set_xlim(low, high * 10 ** (decades * share / (1 - share)))
+    else:
+        ax.set_xlim(min(0.0, ax.get_xlim()[0]), high / (1 - share) if high > 0 else 1.0)
 
 
-def variant_bars(ax, order: list[str], values, fmt: str | None = None) -> None:
-    """One bar per variant in its colour, optionally annotated with `fmt`."""
-    ax.bar(range(len(order)), values, color=[variant_color(v, k) for k, v in enumerate(order)])
+def variant_barh(ax, order: list[str], values, fmt: str | None = None, errors=None, log: bool = False,
+                 labels: list[str] | None = None, axis_in: float = 3.0) -> None:
+    """One horizontal bar per variant in its colour, the first on top, names (or `labels`) on the y axis; `fmt`
+    writes each value just past its bar's end (past its whisker where `errors`, (low, high), are drawn)."""
+    values = np.asarray(pd.to_numeric(pd.Series(list(values)), errors="coerce"), dtype=float)
+    y = np.arange(len(order))
+    if log:
+        ax.set_xscale("log")
+    bars = ax.barh(y, np.where(np.isfinite(values), values, 0), height=0.7, color=[variant_color(v) for v in order])
+    for bar, variant in zip(bars, order):
+        mark([bar], variant)
+    ends = values.copy()
+    if errors is not None:
+        low, high = (np.nan_to_num(np.asarray(e, dtype=float)) for e in errors)
+        ax.errorbar(values, y, xerr=[low, high], fmt="none", color="black", capsize=2, linewidth=0.8)
+        ends = values + high
+    texts = []
     if fmt:
-        for x, value in enumerate(values):
-            if not pd.isna(value):
-                ax.annotate(fmt.format(value), (x, value), ha="center", va="bottom", fontsize=8)
-    xticks(ax, order)
+        for yi, value, end in zip(y, values, ends):
+            if np.isfinite(value):
+                texts.append(fmt.format(value))
+                ax.annotate(texts[-1], (end, yi), xytext=(3, 0), textcoords="offset points", va="center",
+                            ha="left", fontsize=BAR_LABEL_SIZE)
+    ax.set_yticks(y, labels or order, fontsize=8)
+    ax.set_ylim(len(order) - 0.5, -0.5)
+    label_room(ax, ends, texts, log, axis_in)
+
+
+def grouped_barh(ax, frame: pd.DataFrame, category: str, value: str, categories: list, fmt: str | None = None,
+                 legend: bool = True, axis_in: float = 3.0) -> list[str]:
+    """For each of `categories` (top to bottom) one horizontal bar per variant, side by side; the variants' legend
+    beside the axes. Returns the variants drawn."""
+    order = variant_order(frame["variant"])
+    height = 0.8 / max(len(order), 1)
+    texts, ends = [], []
+    for k, variant in enumerate(order):
+        values = frame[frame["variant"] == variant].set_index(category).reindex(categories)[value].astype(float)
+        ys = np.arange(len(categories)) + (k - (len(order) - 1) / 2) * height
+        bars = ax.barh(ys, values.fillna(0).to_numpy(), height=height, color=variant_color(variant), label=variant)
+        mark(bars, variant)
+        if fmt:
+            for yi, v in zip(ys, values):
+                if np.isfinite(v):
+                    texts.append(fmt.format(v))
+                    ax.annotate(texts[-1], (v, yi), xytext=(2, 0), textcoords="offset points", va="center",
+                                ha="left", fontsize=min(BAR_LABEL_SIZE, 7))
+        ends += list(values)
+    ax.set_yticks(range(len(categories)), categories, fontsize=8)
+    ax.set_ylim(len(categories) - 0.5, -0.5)
+    if fmt:
+        label_room(ax, ends, texts, ax.get_xscale() == "log", axis_in)
+    if legend:
+        variant_legend(ax, order)
+    return order

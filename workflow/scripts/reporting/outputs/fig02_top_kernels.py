@@ -9,7 +9,7 @@ import pandas as pd
 
 from profiling.kernels import CLASS_NAMES
 
-from ..panels import CLASS_COLORS, TOOL_NAMES, class_legend, rows_figure, say
+from ..panels import CLASS_COLORS, TOOL_NAMES, class_legend, panel_title, rows_figure, say
 from ..results import preferred_tool, variant_order
 
 
@@ -43,7 +43,7 @@ def build(job, n: int = 10):
     results = job.results
     kernels = results.kernels()
     labels = results.labels()
-    fig, axes = rows_figure([results.panel_label(g) for g in labels], 1, width=11, height=4.2)
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], 1, width=11, height=4.2)
     used = set()
     for gpu, (ax,) in zip(labels, axes):
         data = kernels[kernels["gpu"] == gpu] if len(kernels) else kernels

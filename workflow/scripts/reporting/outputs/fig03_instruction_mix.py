@@ -13,11 +13,15 @@ import pandas as pd
 
 from profiling.instructions import CATEGORIES, UNIT, mix_by_class
 
-from ..panels import absent_reason, ncu_rows, rows_figure, rows_with_data, say
+from ..palette import INSTRUCTION_COLORS as COLORS
+from ..panels import absent_reason, fit, ncu_rows, panel_title, rows_figure, rows_with_data, say
 from ..results import variant_order
 
 SPLIT = [name for name, _ in CATEGORIES if name != "not_split"]
-COLORS = dict(zip(SPLIT, plt.get_cmap("tab10").colors)) | {"not_split": "#d9d9d9"}
+# Counter groups whose absence leaves a run's instructions (partly) not split, as the note under a panel says.
+COUNTER_GROUPS = (("SASS instruction families", ("thread_inst_integer", "thread_inst_memory", "thread_inst_control")),
+                  ("tensor-op counters", ("tensor_ops_tf32",)),
+                  ("predicated-on total", ("thread_instructions_pred_on",)))
 
 
 def instruction_mix(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -38,15 +42,40 @@ def has_mix(data: pd.DataFrame) -> bool:
     return bool(mix[SPLIT].fillna(0).to_numpy().sum() > 0)
 
 
+def missing_counters(run: pd.DataFrame) -> list[str]:
+    """The counter groups (COUNTER_GROUPS) a run's profile lacks."""
+    return [name for name, columns in COUNTER_GROUPS
+            if not all(c in run.columns and run[c].notna().any() for c in columns)]
+
+
+def unsplit_note(data: pd.DataFrame, mix: pd.DataFrame, order: list[str]) -> str:
+    """One line per variant with instructions not split: its share, the counters its profile lacks and, where it ran
+    no tensor math, that its tensor segment is nonetheless known to be empty."""
+    lines = []
+    for variant in order:
+        share = mix.loc[variant, "not_split"] / mix.loc[variant, "total"] if mix.loc[variant, "total"] else 0
+        if not share > 0.005:
+            continue
+        run = data[data["variant"] == variant]
+        hmma = float(run["tensor_hmma_instructions"].fillna(0).sum()) if "tensor_hmma_instructions" in run else None
+        no_tensor = "; no tensor math in it (FP32 kernels)" if hmma is not None and not run["precision"].isin(
+            ("tf32", "bf16", "f16")).any() else ""
+        lines.append(f"not split: {variant}, {share:.0%} of its instructions (its profile lacks: "
+                     f"{', '.join(missing_counters(run)) or 'some counters'}{no_tensor})")
+    return "\n".join(lines)
+
+
 def build(job):
     results = job.results
     kernels = results.kernels(["ncu"])
     what = "instruction-mix counters"
     rows, left_out = rows_with_data(results, lambda g, p: has_mix(ncu_rows(kernels, g, p)), what)
-    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 1, width=8.5, height=3.8,
-                            left_out=left_out)
+    counts = [len(set(ncu_rows(kernels, g, p)["variant"])) if len(kernels) else 1 for g, p in rows]
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 1, width=10,
+                            height=[max(2.6, 1.7 + 0.45 * n) for n in counts], left_out=left_out)
+    drawn = []
     for (gpu, phase), (ax,) in zip(rows, axes):
-        ax.set_title(f"executed instructions by kind, Nsight Compute ({UNIT})", loc="left")
+        ax.set_title("executed instructions by kind, Nsight Compute", loc="left")
         data = ncu_rows(kernels, gpu, phase)
         if not has_mix(data):
             say(ax, absent_reason(results, gpu, phase, what))
@@ -57,16 +86,26 @@ def build(job):
         for name, label in CATEGORIES:
             values = mix.loc[order, name].fillna(0).to_numpy() / 1e9
             if values.any():
-                ax.barh(range(len(order)), values, left=left, color=COLORS[name], label=label,
+                ax.barh(range(len(order)), values, left=left, height=0.7, color=COLORS[name], label=label,
                         hatch="//" if name == "not_split" else None, edgecolor="white", linewidth=0.5)
                 left += values
+                drawn.append(name)
         for y, variant in enumerate(order):
             warp = mix.loc[variant, "warp_instructions"] / 1e9
             ax.annotate(f"{left[y]:,.0f} ({warp:,.1f} G warp inst.)", (left[y], y), va="center", ha="left",
                         fontsize=8, xytext=(3, 0), textcoords="offset points")
-        ax.set_yticks(range(len(order)), order)
-        ax.invert_yaxis()
-        ax.set_xlim(0, left.max() * 1.35)
-        ax.set_xlabel("thread instructions executed in one step (billions, predicated on)")
-        ax.legend(fontsize=7, loc="lower right", ncol=2)
+        ax.set_yticks(range(len(order)), order, fontsize=9)
+        ax.set_ylim(len(order) - 0.5, -0.5)
+        ax.set_xlim(0, left.max() * 1.3)
+        ax.set_xlabel(f"{UNIT} executed in one {phase} step (billions)")
+        note = unsplit_note(data, mix, order)
+        if note:
+            ax.text(0.0, -0.3 - 0.02 * note.count("\n"), fit(note, 9.0, 15), transform=ax.transAxes, ha="left",
+                    va="top", fontsize=7, color="0.3")
+    labels = {name: label for name, label in CATEGORIES}
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=COLORS[n], hatch="//" if n == "not_split" else None,
+                             edgecolor="white") for n in dict.fromkeys(drawn)]
+    if handles:
+        fig.legend(handles, [labels[n] for n in dict.fromkeys(drawn)], loc="outside lower center", ncol=3,
+                   fontsize=8, title=f"instruction kind, in {UNIT}", title_fontsize=9)
     return fig

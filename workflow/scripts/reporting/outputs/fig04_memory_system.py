@@ -9,7 +9,8 @@ import pandas as pd
 from profiling.kernels import CLASS_NAMES
 
 from ..derived import weighted_mean
-from ..panels import absent_reason, grouped_bars, has, ncu_rows, rows_figure, rows_with_data, say
+from ..panels import (absent_reason, bars_height, grouped_barh, has, ncu_rows, panel_title, rows_figure,
+                      rows_with_data, say)
 
 
 def memory_by_class(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -33,17 +34,25 @@ def build(job):
     memory = ["dram_read_bytes", "l2_hit_pct", "l1_hit_pct"]
     rows, left_out = rows_with_data(results, lambda g, p: any(has(ncu_rows(kernels, g, p), [c]) for c in memory),
                                     "DRAM or cache counters")
-    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 3, left_out=left_out)
+    sizes = []
+    for gpu, phase in rows:
+        data = ncu_rows(kernels, gpu, phase)
+        sizes.append(data["kernel_class"].nunique() * max(data["variant"].nunique(), 1) if len(data) else 1)
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 3, width=5.0,
+                            height=[bars_height(n, per=0.1) for n in sizes], left_out=left_out)
     for (gpu, phase), row in zip(rows, axes):
         data = ncu_rows(kernels, gpu, phase)
         table = memory_by_class(data) if len(data) else pd.DataFrame()
-        for (column, needs, ylabel, what), ax in zip(PANELS, row):
-            ax.set_title(ylabel.split(" (")[0] + " per kernel class", loc="left")
+        drawn = [column for column, needs, _, _ in PANELS if has(data, needs)]
+        for (column, needs, xlabel, what), ax in zip(PANELS, row):
+            ax.set_title(xlabel.split(" (")[0] + " per kernel class", loc="left")
             if not has(data, needs):
                 say(ax, absent_reason(results, gpu, phase, what))
                 continue
             classes = [c for c in CLASS_NAMES if c in set(table["kernel_class"])]
-            grouped_bars(ax, table, column, classes, ylabel)
+            # The variants' legend once per row, beside its last drawn panel.
+            grouped_barh(ax, table, "kernel_class", column, classes, legend=column == drawn[-1])
+            ax.set_xlabel(xlabel)
             if column != "dram_gb":
-                ax.set_ylim(0, 105)
+                ax.set_xlim(0, 100)
     return fig

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..derived import weighted_mean
-from ..panels import absent_reason, grouped_barh, has, ncu_rows, rows_figure, rows_with_data, say, variant_bars
+from ..panels import (absent_reason, bars_height, grouped_barh, has, ncu_rows, panel_title, rows_figure,
+                      rows_with_data, say, variant_barh)
 from ..results import variant_order
 
 
@@ -34,8 +35,9 @@ def build(job):
                                                              if c.startswith("stall_"))
 
     rows, left_out = rows_with_data(results, has_states, "stall-reason or occupancy counters")
-    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 2, width=6.5,
-                            ratios=[2.2, 1], left_out=left_out)
+    counts = [ncu_rows(kernels, g, p)["variant"].nunique() if len(kernels) else 1 for g, p in rows]
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 2, width=6.5, ratios=[1.6, 1],
+                            height=[bars_height(9 * n, per=0.085) for n in counts], left_out=left_out)
     for (gpu, phase), (ax_stall, ax_occ) in zip(rows, axes):
         data = ncu_rows(kernels, gpu, phase)
         ax_stall.set_title("warp stall reasons (time-weighted over kernels)", loc="left")
@@ -45,16 +47,15 @@ def build(job):
             say(ax_stall, absent_reason(results, gpu, phase, "stall-reason counters"))
         else:
             states = warp_states(data)
-            reasons = list(states.groupby("reason")["value"].max().sort_values().index)
+            reasons = list(states.groupby("reason")["value"].max().sort_values(ascending=False).index)
             grouped_barh(ax_stall, states, "reason", "value", reasons)
             ax_stall.set_xlabel("warps stalled per issued instruction (cycles)")
-            ax_stall.legend(fontsize=8)
         if not has(data, ["achieved_occupancy_pct"]):
             say(ax_occ, absent_reason(results, gpu, phase, "occupancy counters"))
             continue
         order = variant_order(data["variant"].unique())
-        variant_bars(ax_occ, order, [weighted_mean(data[data["variant"] == v], "achieved_occupancy_pct")
-                                     for v in order])
-        ax_occ.set_ylabel("active warps (% of peak)")
-        ax_occ.set_ylim(0, 105)
+        variant_barh(ax_occ, order, [weighted_mean(data[data["variant"] == v], "achieved_occupancy_pct")
+                                     for v in order], fmt="{:.0f}")
+        ax_occ.set_xlabel("active warps (% of peak)")
+        ax_occ.set_xlim(0, 115)
     return fig

@@ -8,7 +8,8 @@ import pandas as pd
 
 from profiling.kernels import CLASS_NAMES, classify
 
-from ..panels import absent_reason, grouped_barh, ncu_rows, rows_figure, rows_with_data, say
+from ..panels import (absent_reason, bars_height, grouped_barh, ncu_rows, panel_title, rows_figure, rows_with_data,
+                      say)
 from ..results import variant_order
 from .fig02_top_kernels import focus_variant
 
@@ -47,8 +48,9 @@ def build(job, top: int = 10):
         return "estimated_speedup_pct" in frame and bool(frame["estimated_speedup_pct"].notna().any())
 
     rows, left_out = rows_with_data(results, has_scores, "rule results (no sections)")
-    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 2, width=6.5, height=4.4,
-                            left_out=left_out)
+    counts = [rules_of(g, p)["variant"].nunique() if len(rules) else 1 for g, p in rows]
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 2, width=7.0,
+                            height=[bars_height(top * n, base=4.4, per=0.075) for n in counts], left_out=left_out)
     for (gpu, phase), (ax_rule, ax_heat) in zip(rows, axes):
         ax_rule.set_title("estimated saving per rule (all kernel classes)", loc="left")
         if not has_scores(gpu, phase):
@@ -59,16 +61,15 @@ def build(job, top: int = 10):
         scores = priority_scores(rules_of(gpu, phase), ncu_rows(kernels, gpu, phase))
         per_rule = scores.groupby(["variant", "rule"], as_index=False)["saving_pct"].sum()
         ranking = per_rule.groupby("rule")["saving_pct"].max().sort_values(ascending=False).index[:top]
-        grouped_barh(ax_rule, per_rule, "rule", "saving_pct", list(ranking)[::-1])
+        grouped_barh(ax_rule, per_rule, "rule", "saving_pct", list(ranking))
         ax_rule.set_xlabel("estimated saving (% of step kernel time)")
-        ax_rule.legend(fontsize=8)
         variant = focus_variant(variant_order(per_rule["variant"]))
         heat = scores[scores["variant"] == variant].pivot_table(index="rule", columns="kernel_class",
                                                                  values="saving_pct", aggfunc="sum", fill_value=0)
         heat = heat.reindex(index=list(ranking), columns=[c for c in CLASS_NAMES if c in heat.columns]).fillna(0)
         image = ax_heat.imshow(heat.to_numpy(), aspect="auto", cmap="Reds")
         ax_heat.set_yticks(range(len(heat.index)), heat.index, fontsize=8)
-        ax_heat.set_xticks(range(len(heat.columns)), heat.columns, rotation=30, ha="right", fontsize=8)
+        ax_heat.set_xticks(range(len(heat.columns)), heat.columns, rotation=90, fontsize=8)
         ax_heat.grid(False)
         ax_heat.set_title(f"by kernel class: {variant}", loc="left")
         ax_heat.figure.colorbar(image, ax=ax_heat, label="estimated saving (% of step kernel time)")

@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..derived import ncu_headline, relative_to, speedup
-from ..panels import absent_reason, rows_figure, say, variant_bars, variant_color
+from ..panels import absent_reason, bars_height, grouped_barh, panel_title, rows_figure, say, variant_barh
 from ..results import variant_order
 
 RATIOS = [("sm_cycles", "SM cycles"), ("warp_instructions", "warp instructions"), ("ipc", "IPC")]
@@ -23,26 +23,18 @@ def optimization_impact(summaries: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ratios(ax, data: pd.DataFrame) -> None:
-    order = variant_order(data["variant"])
-    width = 0.8 / len(order)
-    for k, variant in enumerate(order):
-        row = data[data["variant"] == variant].iloc[0]
-        xs = np.arange(len(RATIOS)) + (k - (len(order) - 1) / 2) * width
-        values = [row[m] for m, _ in RATIOS]
-        ax.bar(xs, values, width=width, color=variant_color(variant, k), label=variant)
-        for x, value in zip(xs, values):
-            if not pd.isna(value):
-                ax.annotate(f"{value:.2g}", (x, value), ha="center", va="bottom", fontsize=7)
-    ratios = data[[m for m, _ in RATIOS]].astype(float).to_numpy()
-    ax.set_yscale("log")
-    ax.set_ylim(np.nanmin(ratios) / 2, max(np.nanmax(ratios), 1) * 1.6)
-    ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.axhline(1, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(RATIOS)), [label for _, label in RATIOS])
-    ax.set_ylabel("ratio to baseline (log scale; 1 = baseline)")
-    ax.legend(fontsize=8)
+    long = data.melt(id_vars="variant", value_vars=[m for m, _ in RATIOS], var_name="metric", value_name="ratio")
+    long["metric"] = long["metric"].map(dict(RATIOS))
+    ratios = long["ratio"].astype(float)
+    ax.set_xscale("log")
+    ax.set_xlim(float(np.nanmin(ratios)) / 2, max(float(np.nanmax(ratios)), 1.0) * 1.3)
+    grouped_barh(ax, long.assign(ratio=ratios), "metric", "ratio", [label for _, label in RATIOS], fmt="{:.2g}",
+                 axis_in=4.0)
+    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.axvline(1, color="black", linewidth=0.8)
+    ax.set_xlabel("ratio to baseline (log scale; 1 = baseline)")
 
 
 def build(job):
@@ -50,7 +42,12 @@ def build(job):
     impact = optimization_impact(results.table("summaries"))
     runs = results.table("runs")
     labels = results.labels()
-    fig, axes = rows_figure([results.panel_label(g) for g in labels], 3, ratios=[1.6, 1, 1])
+    counts = [max(len(runs[runs["gpu"] == g]) if len(runs) else 0, 3 * (impact["gpu"] == g).sum() * 0.8)
+              for g in labels]
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], 3, width=5.2, ratios=[1.5, 1, 1],
+                            height=[bars_height(n) for n in counts],
+                            caveat="Each row is one hardware label and its own workload (its title): every number is "
+                                   "relative to that row's own baseline.")
     for gpu, (ax_rel, ax_tensor, ax_speed) in zip(labels, axes):
         ax_rel.set_title("Nsight Compute, training step, vs baseline", loc="left")
         ax_tensor.set_title("Tensor Core use, training step", loc="left")
@@ -64,15 +61,16 @@ def build(job):
         else:
             _ratios(ax_rel, data)
             order = variant_order(data["variant"])
-            variant_bars(ax_tensor, order, data.set_index("variant").loc[order, "tensor_pipe_pct"])
-            ax_tensor.set_ylabel("tensor pipe active (% of peak, time-weighted)")
+            variant_barh(ax_tensor, order, data.set_index("variant").loc[order, "tensor_pipe_pct"], fmt="{:.1f}",
+                         axis_in=2.4)
+            ax_tensor.set_xlabel("tensor pipe active (% of peak, time-weighted)")
         run = runs[runs["gpu"] == gpu] if len(runs) else runs
         if len(run) == 0 or "baseline" not in set(run["variant"]):
             say(ax_speed, f"no baseline training run for {gpu}: no speed-up to compute")
             continue
         run = run.assign(speedup=speedup(run)).set_index("variant")
         order = variant_order(run.index)
-        variant_bars(ax_speed, order, run.loc[order, "speedup"], fmt="{:.2f}x")
-        ax_speed.axhline(1, color="black", linewidth=0.8)
-        ax_speed.set_ylabel("speed-up vs baseline (x, per sample)")
+        variant_barh(ax_speed, order, run.loc[order, "speedup"], fmt="{:.2f}x", axis_in=2.4)
+        ax_speed.axvline(1, color="black", linewidth=0.8)
+        ax_speed.set_xlabel("speed-up vs baseline (x, per sample)")
     return fig
