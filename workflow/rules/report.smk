@@ -53,11 +53,11 @@ for _output in OUTPUTS:
 # The study's article from every registered output (reporting.article; Typst, from PyPI's typst wheel).
 rule article:
     input:
-        outputs=registered_files(),
-        captions=[output.caption for output in OUTPUTS],
         # The collected results the text is written from: step-time quartiles (faster, slower or within noise),
         # kernels, Nsight Compute counters and rule results.
         **{name: layout.collected_table(name, WORKLOAD) for name in ("runs", "kernels", "ncu_kernels", "rules")},
+        outputs=registered_files(),
+        captions=[output.caption for output in OUTPUTS],
         peaks="data/gpu_peaks.yaml",
         references="workflow/report/references.yaml",
         template="workflow/report/article.typ",
