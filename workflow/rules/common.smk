@@ -211,8 +211,15 @@ except ReferenceSetError as _error:
     raise WorkflowError(str(_error)) from None
 
 
-# Modules of the reporting package that serve one rule each (the article, the export), not the outputs.
-OWN_RULE_MODULES = ("workflow/scripts/reporting/article.py", "workflow/scripts/reporting/export.py")
+# Modules of the reporting package that no registered output reads: one rule each (the article, the export) or the
+# terminal.
+OWN_RULE_MODULES = (
+    "workflow/scripts/reporting/article.py",
+    "workflow/scripts/reporting/export.py",
+    # What the terminal prints during and after a run (workflow/rules/summary.smk), read by no output.
+    "workflow/scripts/reporting/terminal.py",
+    "workflow/scripts/reporting/run_summary.py",
+)
 
 
 def reporting_code():
