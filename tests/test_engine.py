@@ -13,18 +13,15 @@ import contextlib
 import re
 from pathlib import Path
 
-import nibabel as nib
-import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, SCRIPTS
+from conftest import REPO, SCRIPTS, random_prepared_dataset
 from measurement.timing import DeviceTimer
 from medddpm import engine
 from medddpm.build import Workload
 from medddpm.diffusion import GaussianDiffusion
 from medddpm.jobs import run_sampling, run_training
-from medddpm.prepare import prepare_dataset, read_wholehead_pairs
 from medddpm.runs import start_job
 from medddpm.settings import SampleSettings, TrainSettings, from_mapping
 from medddpm.unet import UNet3D
@@ -52,19 +49,7 @@ EXPECTED = {"baseline": ("contiguous", None), "channels_last": ("channels_last_3
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    """A prepared dataset of three random 8^3 cases (one held out)."""
-    raw = tmp_path_factory.mktemp("raw")
-    rng = np.random.default_rng(0)
-    for index in range(3):
-        mask = np.zeros(SHAPE, np.uint8)
-        mask[1:-1, 1:-1, 1:-1] = 1
-        mask[3, 3, 3 + index] = 2
-        for sub, volume in (("image", rng.uniform(0, 100, SHAPE).astype(np.float32)), ("mask", mask)):
-            (raw / sub).mkdir(exist_ok=True)
-            nib.save(nib.Nifti1Image(volume, np.eye(4)), raw / sub / f"sample_{index}.nii.gz")
-    out = tmp_path_factory.mktemp("prepared") / "prepared"
-    prepare_dataset(read_wholehead_pairs(raw), out, SHAPE, heldout=1, seed=0)
-    return out
+    return random_prepared_dataset(tmp_path_factory, SHAPE)
 
 
 def layout(x: torch.Tensor) -> str:

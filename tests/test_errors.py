@@ -22,19 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-import nibabel as nib
 import numpy as np
 import pytest
 import torch
 import yaml
 
-from conftest import REPO, Files, Params, copy_workflow, run_script, snakemake
+from conftest import REPO, Files, Params, copy_workflow, random_prepared_dataset, run_script, snakemake
 from test_data import BAD_INPUTS
 from configcheck import ConfigError, check_config, check_files, read_mapping
 from errors import ExpectedError
 from medddpm import checkpoints, training
 from medddpm.build import Workload
-from medddpm.prepare import prepare_dataset, read_wholehead_pairs
 from snakemake.utils import update_config
 
 FIXTURES = REPO / "tests" / "fixtures" / "profiling"
@@ -99,19 +97,7 @@ def case(pattern: str):
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    """A prepared dataset of three random 8^3 cases (one held out), written without nilearn."""
-    raw = tmp_path_factory.mktemp("raw")
-    rng = np.random.default_rng(0)
-    for index in range(3):
-        mask = np.zeros(SHAPE, np.uint8)
-        mask[1:-1, 1:-1, 1:-1] = 1
-        mask[3, 3, 3 + index] = 2
-        for sub, volume in (("image", rng.uniform(0, 100, SHAPE).astype(np.float32)), ("mask", mask)):
-            (raw / sub).mkdir(exist_ok=True)
-            nib.save(nib.Nifti1Image(volume, np.eye(4)), raw / sub / f"sample_{index}.nii.gz")
-    out = tmp_path_factory.mktemp("prepared") / "prepared"
-    prepare_dataset(read_wholehead_pairs(raw), out, SHAPE, heldout=1, seed=0)
-    return out
+    return random_prepared_dataset(tmp_path_factory, SHAPE)
 
 
 def train_job(folder: Path, dataset: Path, train: dict | None = None, device: dict | None = None) -> Attempt:
