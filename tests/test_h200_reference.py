@@ -2,7 +2,8 @@
 
 The derived tables (<tool>_kernels.parquet, <tool>_summary.csv) are checked against the raw exports read here with
 plain pandas/json (same launches, same numbers, class shares that plain name matching gives) and against what is known
-about the workload, not against what the extractor makes of the same raw exports again.
+about the workload; and every shipped summary is derived again from its raw export with today's readers, kernel
+classifier and summariser, so a change to any of them that would change a shipped number fails here.
 """
 
 import gzip
@@ -132,6 +133,9 @@ def test_shipped_runs_carry_their_provenance():
 
 VARIANTS = ["baseline", "tf32", "channels_last", "tf32_channels_last"]
 SAMPLED = ["baseline", "tf32", "channels_last", "tf32_channels_last"]
+# The sampling steps recorded (again) with the instruction-mix set, config.yaml's default for the sampling step
+# (tensor-op counters, every SASS family); channels_last's sampling step has the older, smaller set.
+MIX_SET = ["baseline", "tf32", "tf32_channels_last"]
 
 
 @cache
@@ -206,8 +210,10 @@ def test_shipped_ncu_tables_hold_the_raw_numbers_and_the_plain_name_shares(varia
     assert summary.loc["other", "time_share"] < 0.04  # what no class claims is small after GroupNorm's backward
     assert summary.loc["all", "tensor_pipe_pct"] == pytest.approx(np.average(raw[HMMA_PCT], weights=duration))
     assert set(summary["tensor_pipe_metric"]) == {HMMA_PCT}
-    # Tensor-op counters were not collected at 128^3, FP32 instruction counters only in the sampling steps.
-    assert summary["tensor_flop"].isna().all()
+    # FP32 instruction counters only in the sampling steps, tensor-op counters only in those recorded with the
+    # instruction-mix set.
+    assert summary["tensor_flop"].notna().all() == (phase == "sample" and variant in MIX_SET)
+    assert summary["tensor_flop"].isna().all() == (phase == "train" or variant not in MIX_SET)
     assert summary["fp32_flop"].notna().all() == (phase == "sample")
 
 
@@ -229,7 +235,20 @@ def test_fp32_flop_of_the_sampling_steps():
         assert summaries[variant].loc["all", "fp32_flop"] < flop / 50
 
 
-@pytest.mark.parametrize("variant", SAMPLED)
+@pytest.mark.parametrize("variant", MIX_SET)
+def test_instruction_mix_of_the_sampling_steps_with_the_mix_set(variant):
+    """With every family and the tensor-op counters collected, the whole step is split and tensor math is told apart:
+    only the TF32 variants have any."""
+    shipped = pd.read_parquet(H200 / variant / "profile" / "sample" / "ncu_kernels.parquet")
+    raw = _plain(variant, "sample")
+    mix = instructions.mix_by_class(shipped).set_index("kernel_class").loc["all"]
+    thread = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
+    assert mix["mix_fp32_arith"] == sum(raw[thread.format(op)].sum() for op in ("ffma", "fadd", "fmul"))
+    assert mix["mix_not_split"] == 0
+    assert (mix["mix_tensor"] > 0) == variant.startswith("tf32")
+
+
+@pytest.mark.parametrize("variant", [v for v in SAMPLED if v not in MIX_SET])
 def test_instruction_mix_of_the_sampling_steps_with_the_older_counters(variant):
     """At 128^3 only FP32/FP16 thread counters and HMMA/GMMA counts were collected: the rest is not split."""
     shipped = pd.read_parquet(H200 / variant / "profile" / "sample" / "ncu_kernels.parquet")
@@ -261,7 +280,7 @@ def test_tf32_moves_convolutions_onto_tensor_cores():
 @pytest.mark.parametrize("variant", SAMPLED)
 def test_sampling_step_with_the_full_set_and_rule_results(variant):
     raw = _raw(variant, "sample")
-    assert set(_config_metrics("sample")) <= set(raw.columns)
+    assert (set(_config_metrics("sample")) <= set(raw.columns)) == (variant in MIX_SET)
     assert raw["profiler__replayer_passes"].nunique() == 1 and raw["profiler__replayer_passes"].iloc[0] > 1
     step = H200 / variant / "profile" / "sample"
     details = ncu.parse_details(gzip.decompress((step / "ncu_details.csv.gz").read_bytes()).decode())
@@ -274,3 +293,59 @@ def test_sampling_step_with_the_full_set_and_rule_results(variant):
     kernels = tables.from_ncu(raw)
     stalls = [c for c in kernels if c.startswith("stall_")]
     assert "stall_gmma" in stalls and len(stalls) == 19
+
+
+# --- every shipped summary derived again from its raw export with today's code ------------------------------------
+
+SUMMARIES = sorted(H200.glob("*/profile/*/*_summary.csv"))
+
+
+def _kernels_today(step: Path, tool: str) -> pd.DataFrame:
+    """The raw export of a profiled step through today's reader and classifier (as extract_profile.py runs them)."""
+    if tool == "ncu":
+        variant, phase = step.parts[-3], step.parts[-1]
+        return tables.from_ncu(_raw(variant, phase))
+    return _torch_kernels(step)
+
+
+@cache
+def _torch_kernels(step: Path) -> pd.DataFrame:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        trace = Path(folder) / "torch_trace.json"
+        trace.write_bytes(gzip.decompress((step / "torch_trace.json.gz").read_bytes()))
+        return tables.from_torch(torchprof.trace_rows(trace))
+
+
+def _same_columns(shipped: pd.DataFrame, today: pd.DataFrame, where: str) -> None:
+    assert list(today.columns) == list(shipped.columns), where
+    for column in shipped.columns:
+        old, new = shipped[column], today[column]
+        if old.dtype.kind in "fiub" and new.dtype.kind in "fiub":
+            assert new.to_numpy(float) == pytest.approx(old.to_numpy(float), rel=1e-9, abs=1e-12, nan_ok=True), \
+                (where, column)
+        else:
+            assert list(new.fillna("").astype(str)) == list(old.astype(object).fillna("").astype(str)), (where, column)
+
+
+def test_there_is_a_raw_export_behind_every_shipped_summary():
+    assert len(SUMMARIES) == 20
+    for summary in SUMMARIES:
+        raw = "ncu_raw.csv.gz" if summary.name.startswith("ncu") else "torch_trace.json.gz"
+        assert (summary.parent / raw).is_file(), summary
+
+
+@pytest.mark.parametrize("summary", SUMMARIES, ids=[str(p.relative_to(H200).parent) + "-" + p.name.split("_")[0]
+                                                    for p in SUMMARIES])
+def test_shipped_summaries_are_what_todays_code_derives_from_the_raw_exports(summary):
+    """Readers (ncu.parse_raw, torchprof.trace_rows), the kernel classifier (tables.from_*) and the summariser
+    (tables.summarise) of today, on the shipped raw export: the shipped summary, column for column, and the shipped
+    kernel table's classes and precisions launch for launch."""
+    tool, step = summary.name.split("_")[0], summary.parent
+    kernels = _kernels_today(step, tool)
+    _same_columns(tables.load_frame(summary), tables.summarise(kernels), str(summary.relative_to(H200)))
+    shipped = pd.read_parquet(step / f"{tool}_kernels.parquet")
+    for column in ("name", "kernel_class", "precision", "duration_ns"):
+        _same_columns(shipped[[column]].reset_index(drop=True), kernels[[column]].reset_index(drop=True),
+                      f"{step.relative_to(H200)} {tool}_kernels.parquet")
