@@ -254,6 +254,24 @@ def test_case_list_selects_cases(tmp_path):
         read_brats_cases(root, case_list=listing)
 
 
+@pytest.mark.parametrize("layout", ["raw", "preprocessed"])
+def test_an_incomplete_case_the_list_leaves_out_is_not_read(tmp_path, layout):
+    """A folder with one incomplete case (its flair deleted) is refused without a case list, and read with a list
+    that leaves that case out; a list that names it still refuses it, naming the missing file."""
+    write = write_raw_layout if layout == "raw" else write_preprocessed_layout
+    make = raw_case if layout == "raw" else preprocessed_case
+    root = write(tmp_path / layout, {f"BraTS2021_{n:05d}": make(n) for n in (1, 2, 3)})
+    (next(root.rglob("BraTS2021_00002_flair.nii.gz"))).unlink()
+    with pytest.raises(DatasetError, match=r"BraTS2021_00002_flair\.nii\.gz: missing \(flair of case BraTS2021_00002"):
+        read_brats_cases(root)
+    listing = tmp_path / "selected_samples.csv"
+    listing.write_text("BraTS2021_00001\nBraTS2021_00003\n")
+    assert [c.name for c in read_brats_cases(root, case_list=listing)[1]] == ["BraTS2021_00001", "BraTS2021_00003"]
+    listing.write_text("BraTS2021_00002\n")
+    with pytest.raises(DatasetError, match=r"BraTS2021_00002_flair\.nii\.gz: missing"):
+        read_brats_cases(root, case_list=listing)
+
+
 # --- what real folders contain: one line naming the file, nothing written -----------------------------------------
 
 

@@ -156,8 +156,8 @@ def read_case_list(path: Path) -> list[str]:
 
 
 def read_brats_cases(root: Path, layout: str = "auto", case_list: Path | None = None) -> tuple[str, list[Case]]:
-    """(layout, cases in name order) of a BraTS folder; `case_list` keeps only the cases it names. A case without
-    one of its five files is an error naming the missing file."""
+    """(layout, cases in name order) of a BraTS folder; `case_list` keeps only the cases it names. A case read
+    without one of its five files is an error naming the missing file; one the case list leaves out is not read."""
     root = Path(root)
     if layout not in ("auto", *LAYOUTS):
         raise ValueError(f"layout must be auto, raw or preprocessed, got {layout!r}")
@@ -165,14 +165,6 @@ def read_brats_cases(root: Path, layout: str = "auto", case_list: Path | None = 
     if layout != "auto" and layout != found:
         raise DatasetError(f"{root}: holds {found} BraTS files, but the config says dataset.layout: {layout}")
     cases = _raw_cases(root) if found == "raw" else _preprocessed_cases(root)
-    for case, files in sorted(cases.items()):
-        for role in ROLES:
-            if role not in files:
-                where = root / case if found == "raw" else root / role
-                present = next(iter(files.values()))
-                raise DatasetError(
-                    f"{where / f'{case}_{role}.nii.gz'}: missing ({role} of case {case}, which has {present.name})"
-                )
     names = sorted(cases)
     if case_list is not None:
         listed = read_case_list(Path(case_list))
@@ -181,6 +173,16 @@ def read_brats_cases(root: Path, layout: str = "auto", case_list: Path | None = 
             raise DatasetError(f"{case_list}: case {missing[0]} not found in {root}"
                                + (f" ({len(missing)} listed cases missing)" if len(missing) > 1 else ""))
         names = sorted(listed)
+    # Only the cases read must be complete: a case the list leaves out may lack files.
+    for case in names:
+        files = cases[case]
+        for role in ROLES:
+            if role not in files:
+                where = root / case if found == "raw" else root / role
+                present = next(iter(files.values()))
+                raise DatasetError(
+                    f"{where / f'{case}_{role}.nii.gz'}: missing ({role} of case {case}, which has {present.name})"
+                )
     return found, [Case(name, {role: cases[name][role] for role in ROLES}) for name in names]
 
 
