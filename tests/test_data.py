@@ -425,6 +425,12 @@ def _inf(root):
     return "sample_1.nii.gz", 0
 
 
+def _blank_image(root):
+    image, mask = toy_case()
+    write_raw(root, [image, np.zeros_like(image)], [mask, mask])  # a constant scan, scaled it would be all -1
+    return "sample_1.nii.gz: image is blank (every voxel is 0), so scaling would make it all -1; fix:", 0
+
+
 def _four_d(root):
     image, mask = toy_case()
     write_raw(root, [image, image[..., None].repeat(2, -1)], [mask, mask])
@@ -452,8 +458,8 @@ def _missing_folder(root):
 
 # Bad whole-head input folders; docs/troubleshooting.md lists each as dataset-<name>.
 BAD_INPUTS = [_corrupt, _truncated, _count_mismatch, _digit_mismatch, _shape_mismatch, _affine_mismatch,
-              _same_case_twice, _brats_labels, _unknown_labels, _nan, _inf, _four_d, _too_few_cases, _empty_folder,
-              _missing_folder]
+              _same_case_twice, _brats_labels, _unknown_labels, _nan, _inf, _blank_image, _four_d, _too_few_cases,
+              _empty_folder, _missing_folder]
 
 
 @pytest.mark.parametrize("make", BAD_INPUTS)

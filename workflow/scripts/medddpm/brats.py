@@ -37,6 +37,7 @@ from .prepare import (
     DatasetError,
     check_finite,
     check_labels,
+    check_not_constant,
     check_same_grid,
     load_volume,
     nifti_files,
@@ -242,6 +243,7 @@ class BratsReader:
         for role in MODALITIES:
             path, data = case.files[role], volumes[role][0]
             check_finite(data, path)
+            check_not_constant(data, path)
             if raw:
                 images.append(scale_volume(crop_or_pad(data, shape, 0.0)))
                 continue

@@ -186,6 +186,15 @@ def check_finite(image: np.ndarray, path: Path) -> None:
         raise DatasetError(f"{path}: image contains {np.count_nonzero(~np.isfinite(image))} NaN/inf voxels")
 
 
+def check_not_constant(image: np.ndarray, path: Path) -> None:
+    """A blank image (every voxel one value) would be scaled to a constant -1 without a word: refused."""
+    if image.size and float(image.min()) == float(image.max()):
+        raise DatasetError(
+            f"{path}: image is blank (every voxel is {float(image.min()):g}), so scaling would make it all -1; "
+            "fix: replace it with the real scan, or remove the case (its image and mask) from the folder"
+        )
+
+
 def check_same_grid(data: np.ndarray, affine: np.ndarray, path: Path, ref_data: np.ndarray, ref_affine: np.ndarray,
                     ref_path: Path) -> None:
     """`path` must have the shape and the affine of `ref_path` (the image its mask belongs to, or a case's T1)."""
@@ -269,6 +278,7 @@ class WholeHeadReader:
         image_path, mask_path = case.files["image"], case.files["mask"]
         image, affine = load_volume(image_path)
         check_finite(image, image_path)
+        check_not_constant(image, image_path)
         mask, mask_affine = load_volume(mask_path)
         check_same_grid(mask, mask_affine, mask_path, image, affine, image_path)
         brats = " (BraTS labels? use dataset.source: brats)" if np.isin(np.unique(mask), (0, 1, 2, 3, 4)).all() else ""
