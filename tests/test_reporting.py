@@ -349,12 +349,15 @@ def test_claims_table_columns_notes_and_the_rows_of_each_label(results):
 
 
 # -- every output, built from the collected tables ----------------------------------------------------------------
-def bar_heights(ax) -> list[float]:
-    return [patch.get_height() for patch in ax.patches if isinstance(patch, Rectangle) and patch.get_height() > 0]
+def bar_widths(ax) -> list[float]:
+    """Lengths of the horizontal bars of an axes (the figures draw bars across, the names on the y axis)."""
+    return [patch.get_width() for patch in ax.patches if isinstance(patch, Rectangle) and patch.get_width() > 0]
 
 
 def axes_titled(fig, title: str) -> list:
-    return [ax for ax in fig.get_axes() if ax.get_title(loc="left") == title]
+    """Axes whose title is `title`, or begins with it and a semicolon (fig01 adds the profilers)."""
+    return [ax for ax in fig.get_axes() if ax.get_title(loc="left") == title
+            or ax.get_title(loc="left").startswith(f"{title};")]
 
 
 def texts(fig) -> str:
@@ -366,10 +369,10 @@ def test_end_to_end_figure_draws_every_label_with_its_numbers(built, results):
     runs = results.table("runs").set_index(["gpu", "variant"])
     training = axes_titled(fig, "training")
     assert len(training) == 2  # a row for the label measured here and one for the shipped H200
-    assert bar_heights(training[1]) == pytest.approx(list(runs.loc["h200", "train_ms_per_sample"]))
-    assert bar_heights(training[0]) == pytest.approx([100.0, 50.0])
+    assert bar_widths(training[1]) == pytest.approx(list(runs.loc["h200", "train_ms_per_sample"]))
+    assert bar_widths(training[0]) == pytest.approx([100.0, 50.0])
     memory = axes_titled(fig, "memory")[1]
-    assert bar_heights(memory) == pytest.approx(list(runs.loc["h200", "train_peak_memory_gib"]))
+    assert bar_widths(memory) == pytest.approx(list(runs.loc["h200", "train_peak_memory_gib"]))
 
 
 def test_runtime_breakdown_stacks_the_class_shares_of_each_run(built, tables):
@@ -378,8 +381,8 @@ def test_runtime_breakdown_stacks_the_class_shares_of_each_run(built, tables):
     summaries = tables["summaries"]
     tf32 = summaries[(summaries["gpu"] == "h200") & (summaries["variant"] == "tf32") & (summaries["phase"] == "train")
                      & (summaries["tool"] == "ncu") & (summaries["kernel_class"] != "all")]
-    # Segments are drawn class by class; the tf32 bar (second of four) holds the run's shares, in percent.
-    tf32_segments = [p.get_height() for p in h200_train.patches if abs(p.get_x() + p.get_width() / 2 - 1) < 1e-9]
+    # Segments are drawn class by class; the tf32 bar (second from the top) holds the run's shares, in percent.
+    tf32_segments = [p.get_width() for p in h200_train.patches if abs(p.get_y() + p.get_height() / 2 - 1) < 1e-9]
     assert sorted(tf32_segments) == pytest.approx(sorted(tf32["time_share"][tf32["time_share"] > 0] * 100))
     assert sum(tf32_segments) == pytest.approx(100.0)
 
@@ -387,21 +390,21 @@ def test_runtime_breakdown_stacks_the_class_shares_of_each_run(built, tables):
 def test_optimization_impact_ratios_and_speedups(built, tables):
     fig = built["fig07_optimization_impact"]
     speed = axes_titled(fig, "end-to-end training")
-    assert bar_heights(speed[0]) == pytest.approx([1.0, 2.0])
+    assert bar_widths(speed[0]) == pytest.approx([1.0, 2.0])
     text = texts(fig)
     assert "0.59" in text  # a100 tf32 SM cycles: 10e6 / 17e6
 
 
 def test_ladder_draws_every_rung_against_the_flop_floor(built):
     fig = built["fig11_optimization_ladder"]
-    train = axes_titled(fig, "training per sample (ms, log)")[0]
-    assert bar_heights(train) == pytest.approx([100.0, 50.0])  # slowest first when no run order is configured
-    floors = [line.get_ydata()[0] for line in train.get_lines()]
+    train = axes_titled(fig, "training per sample")[0]
+    assert bar_widths(train) == pytest.approx([100.0, 50.0])  # slowest first when no run order is configured
+    floors = [line.get_xdata()[0] for line in train.get_lines()]
     assert floors == pytest.approx([1.0])  # 100 ms x 1 % = 50 ms x 2 %
-    sample = axes_titled(fig, "sampling per volume (s, log)")[0]
-    assert [line.get_ydata()[0] for line in sample.get_lines()] == pytest.approx([2.0])
+    sample = axes_titled(fig, "sampling per volume")[0]
+    assert [line.get_xdata()[0] for line in sample.get_lines()] == pytest.approx([2.0])
     mix = axes_titled(fig, "training step: kernel time by class")[0]
-    assert sum(bar_heights(mix)) == pytest.approx(200.0)  # two profiled rungs, 100 % each
+    assert sum(bar_widths(mix)) == pytest.approx(200.0)  # two profiled rungs, 100 % each
     frontier = built["tab07_frontier"].frame.set_index(["gpu", "variant"])
     assert frontier.loc[("a100", "tf32"), "train_speedup_vs_baseline"] == 2.0
     # The shipped H200 ladder reaches the table and its own row of the figure, value for value: the bench's rungs
@@ -412,8 +415,8 @@ def test_ladder_draws_every_rung_against_the_flop_floor(built):
                                       for v in shipped.index]
     h200 = frontier.loc["h200"]
     assert h200["train_ms_per_sample"].to_dict() == pytest.approx(shipped["train_ms_per_sample"].to_dict())
-    h200_train = axes_titled(fig, "training per sample (ms, log)")[1]
-    heights = bar_heights(h200_train)
+    h200_train = axes_titled(fig, "training per sample")[1]
+    heights = bar_widths(h200_train)
     assert sorted(heights) == pytest.approx(sorted(shipped["train_ms_per_sample"]))
     assert heights[1:] == sorted(heights[1:], reverse=True)  # baseline, then the rungs from slowest to fastest
 
@@ -444,7 +447,8 @@ def rows_of(fig) -> dict[str, list]:
 
 def row(fig, gpu: str, phase: str | None = None) -> list:
     matches = [axes for title, axes in rows_of(fig).items()
-               if title.startswith(f"{gpu} (wholehead):") and (phase is None or title.endswith(f" - {phase} step"))]
+               if title.startswith(f"{gpu} (wholehead):")
+               and (phase is None or title.replace("\n", " ").endswith(f"; {phase} step"))]
     assert len(matches) == 1, (gpu, phase, list(rows_of(fig)))
     return matches[0]
 
@@ -452,11 +456,6 @@ def row(fig, gpu: str, phase: str | None = None) -> list:
 def widths(ax) -> list[float]:
     """Lengths of the horizontal bars of an axes, in drawing order."""
     return [p.get_width() for p in ax.patches if isinstance(p, Rectangle)]
-
-
-def heights(ax) -> list[float]:
-    """Heights of the vertical bars of an axes, in drawing order."""
-    return [p.get_height() for p in ax.patches if isinstance(p, Rectangle)]
 
 
 def a100_kernels(variant: str, phase: str) -> pd.DataFrame:
@@ -504,11 +503,11 @@ def test_memory_figure_draws_traffic_and_hit_rates_per_class(built):
     dram, l2, l1 = row(fig, "a100", "sample")
     kernels = a100_kernels("baseline", "sample").set_index("kernel_class").loc[classes]
     traffic = list((kernels["dram_read_bytes"] + kernels["dram_write_bytes"]) / 1e9)
-    assert heights(dram) == pytest.approx(traffic * 2)  # both variants move the same bytes
-    assert heights(l2) == pytest.approx(list(kernels["l2_hit_pct"]) * 2)
-    assert heights(l1) == pytest.approx(list(kernels["l1_hit_pct"]) * 2)
+    assert widths(dram) == pytest.approx(traffic * 2)  # both variants move the same bytes
+    assert widths(l2) == pytest.approx(list(kernels["l2_hit_pct"]) * 2)
+    assert widths(l1) == pytest.approx(list(kernels["l1_hit_pct"]) * 2)
     dram, l2, l1 = row(fig, "a100", "train")  # the one-pass set has no hit rates
-    assert heights(dram) == pytest.approx(traffic * 2) and not heights(l2) and not heights(l1)
+    assert widths(dram) == pytest.approx(traffic * 2) and not widths(l2) and not widths(l1)
     assert "no L2 hit-rate counters" in texts(fig)
 
 
@@ -523,8 +522,8 @@ def test_warp_state_figure_weights_stalls_and_occupancy_by_kernel_time(built):
     assert set(reasons) == {"long_scoreboard", "math_pipe_throttle", "barrier"}
     expected = [weighted(runs[v], f"stall_{r}") for v in ("baseline", "tf32") for r in reasons]
     assert widths(stall_ax) == pytest.approx(expected)
-    assert heights(occupancy_ax) == pytest.approx([weighted(runs[v], "achieved_occupancy_pct") for v in runs])
-    assert heights(occupancy_ax)[0] == pytest.approx(64000 / 1700)  # (25 x 800 + 30 x 600 + 90 x 200 + 80 x 100) / 1700
+    assert widths(occupancy_ax) == pytest.approx([weighted(runs[v], "achieved_occupancy_pct") for v in runs])
+    assert widths(occupancy_ax)[0] == pytest.approx(64000 / 1700)  # (25 x 800 + 30 x 600 + 90 x 200 + 80 x 100) / 1700
 
 
 def test_priority_figure_weights_each_rule_by_its_kernels_time(built):
@@ -537,7 +536,7 @@ def test_priority_figure_weights_each_rule_by_its_kernels_time(built):
         savings[variant] = {"UncoalescedGlobalAccess": (50 * time[0] + 25 * time[2]) / time.sum(),
                             "AchievedOccupancy": 10 * time[0] / time.sum()}
     ranked = [t.get_text() for t in rules_ax.get_yticklabels()]
-    assert ranked == ["AchievedOccupancy", "UncoalescedGlobalAccess"]  # the largest saving at the top
+    assert ranked == ["UncoalescedGlobalAccess", "AchievedOccupancy"]  # the largest saving at the top
     assert widths(rules_ax) == pytest.approx([savings[v][r] for v in ("baseline", "tf32") for r in ranked])
     heat = heat_ax.images[0].get_array()
     assert [t.get_text() for t in heat_ax.get_xticklabels()] == ["conv_fprop", "layout_conversion", "elementwise"]
@@ -564,8 +563,12 @@ def test_roofline_places_each_top_kernel_at_its_intensity_and_throughput(built):
     for variant, drawn in points.items():
         kernels = shipped_ncu(variant, "sample")
         flop = 2 * kernels["thread_inst_ffma"] + kernels["thread_inst_fadd"] + kernels["thread_inst_fmul"]
-        # Tensor kernels were profiled without the tensor-op counters here: their FLOPs are unknown, not drawn.
-        flop = flop.where(~kernels["precision"].isin(["tf32", "bf16", "f16"]))
+        # Tensor math counted from the tensor-op counters where the profile has them (baseline, tf32 and
+        # tf32_channels_last); a tensor kernel profiled without them has unknown FLOPs and is not drawn.
+        ops = [f"tensor_ops_{p}" for p in ("tf32", "bf16", "fp16")]
+        tensor = kernels[ops].sum(axis=1, min_count=3) if set(ops) <= set(kernels) else np.nan
+        flop = (flop + pd.Series(tensor, index=kernels.index).fillna(0)).where(
+            ~(pd.Series(tensor, index=kernels.index).isna() & kernels["precision"].isin(["tf32", "bf16", "f16"])))
         frame = kernels.assign(flop=flop, bytes=kernels["dram_read_bytes"] + kernels["dram_write_bytes"])
         per_kernel = frame.groupby(["short_name", "kernel_class"]).agg(
             flop=("flop", lambda v: v.sum(min_count=len(v))), bytes=("bytes", "sum"), time=("duration_ns", "sum"))

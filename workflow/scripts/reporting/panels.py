@@ -9,9 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from profiling.kernels import CLASS_NAMES
 
-from .palette import CLASS_COLORS, class_color
+from .palette import CLASS_COLORS, class_color  # noqa: F401 (CLASS_COLORS: the figures import it from here)
 from .palette import variant_color as palette_variant_color
 from .results import SHIPPED, Results, variant_order
 from .style import note
@@ -186,10 +185,25 @@ def label_room(ax, ends, texts, log: bool = False, axis_in: float = 3.0) -> None
         ax.set_xlim(min(0.0, ax.get_xlim()[0]), high / (1 - share) if high > 0 else 1.0)
 
 
-def variant_barh(ax, order: list[str], values, fmt: str | None = None, errors=None, log: bool = False,
+def significant(value: float) -> str:
+    """Three significant digits, without an exponent: 1,227, 81.2, 6.83, 0.0591."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def log_ticks(ax) -> None:
+    """Ticks at 1, 2 and 5 times each power of ten of a log x axis, written as plain numbers."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def variant_barh(ax, order: list[str], values, fmt=None, errors=None, log: bool = False,
                  labels: list[str] | None = None, axis_in: float = 3.0) -> None:
-    """One horizontal bar per variant in its colour, the first on top, names (or `labels`) on the y axis; `fmt`
-    writes each value just past its bar's end (past its whisker where `errors`, (low, high), are drawn)."""
+    """One horizontal bar per variant in its colour, the first on top, names (or `labels`) on the y axis; `fmt` (a
+    format string or a function) writes each value just past its bar's end (past its whisker where `errors`,
+    (low, high), are drawn)."""
     values = np.asarray(pd.to_numeric(pd.Series(list(values)), errors="coerce"), dtype=float)
     y = np.arange(len(order))
     if log:
@@ -206,7 +220,7 @@ def variant_barh(ax, order: list[str], values, fmt: str | None = None, errors=No
     if fmt:
         for yi, value, end in zip(y, values, ends):
             if np.isfinite(value):
-                texts.append(fmt.format(value))
+                texts.append(fmt(value) if callable(fmt) else fmt.format(value))
                 ax.annotate(texts[-1], (end, yi), xytext=(3, 0), textcoords="offset points", va="center",
                             ha="left", fontsize=BAR_LABEL_SIZE)
     ax.set_yticks(y, labels or order, fontsize=8)

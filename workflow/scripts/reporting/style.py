@@ -41,6 +41,10 @@ def lay_out(fig) -> None:
     fig.set_dpi(plt.rcParams["savefig.dpi"])
     fig.canvas.draw()
     fig.set_layout_engine("none")
+    # The solver's last bits differ from one solve to the next; rounded, equal inputs give equal files.
+    for ax in fig.get_axes():
+        box = ax.get_position(original=False)
+        ax.set_position([round(v, 6) for v in box.bounds], which="both")
 
 
 def save(fig, pdf: str | Path, png: str | Path) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..derived import ncu_headline, relative_to, speedup
-from ..panels import absent_reason, bars_height, grouped_barh, panel_title, rows_figure, say, variant_barh
+from ..panels import (absent_reason, bars_height, grouped_barh, log_ticks, panel_title, rows_figure, say,
+                      variant_barh)
 from ..results import variant_order
 
 RATIOS = [("sm_cycles", "SM cycles"), ("warp_instructions", "warp instructions"), ("ipc", "IPC")]
@@ -30,9 +30,7 @@ def _ratios(ax, data: pd.DataFrame) -> None:
     ax.set_xlim(float(np.nanmin(ratios)) / 2, max(float(np.nanmax(ratios)), 1.0) * 1.3)
     grouped_barh(ax, long.assign(ratio=ratios), "metric", "ratio", [label for _, label in RATIOS], fmt="{:.2g}",
                  axis_in=4.0)
-    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    log_ticks(ax)
     ax.axvline(1, color="black", linewidth=0.8)
     ax.set_xlabel("ratio to baseline (log scale; 1 = baseline)")
 

@@ -14,12 +14,13 @@ import numpy as np
 from medddpm.curves import smoothing_window
 
 from ..claims import load_claims, quality_verdict, reference_seed, study_band
-from ..panels import variant_color
+from ..panels import mark, shape_text, variant_color
 from ..results import variant_order
 from ..style import note
 
 # Heights (inches) of one label's block: its title and verdict, the slices, the panels; and of the closing note.
-TITLE_H, SLICES_H, PANELS_H, FOOT_H = 0.85, 2.1, 3.6, 0.4
+TITLE_H, SLICES_H, PANELS_H, FOOT_H = 0.85, 2.1, 4.6, 0.4
+PANELS_BOTTOM = 2.05  # inches under the panels' axes: tick labels (run names, turned upright), then the legends
 BLOCK_H = TITLE_H + SLICES_H + PANELS_H
 
 
@@ -29,6 +30,13 @@ def runs_of(study) -> list[tuple[str, int]]:
     others = [v for v in variant_order(study["variant"]) if v != "baseline"]
     seed = reference_seed(study)
     return [("baseline", s) for s in base] + [(v, seed) for v in others]
+
+
+def study_workload(rows) -> str:
+    """The quality study's own workload (smaller than the timed runs'): volume, parameters, T and training length."""
+    first = rows.iloc[0]
+    return (f"quality study: {shape_text(first['volume_shape'])} voxels, {float(first['parameters']) / 1e6:.1f} M "
+            f"parameters, T = {int(first['timesteps'])}, {int(first['optimizer_steps'])} optimizer steps")
 
 
 def run_label(variant: str, seed: int, seeds: int) -> str:
@@ -59,15 +67,15 @@ def build(job):
     for gpu in drawn:
         rows = study[study["gpu"] == gpu]
         measured, verdict = quality_verdict(claim, gpu, rows, optimized)
-        fig.text(0.01, (top - 0.2) / height, results.panel_label(gpu), ha="left", va="center", fontsize=11,
-                 fontweight="bold")
+        fig.text(0.01, (top - 0.2) / height, f"{results.panel_label(gpu)} \N{EM DASH} {study_workload(rows)}",
+                 ha="left", va="center", fontsize=11, fontweight="bold")
         wrapped = "\n".join(textwrap.wrap(f"Quality claim: {verdict} \N{EM DASH} {measured}", int(width * 13)))
         fig.text(0.01, (top - 0.42) / height, wrapped, ha="left", va="top", fontsize=9)
         runs = runs_of(rows)
         _slices(fig, results, gpu, rows, runs, top - TITLE_H, height)
         panels = top - TITLE_H - SLICES_H
-        grid = fig.add_gridspec(1, 4, width_ratios=[1.4, 1, 1, 1], left=0.06, right=0.99, wspace=0.38,
-                                top=(panels - 0.35) / height, bottom=(panels - PANELS_H + 1.05) / height)
+        grid = fig.add_gridspec(1, 4, width_ratios=[1.4, 1, 1, 1], left=0.07, right=0.99, wspace=0.42,
+                                top=(panels - 0.35) / height, bottom=(panels - PANELS_H + PANELS_BOTTOM) / height)
         ax_loss, ax_dist, ax_ssim, ax_psnr = (fig.add_subplot(grid[0, k]) for k in range(4))
         _losses(ax_loss, losses[losses["gpu"] == gpu] if len(losses) else losses, runs, rows)
         _distance(ax_dist, rows, runs, claim)
@@ -103,8 +111,23 @@ def _slices(fig, results, gpu, rows, runs, top: float, height: float) -> None:
         ax.imshow(image, cmap="gray", vmin=-1, vmax=1, interpolation="nearest")
 
 
+LEGEND_Y = 0.08  # inches above the bottom of a label's block: the panels' legends, under their tick labels
+
+
+def _below(ax, ncol: int = 1) -> None:
+    """The panel's legend at the bottom of the label's block, under the axes and their tick labels (never over the
+    data); the block's bottom is the axes' bottom less the room left for tick labels (build's gridspec)."""
+    fig = ax.figure
+    box = ax.get_position()
+    bottom = box.y0 - (PANELS_BOTTOM - LEGEND_Y) / fig.get_figheight()
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=((box.x0 + box.x1) / 2, bottom),
+              bbox_transform=fig.transFigure, ncol=ncol, borderaxespad=0)
+
+
 def _losses(ax, losses, runs, rows) -> None:
-    ax.set_title("training loss", loc="left")
+    """Each run's smoothed loss minus the mean of the baseline's seeds: on the loss itself the curves of similar runs
+    lie on each other and hide the seeds' band."""
+    ax.set_title("training loss - baseline mean", loc="left")
     if losses.empty:
         note(ax, "no loss curves")
         return
@@ -113,23 +136,29 @@ def _losses(ax, losses, runs, rows) -> None:
     curves = {}
     for variant, seed in runs:
         curve = losses[(losses["variant"] == variant) & (losses["seed"] == seed)].sort_values("step")
-        curves[(variant, seed)] = (curve["step"], curve["loss"].rolling(window, min_periods=1).mean())
+        curves[(variant, seed)] = (curve["step"].to_numpy(),
+                                   curve["loss"].rolling(window, min_periods=1).mean().to_numpy())
     base = [curves[r] for r in runs if r[0] == "baseline" and r in curves]
+    length = min(len(c[1]) for c in curves.values())
+    steps_axis = next(iter(curves.values()))[0][:length]
+    mean = np.vstack([c[1][:length] for c in base]).mean(0) if base else np.zeros(length)
     if len(base) > 1:
-        length = min(len(c[1]) for c in base)
-        stack = np.vstack([c[1].to_numpy()[:length] for c in base])
-        ax.fill_between(base[0][0].to_numpy()[:length], stack.min(0), stack.max(0), color="0.6", alpha=0.45,
+        stack = np.vstack([c[1][:length] for c in base]) - mean
+        ax.fill_between(steps_axis, stack.min(0), stack.max(0), color="0.6", alpha=0.45,
                         label=f"baseline, {len(base)} seeds (band)", linewidth=0)
     for k, ((variant, seed), (x, y)) in enumerate(curves.items()):
+        style = dict(color=variant_color(variant), linewidth=0.9 if variant == "baseline" else 1.1)
         if variant == "baseline":
-            ax.plot(x, y, color="0.3", linewidth=0.9, linestyle=("-", ":", "--", "-.")[k % 4],
-                    label=f"baseline, seed {seed}")
-            continue
-        ax.plot(x, y, color=variant_color(variant, k), linewidth=1.1, label=variant)
+            style["linestyle"] = ("-", ":", "--", "-.")[k % 4]
+        (line,) = ax.plot(x[:length], y[:length] - mean, label=f"baseline, seed {seed}" if variant == "baseline"
+                          else variant, **style)
+        mark([line], variant)
+    ax.axhline(0, color="black", linewidth=0.6)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel(f"L1 loss on the noise, moving mean of {window}")
-    ax.legend(fontsize=7)
+    final = float(mean[-1]) if len(mean) else float("nan")
+    ax.set_ylabel(f"L1 loss on the noise - baseline mean\n(moving mean of {window}; baseline ends at {final:.2g})")
+    _below(ax, ncol=3)
 
 
 def _distance(ax, rows, runs, claim) -> None:
@@ -138,20 +167,24 @@ def _distance(ax, rows, runs, claim) -> None:
     table = rows.set_index(["variant", "seed"])
     values = [float(table.loc[r, column]) for r in runs]
     seeds = len([r for r in runs if r[0] == "baseline"])
-    colors = ["0.45" if v == "baseline" else variant_color(v, k) for k, (v, _) in enumerate(runs)]
     band = study_band(claim, rows)
     if band is not None:
         ax.axhspan(band["centre"] - band["half_width"], band["centre"] + band["half_width"], color="0.6", alpha=0.3,
                    label="baseline's seed-to-seed band", linewidth=0)
-        ax.legend(fontsize=7, loc="lower right")
-    ax.scatter(range(len(runs)), values, color=colors, zorder=3, s=30)
-    ax.set_xticks(range(len(runs)), [run_label(v, s, seeds) for v, s in runs], rotation=30, ha="right", fontsize=8)
+    points = ax.scatter(range(len(runs)), values, color=[variant_color(v) for v, _ in runs], zorder=3, s=30)
+    ax.set_xticks(range(len(runs)), [run_label(v, s, seeds) for v, s in runs], rotation=90, fontsize=8)
     ax.set_ylabel("Wasserstein distance per mask label\n(sample vs real intensities, mean)" if
                   column == "wasserstein_vs_real" else column)
     ax.margins(y=0.3)
+    if len({v for v, _ in runs}) == 1:
+        mark([points], runs[0][0])
+    if band is not None:
+        _below(ax)
 
 
 def _similarity(ax, rows, runs, metric: str, ylabel: str) -> None:
+    """Against the real images and against the baseline's sample from the same noise, per run; the values are in
+    tab06. A run whose samples are the baseline's own (bit for bit) is written so: its PSNR is infinite."""
     ax.set_title(ylabel.split(" (")[0], loc="left")
     table = rows.set_index(["variant", "seed"])
     seeds = len([r for r in runs if r[0] == "baseline"])
@@ -159,8 +192,7 @@ def _similarity(ax, rows, runs, metric: str, ylabel: str) -> None:
     column = f"{metric}_vs_baseline" + ("_db" if metric == "psnr" else "")
     versus = np.array([table.loc[r, column] if column in table else np.nan for r in runs], dtype=float)
     x = np.arange(len(runs))
-    bars = ax.bar(x - 0.2, real, width=0.4, label="vs real image", color="#4c72b0")
-    ax.bar_label(bars, fmt="%.2g" if metric == "ssim" else "%.3g", fontsize=6, padding=1)
+    ax.bar(x - 0.2, real, width=0.4, label="vs real image", color="#4c72b0")
     ax.bar(x + 0.2, np.nan_to_num(versus), width=0.4, label="vs baseline's sample (same noise)", color="#dd8452")
     top = np.nanmax(np.concatenate([real, versus, [1.0]]))
     if metric == "psnr":
@@ -168,11 +200,12 @@ def _similarity(ax, rows, runs, metric: str, ylabel: str) -> None:
                      for r in runs]
         for xi, same in zip(x, identical):
             if same:
-                ax.annotate("same\nvolume", (xi + 0.2, 0), ha="center", va="bottom", fontsize=7)
-        ax.set_ylim(0, top * 1.45)
+                ax.annotate("identical", (xi + 0.2, 0), ha="center", va="bottom", fontsize=7, rotation=90,
+                            xytext=(0, 2), textcoords="offset points")
+        ax.set_ylim(0, top * 1.15)
     else:
-        ax.set_ylim(min(0.0, float(np.nanmin(np.concatenate([real, versus])))), 1.45)
+        ax.set_ylim(min(0.0, float(np.nanmin(np.concatenate([real, versus])))), 1.05)
         ax.set_yticks(np.arange(0, 1.01, 0.2))
-    ax.set_xticks(x, [run_label(v, s, seeds) for v, s in runs], rotation=30, ha="right", fontsize=8)
+    ax.set_xticks(x, [run_label(v, s, seeds) for v, s in runs], rotation=90, fontsize=8)
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=7, loc="upper center", ncol=1)
+    _below(ax)

@@ -10,7 +10,8 @@ import yaml
 
 from profiling.kernels import CLASS_NAMES
 
-from ..panels import CLASS_COLORS, absent_reason, class_legend, has, ncu_rows, rows_figure, rows_with_data, say
+from ..panels import (CLASS_COLORS, absent_reason, class_legend, fit, has, ncu_rows, panel_title, rows_figure,
+                      rows_with_data, say)
 from ..results import variant_order
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
@@ -80,7 +81,7 @@ def build(job):
         return has(data, needs) and not roofline_points(data).empty
 
     rows, left_out = rows_with_data(results, drawable, what)
-    fig, axes = rows_figure([f"{results.panel_label(g)} - {p} step" for g, p in rows], 1, width=8, height=5.2,
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 1, width=10, height=5.4,
                             left_out=left_out)
     used = set()
     for (gpu, phase), (ax,) in zip(rows, axes):
@@ -122,12 +123,14 @@ def build(job):
         missing = {v: share for v, share in missing.items() if share > 0.005}
         if missing:
             text = ", ".join(f"{v} {share:.0%}" for v, share in sorted(missing.items()))
-            ax.annotate(f"not drawn, FLOPs not counted (tensor kernels profiled without tensor-op counters):\n{text}"
-                        " of kernel time", (0.01, 0.98), xycoords="axes fraction", fontsize=7, va="top")
+            ax.text(0.0, -0.13, fit(f"not drawn, FLOPs not counted (tensor kernels profiled without tensor-op "
+                                    f"counters): {text} of kernel time", 7.5, 15), transform=ax.transAxes,
+                    ha="left", va="top", fontsize=7, color="0.3")
         ax.set_xlim(lo, hi)
         ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
         ax.set_ylabel("achieved throughput (GFLOP/s: tensor + FP32)")
-        legend = ax.legend(fontsize=8, title="variant (marker)", loc="lower right")
+        legend = ax.legend(fontsize=8, title="variant (marker)", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                           borderaxespad=0, title_fontsize=8)
         for handle in legend.legend_handles:
             handle.set_facecolor("white")
     class_legend(fig, [c for c in CLASS_NAMES if c in used])

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from profiling.kernels import CLASS_NAMES
 
 from ..bench import bench_on_runs
-from ..panels import CLASS_COLORS, class_legend, rows_figure, say, variant_color, xticks
+from ..panels import (CLASS_COLORS, OWN_SCALES, bars_height, class_legend, log_ticks, panel_title, rows_figure, say,
+                      significant, variant_barh)
 from ..results import preferred_tool
+
+# The rungs' order, as ladder() builds it (the caption says so; tests/test_reporting.py checks the caption).
+ORDER = "the configured run order (run_variants), then the other variants from slowest to fastest"
 
 
 def ladder(bench: pd.DataFrame, configured: list[str]) -> list[str]:
@@ -22,27 +25,24 @@ def ladder(bench: pd.DataFrame, configured: list[str]) -> list[str]:
     return [v for v in configured if v in present] + list(rest["variant"])
 
 
-def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, unit: str, scale: float) -> None:
-    values = run.loc[order, column].astype(float) * scale
-    ax.bar(range(len(order)), values, color=[variant_color(v, k) for k, v in enumerate(order)])
-    for x, value in enumerate(values):
-        if not pd.isna(value):
-            ax.annotate(f"{value:.3g}", (x, value), ha="center", va="bottom", fontsize=7)
-    floors = (run.loc[order, column].astype(float) * run.loc[order, fraction].astype(float) * scale).dropna()
+def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, unit: str, what: str) -> None:
+    values = run.loc[order, column].astype(float)
+    variant_barh(ax, order, values, fmt=significant, log=True, axis_in=2.6)
+    floors = (run.loc[order, column].astype(float) * run.loc[order, fraction].astype(float)).dropna()
+    floor_text = ""
     if len(floors):
         floor = float(floors.median())  # the same FLOPs and rate for every rung
-        ax.axhline(floor, color="black", linestyle="--", linewidth=1)
-        ax.annotate(f"FLOP floor {floor:.3g} {unit} (measured bf16 rate)", (0.02, floor),
-                    xycoords=("axes fraction", "data"), ha="left", va="bottom", fontsize=7)
+        ax.axvline(floor, color="black", linestyle="--", linewidth=1)
+        low, high = ax.get_xlim()
+        ax.set_xlim(min(low, floor / 1.5), high)
+        floor_text = f"; dashed: FLOP floor {floor:.3g} {unit}"
     fastest = values.idxmin() if values.notna().any() else None
     if fastest is not None:
-        ax.patches[order.index(fastest)].set_edgecolor("black")
-        ax.patches[order.index(fastest)].set_linewidth(1.5)
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_ylabel(f"{unit} (log scale)")
-    xticks(ax, order)
+        bar = ax.patches[order.index(fastest)]
+        bar.set_edgecolor("black")
+        bar.set_linewidth(1.5)
+    log_ticks(ax)
+    ax.set_xlabel(f"{what} ({unit}, log scale){floor_text}")
 
 
 def build(job):
@@ -51,11 +51,13 @@ def build(job):
     bench, summaries = bench_on_runs(results.table("bench"), results.table("runs")), results.table("summaries")
     configured = list(job.settings.get("run_variants", []))
     labels = [g for g in results.labels() if len(bench) and (bench["gpu"] == g).any()] or results.labels()
-    fig, axes = rows_figure([results.panel_label(g) for g in labels], 3, width=5.4, height=4.2, ratios=[1, 1, 1.2])
+    counts = [int((bench["gpu"] == g).sum()) if len(bench) else 0 for g in labels]
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], 3, width=5.4, ratios=[1.25, 1, 1],
+                            height=[bars_height(n) for n in counts], caveat=OWN_SCALES)
     used = set()
     for gpu, (ax_train, ax_sample, ax_mix) in zip(labels, axes):
-        ax_train.set_title("training per sample (ms, log)", loc="left")
-        ax_sample.set_title("sampling per volume (s, log)", loc="left")
+        ax_train.set_title("training per sample", loc="left")
+        ax_sample.set_title("sampling per volume", loc="left")
         ax_mix.set_title("training step: kernel time by class", loc="left")
         run = bench[bench["gpu"] == gpu] if len(bench) else bench
         if run.empty:
@@ -64,9 +66,10 @@ def build(job):
             continue
         order = ladder(run, configured)
         run = run.set_index("variant")
-        _times(ax_train, run, order, "train_ms_per_sample", "train_fraction_of_bf16_rate", "ms", 1.0)
+        _times(ax_train, run, order, "train_ms_per_sample", "train_fraction_of_bf16_rate", "ms", "per sample")
         if run["sample_volume_s"].notna().any():
-            _times(ax_sample, run, order, "sample_volume_s", "sample_fraction_of_bf16_rate", "s", 1.0)
+            _times(ax_sample, run, order, "sample_volume_s", "sample_fraction_of_bf16_rate", "s", "per volume")
+            ax_sample.set_yticklabels([])
         else:
             say(ax_sample, f"no sampling run for {gpu}")
         train = summaries[(summaries["gpu"] == gpu) & (summaries["phase"] == "train")] if len(summaries) else summaries
@@ -75,16 +78,17 @@ def build(job):
         if not profiled:
             say(ax_mix, f"no training-step profile of these variants on {gpu}")
             continue
-        bottom = np.zeros(len(profiled))
+        left = np.zeros(len(profiled))
         for kernel_class in CLASS_NAMES:
             rows = train[train["kernel_class"] == kernel_class].set_index("variant")
             shares = np.array([float(rows["time_share"].get(v, 0.0)) * 100 for v in profiled])
             if shares.any():
                 used.add(kernel_class)
-                ax_mix.bar(range(len(profiled)), shares, bottom=bottom, color=CLASS_COLORS[kernel_class])
-                bottom += shares
-        xticks(ax_mix, profiled)
-        ax_mix.set_ylabel("share of the step's kernel time (%)")
-        ax_mix.set_ylim(0, 100)
+                ax_mix.barh(range(len(profiled)), shares, left=left, height=0.7, color=CLASS_COLORS[kernel_class])
+                left += shares
+        ax_mix.set_yticks(range(len(profiled)), profiled, fontsize=8)
+        ax_mix.set_ylim(len(profiled) - 0.5, -0.5)
+        ax_mix.set_xlabel("share of the step's kernel time (%)")
+        ax_mix.set_xlim(0, 100)
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
