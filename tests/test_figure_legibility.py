@@ -166,6 +166,27 @@ def test_palette_is_stable_and_distinct():
     assert len(set(CLASS_COLORS.values())) == len(CLASS_COLORS)
 
 
+def caption(output_id: str) -> str:
+    return " ".join((REPO / "workflow" / "report" / f"{output_id}.rst").read_text().split())
+
+
+def test_captions_state_the_unit_kinds_and_order_the_code_draws():
+    """Where a caption names a unit, the kinds drawn or an order, it is the one of the code's constants."""
+    from profiling.instructions import CATEGORIES, UNIT
+    from reporting.outputs import fig10_roofline, fig11_optimization_ladder
+    from reporting.panels import TOOL_NAMES
+
+    text = caption("fig03_instruction_mix")
+    assert UNIT in text and "warp instructions per variant" not in text
+    for name, label in CATEGORIES:
+        assert label.split(" (")[0].split(",")[0].lower() in text.lower(), name
+    text = caption("fig10_roofline")
+    assert all(f"{label} peak" in text for _, label, _ in fig10_roofline.CEILINGS)
+    assert "tensor-core work is not counted" not in text
+    assert fig11_optimization_ladder.ORDER in caption("fig11_optimization_ladder")
+    assert all(name in caption("fig01_runtime_breakdown") for name in TOOL_NAMES.values())
+
+
 def teardown_module() -> None:
     _CACHE.clear()
     plt.close("all")
