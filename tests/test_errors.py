@@ -146,11 +146,36 @@ def ncu_log(kernels: int) -> str:
     return "\n".join(lines + ["==PROF== Disconnected from process 4711", "==PROF== Report: out.ncu-rep", ""])
 
 
-def ncu_extract(folder: Path, raw_text: str, profiled: int = 41, raw_name: str = "ncu_raw.csv") -> Attempt:
-    """extract_profile.py on a raw page `raw_text`, with a tool log saying ncu profiled `profiled` kernels."""
+DETAILS_METRIC_COLUMNS = ["Section Name", "Metric Name", "Metric Unit", "Metric Value", "Rule Name", "Rule Type",
+                          "Rule Description", "Estimated Speedup Type", "Estimated Speedup"]
+
+
+def details_page(raw_text: str) -> str:
+    """The details page of the report whose raw page is `raw_text`, laid out as ncu writes it (as in the shipped H200
+    exports): per kernel its launch columns, then one row per metric of the section "Command line profiler metrics"
+    (section, metric, unit, value) ending after an empty rule name."""
+    rows = list(csv.reader(io.StringIO(raw_text)))
+    header, units = rows[0], rows[1]
+    launch = header.index("CC") + 1
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    writer.writerow(header[:launch] + DETAILS_METRIC_COLUMNS)
+    for row in rows[2:]:
+        for column in range(launch, len(header)):
+            writer.writerow(row[:launch] + ["Command line profiler metrics", header[column], units[column],
+                                            row[column], ""])
+    return out.getvalue()
+
+
+def ncu_extract(folder: Path, raw_text: str, profiled: int | None = 41, raw_name: str = "ncu_raw.csv",
+                details: str | None = None, log: str | None = None, phase: str = "train") -> Attempt:
+    """extract_profile.py on a raw page `raw_text` and a details page (by default that of the whole tiny H200 step),
+    with a tool log saying ncu profiled `profiled` kernels (or `log` as the tool log)."""
     (folder / raw_name).write_text(raw_text)
-    (folder / "tool.log").write_text(ncu_log(profiled))
-    return extract_job(folder, "ncu", raw=folder / raw_name, details=H200_DETAILS, tool_log=folder / "tool.log")
+    (folder / "ncu_details.csv").write_text(details if details is not None else details_page(H200_RAW.read_text()))
+    (folder / "tool.log").write_text(log if log is not None else ncu_log(profiled))
+    return extract_job(folder, "ncu", phase, raw=folder / raw_name, details=folder / "ncu_details.csv",
+                       tool_log=folder / "tool.log")
 
 
 def raw_lines() -> list[str]:
@@ -294,6 +319,56 @@ def case_loss_infinite(tmp_path, dataset, monkeypatch):
     return train_job(tmp_path, dataset)
 
 
+# The sampling step of the shipped H200 baseline: a raw and a details page of one report, 412 kernels.
+SAMPLE_PROFILE = REFERENCE / "baseline" / "profile" / "sample"
+
+
+def real_page(page: str) -> list[str]:
+    """The lines of the shipped page ("raw" or "details") of SAMPLE_PROFILE."""
+    return gzip.decompress((SAMPLE_PROFILE / f"ncu_{page}.csv.gz").read_bytes()).decode().splitlines(keepends=True)
+
+
+def details_up_to(kernel: int, metric_rows: int | None = None) -> str:
+    """The real details page cut at a row boundary: the rows of kernels before `kernel`, and the first `metric_rows`
+    rows of `kernel` itself where given."""
+    lines = real_page("details")
+    starts = [n for n, line in enumerate(lines) if line.startswith(f'"{kernel}",')]
+    end = starts[0] + metric_rows if metric_rows is not None else starts[0]
+    return "".join(lines[:end])
+
+
+def ncu_rules_job(folder: Path, details_text: str, raw_text: str | None = None) -> Attempt:
+    """extract_ncu_rules.py on a details page, beside the real raw page of the same report (or `raw_text`)."""
+    (folder / "ncu_details.csv").write_text(details_text)
+    (folder / "ncu_raw.csv").write_text(raw_text if raw_text is not None else "".join(real_page("raw")))
+    out = Files(rules=folder / "ncu_rules.csv")
+    return Attempt(lambda: run_script("extract_ncu_rules.py",
+                                      input=Files(details=folder / "ncu_details.csv", raw=folder / "ncu_raw.csv"),
+                                      output=out, log=Files(folder / "rules.log")), [Path(p) for p in out])
+
+
+@case(r"ncu details CSV \S+ncu_details\.csv holds 30 kernels but the other page of the same report, \S+ncu_raw\.csv, "
+      r"holds 412: ncu_details\.csv is cut short; fix: export it again from the report: ncu -i \S+ncu\.ncu-rep --csv "
+      r"--page details --print-units base --print-kernel-base demangled > \S+ncu_details\.csv")
+def case_ncu_details_cut_at_a_row_boundary(tmp_path, dataset):
+    return ncu_rules_job(tmp_path, details_up_to(30))
+
+
+@case(r"ncu details CSV \S+ncu_details\.csv is cut short: its last kernel \(411\) has 40 metric rows, where kernels "
+      r"like it have \d+; fix: export it again from the report: ncu -i \S+ncu\.ncu-rep --csv --page details")
+def case_ncu_details_cut_inside_its_last_kernel(tmp_path, dataset):
+    return ncu_rules_job(tmp_path, details_up_to(411, metric_rows=40))
+
+
+@case(r"ncu raw CSV \S+ncu_raw\.csv holds 200 kernels but the other page of the same report, \S+ncu_details\.csv, "
+      r"holds 412: ncu_raw\.csv is cut short; fix: export it again from the report: ncu -i \S+ncu\.ncu-rep --csv "
+      r"--page raw")
+def case_ncu_export_cut_at_a_row_boundary_and_a_log_without_ncu_lines(tmp_path, dataset):
+    # ncu run with --quiet or --log-file leaves no ==PROF== line in the job's tool log: the details page tells.
+    return ncu_extract(tmp_path, "".join(real_page("raw")[:202]), details="".join(real_page("details")),
+                       log="step 0 of 1 (profiled)\n", phase="sample")
+
+
 # --- profiler exports that cannot be used ----------------------------------------------------------------------------
 
 
@@ -320,14 +395,15 @@ def case_ncu_details_cut(tmp_path, dataset):
     text = H200_DETAILS.read_text()
     (tmp_path / "details.csv").write_text(text[: len(text) // 2 - 3] + '"x')
     out = Files(rules=tmp_path / "ncu_rules.csv")
-    return Attempt(lambda: run_script("extract_ncu_rules.py", input=Files(details=tmp_path / "details.csv"),
+    return Attempt(lambda: run_script("extract_ncu_rules.py", input=Files(details=tmp_path / "details.csv",
+                                                                          raw=H200_RAW),
                                       output=out, log=Files(tmp_path / "rules.log")), [Path(p) for p in out])
 
 
 @case(r"backward pass missing: no dgrad or wgrad kernel among 21 profiled kernels; .*fix: use "
       r"torch\.cuda\.nvtx\.range_start/range_end")
 def case_training_profile_without_backward_kernels(tmp_path, dataset):
-    return ncu_extract(tmp_path, H200_PUSHPOP.read_text(), profiled=21)
+    return ncu_extract(tmp_path, H200_PUSHPOP.read_text(), profiled=21, details=details_page(H200_PUSHPOP.read_text()))
 
 
 @case(r"torch trace \S+torch_trace\.json is cut short \(the JSON ends early\): .* at line \d+, column \d+; fix: delete "
@@ -679,6 +755,24 @@ def test_every_real_export_cut_at_a_row_boundary_is_refused(path):
         ncu.check_kernel_count(ncu.exported_kernels(half), profiled, "cut")
     for damaged in ("".join(lines[:2] + lines[3:]), "".join(lines[: 2 + kernels // 2] + lines[3 + kernels // 2:])):
         assert "kernel IDs must run 0, 1, 2" in ncu.check_raw_csv(damaged)
+
+
+@pytest.mark.parametrize("name", ["ncu-details-cut-at-a-row-boundary", "ncu-details-cut-inside-its-last-kernel",
+                                  "ncu-export-cut-at-a-row-boundary-and-a-log-without-ncu-lines"])
+def test_the_export_command_a_cut_page_names_writes_it_again(name, tmp_path, dataset, monkeypatch):
+    """Doing what the line says: its ncu command (here a stand-in ncu on PATH that prints the report's pages as the
+    real one does) writes the page again, and the same job then succeeds."""
+    attempt = CASES[name][0](tmp_path, dataset)
+    message = refusal(attempt.act)
+    command = message.split("fix: export it again from the report: ", 1)[1].split(" (or delete ", 1)[0]
+    assert command.startswith(f"ncu -i {tmp_path / 'ncu.ncu-rep'} --csv --page "), command
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake_profiler(tools, "ncu", "", raw="".join(real_page("raw")), details="".join(real_page("details")))
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    subprocess.run(command, shell=True, check=True)
+    attempt.act()
+    assert all(path.is_file() for path in attempt.outputs)
 
 
 def test_profiled_kernels_reads_ncus_log():

@@ -23,6 +23,7 @@ rule extract_profile:
 rule extract_ncu_rules:
     input:
         details=layout.profile_file("ncu_details.csv"),
+        raw=layout.profile_file("ncu_raw.csv"),
         code=extraction_code(),
     output:
         rules=layout.profile_file("ncu_rules.csv"),

@@ -11,8 +11,10 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 def main() -> None:
     try:
-        details = Path(snakemake.input.details)
-        rules = ncu.parse_details(details.read_text(errors="replace"), source=f"ncu details CSV {details}")
+        details, raw = Path(snakemake.input.details), Path(snakemake.input.raw)
+        text = details.read_text(errors="replace")
+        rules = ncu.parse_details(text, source=f"ncu details CSV {details}")
+        ncu.check_pages_agree(raw.read_text(errors="replace"), raw, text, details)  # a page cut at a row boundary
     except ProfilingError as error:
         raise JobError(str(error)) from None
     tables.save_frame(rules, snakemake.output.rules)

@@ -7,6 +7,7 @@ import csv
 import io
 import math
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Sequence
@@ -55,6 +56,9 @@ RULE_COLUMNS = [
     "estimated_speedup_pct",
 ]
 _MISSING_VALUES = {"", "n/a", "N/A", "nan"}
+# What ncu itself writes in a metric column (one with a unit) for a kernel it has no value of, e.g. in
+# sass__inst_executed_register_spilling_mem_local of a --set full export: missing there, as "n/a" is.
+_NO_DATA = "no data"
 # Every time share is computed from it.
 DURATION = "gpu__time_duration.sum"
 
@@ -218,17 +222,19 @@ def check_raw_csv(text: str, source: str = "ncu raw CSV") -> str | None:
     return _raw_rows(text, source)[1]
 
 
-def _numeric(values: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(numbers, bad) from ncu's printed numbers ("1,245,312"), column by column: floats with NaN where a value is
-    missing ("n/a", empty) or not a number; `bad` marks the values that are present but not numbers. All columns in
-    one pass over their cells (a raw page has hundreds of metric columns; column by column, pandas' per-call
-    overhead was most of the parse)."""
+def _numeric(values: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(numbers, bad, no_data) from ncu's printed numbers ("1,245,312"), column by column: floats with NaN where a
+    value is missing ("n/a", empty) or not a number; `bad` marks the values that are present but not numbers,
+    `no_data` those of them that are ncu's own "no data" (missing where the column has a unit: parse_raw decides).
+    All columns in one pass over their cells (a raw page has hundreds of metric columns; column by column, pandas'
+    per-call overhead was most of the parse)."""
     cells = pd.Series(values.to_numpy().ravel(order="F"), dtype=str)
     cleaned = cells.str.strip().str.replace(",", "", regex=False)
     missing = cleaned.isin(_MISSING_VALUES)
     numbers = pd.to_numeric(cleaned.where(~missing), errors="coerce").astype(float)
     bad = numbers.isna() & ~missing
-    return (numbers.to_numpy().reshape(values.shape, order="F"), bad.to_numpy().reshape(values.shape, order="F"))
+    no_data = cleaned == _NO_DATA
+    return tuple(mask.to_numpy().reshape(values.shape, order="F") for mask in (numbers, bad, no_data))
 
 
 def _identity_columns(header: list[str]) -> list[str]:
@@ -255,7 +261,8 @@ def parse_raw(text: str, source: str = "ncu raw CSV") -> pd.DataFrame:
     Refused with one line naming the kernel, the column and the file: a value that is not a number in a metric
     column (one with a unit, or one the tidy table maps), and a missing value ("n/a", empty) in the duration or in
     a metric the per-class summary sums or averages (tables.SUMMARY_INPUTS), which would make it NaN. Elsewhere a
-    missing value stays NaN: ncu prints "n/a" where a metric does not apply to a kernel.
+    missing value stays NaN: ncu prints "n/a" where a metric does not apply to a kernel, and "no data" in a metric
+    column (one with a unit) where it collected nothing (a --set full export's register-spilling counters).
     """
     rows, problem = _raw_rows(text, source)
     if problem:
@@ -270,12 +277,14 @@ def parse_raw(text: str, source: str = "ncu raw CSV") -> pd.DataFrame:
     columns: dict[str, pd.Series] = {}
     unit_of: dict[str, str] = {}
     identity = _identity_columns(header)
-    all_numbers, all_bad = _numeric(frame)
+    all_numbers, all_bad, all_no_data = _numeric(frame)
     for position, (column, unit) in enumerate(zip(header, units)):
         if column in identity:
             columns[IDENTITY_COLUMNS.get(column, _snake(column))] = frame[column]
             continue
         numbers, bad = pd.Series(all_numbers[:, position]), all_bad[:, position]
+        if unit.strip():
+            bad = bad & ~all_no_data[:, position]  # ncu's "no data" in a metric column: a missing value
         is_metric = bool(unit.strip()) or tables.maps_metric(column)
         if bad.any() and not is_metric:
             columns[column] = frame[column]  # a text metric (device name, cache configuration)
@@ -307,12 +316,8 @@ def parse_raw(text: str, source: str = "ncu raw CSV") -> pd.DataFrame:
     return out
 
 
-def parse_details(text: str, source: str = "ncu details CSV") -> pd.DataFrame:
-    """Rules table (RULE_COLUMNS) from `ncu -i X --csv --page details`; rows that carry no rule are ignored.
-
-    A report collected with an explicit --metrics list and no sections has no rule columns at all: that gives an
-    empty table, which means "no rules ran", not "no problems found".
-    """
+def _details_rows(text: str, source: str) -> list[list[str]]:
+    """The details page's rows from the header on, refused in one line where it is cut inside a row or empty."""
     try:
         rows = _csv_rows(text)
     except csv.Error as error:
@@ -325,6 +330,106 @@ def parse_details(text: str, source: str = "ncu details CSV") -> pd.DataFrame:
             f"{source} has no header row (empty or failed export); "
             "fix: export again with ncu -i REPORT --csv --page details"
         )
+    return rows
+
+
+def page_kernels(text: str, page: str, source: str | None = None) -> list[tuple[str, str]]:
+    """(ID, kernel name) of each kernel of an exported page ("raw" or "details"), in file order, each kernel once;
+    a page that cannot be read is refused in one line naming `source`.
+
+    A details page holds many rows per kernel (one per metric, section and rule), all of one kernel together."""
+    if page == "raw":
+        rows, problem = _raw_rows(text, source or "ncu raw CSV")
+        if problem:
+            raise ProfilingError(problem)
+        header, rows = rows[0], rows[2:]
+    else:
+        rows = _details_rows(text, source or "ncu details CSV")
+        header, rows = rows[0], rows[1:]
+    name = header.index("Kernel Name") if "Kernel Name" in header else None
+    kernels: dict[str, str] = {}
+    for row in rows:
+        kernels.setdefault(row[0].strip(), row[name] if name is not None and name < len(row) else "")
+    return list(kernels.items())
+
+
+def _export_fix(path: Path, page: str) -> str:
+    """The command that writes `path` again from the report beside it (the profile job keeps ncu.ncu-rep)."""
+    report = path.parent / "ncu.ncu-rep"
+    return shlex.join(export_command(report, page)) + f" > {shlex.quote(str(path))}"
+
+
+def check_pages_agree(raw_text: str, raw_path: str | Path, details_text: str, details_path: str | Path) -> None:
+    """Raise ProfilingError unless the raw and details pages of one report hold the same kernels, in the same order.
+
+    ncu exports both pages from one report, so a page cut at a row boundary (which parses: its rows are whole) holds
+    fewer kernels than the other; the shorter one is the cut one. Checked whatever ncu's log says (it may hold no
+    ==PROF== lines: ncu run with --quiet or --log-file, or a log from elsewhere). Within the details page, a last
+    kernel whose metric rows stop before those of the kernels like it is cut too (details_cut_in_last_kernel).
+    """
+    raw_path, details_path = Path(raw_path), Path(details_path)
+    raw = page_kernels(raw_text, "raw", f"ncu raw CSV {raw_path}")
+    details = page_kernels(details_text, "details", f"ncu details CSV {details_path}")
+    if len(raw) != len(details):
+        cut, cut_page, whole = (raw_path, "raw", details_path) if len(raw) < len(details) else (
+            details_path, "details", raw_path)
+        raise ProfilingError(
+            f"ncu {cut_page} CSV {cut} holds {min(len(raw), len(details))} kernels but the other page of the same "
+            f"report, {whole}, holds {max(len(raw), len(details))}: {cut.name} is cut short; fix: export it again "
+            f"from the report: {_export_fix(cut, cut_page)} (or delete {cut} and rerun: the profile job profiles "
+            "and exports again)"
+        )
+    for (raw_id, raw_name), (details_id, details_name) in zip(raw, details):
+        if raw_id != details_id or raw_name.strip() != details_name.strip():
+            raise ProfilingError(
+                f"ncu raw CSV {raw_path} and details CSV {details_path} are not pages of one report: kernel "
+                f"{raw_id} is {short_name(raw_name) or 'unnamed'} in one and kernel {details_id} "
+                f"{short_name(details_name) or 'unnamed'} in the other; fix: export both again from the report: "
+                f"{_export_fix(raw_path, 'raw')}; {_export_fix(details_path, 'details')}"
+            )
+    cut = details_cut_in_last_kernel(details_text)
+    if cut:
+        raise ProfilingError(
+            f"ncu details CSV {details_path} is cut short: {cut}; fix: export it again from the report: "
+            f"{_export_fix(details_path, 'details')} (or delete {details_path} and rerun: the profile job profiles "
+            "and exports again)"
+        )
+
+
+def details_cut_in_last_kernel(text: str) -> str | None:
+    """Where a details page cut at a row boundary inside its last kernel shows: that kernel's (section, metric) rows
+    are a strict beginning of those of an earlier kernel, and equal to none (kernels of one report share the
+    sections and metrics asked for; a few metric sets occur). None otherwise. Rule rows after the last metric row
+    vary per kernel, so a cut among them does not show."""
+    rows = _details_rows(text, "ncu details CSV")
+    header = rows[0]
+    if "Section Name" not in header or "Metric Name" not in header:
+        return None
+    section, metric = header.index("Section Name"), header.index("Metric Name")
+    signatures: dict[str, list[tuple[str, str]]] = {}
+    for row in rows[1:]:
+        if len(row) > metric and row[metric].strip():
+            signatures.setdefault(row[0].strip(), []).append((row[section], row[metric]))
+    if len(signatures) < 2:
+        return None
+    *earlier, (last_id, last) = signatures.items()
+    others = {tuple(rows_) for _, rows_ in earlier}
+    if tuple(last) in others:
+        return None
+    longer = [other for other in others if len(other) > len(last) and other[: len(last)] == tuple(last)]
+    if not longer:
+        return None
+    return (f"its last kernel ({last_id}) has {len(last)} metric rows, where kernels like it have "
+            f"{min(map(len, longer))}")
+
+
+def parse_details(text: str, source: str = "ncu details CSV") -> pd.DataFrame:
+    """Rules table (RULE_COLUMNS) from `ncu -i X --csv --page details`; rows that carry no rule are ignored.
+
+    A report collected with an explicit --metrics list and no sections has no rule columns at all: that gives an
+    empty table, which means "no rules ran", not "no problems found".
+    """
+    rows = _details_rows(text, source)
     header = rows[0]
     for column in ("Kernel Name", "Section Name"):
         if column not in header:

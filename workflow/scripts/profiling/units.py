@@ -18,6 +18,9 @@ _TIME_NS = {
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # Counts and sizes: an optional SI prefix on a lower-case base word (Kbyte, Mbyte, Gcycle, Minst, Ghz).
 _PREFIXED = re.compile(r"^([KMGT]?)([a-z]+)$")
+# Sizes with a binary prefix, as ncu prints some of them (Kibyte = 1024 bytes, Mibyte, Gibyte, Tibyte). Matched
+# before _PREFIXED, which would read "Kibyte" as 1000 of a unit "ibyte".
+_BINARY = re.compile(r"^([KMGT])i(byte|bit)$")
 _DIMENSIONLESS = {"", "%", "nan"}
 
 
@@ -26,6 +29,10 @@ def _simple(unit: str) -> tuple[float, str] | None:
         return 1.0, unit
     if unit in _TIME_NS:
         return _TIME_NS[unit], "nsecond"
+    binary = _BINARY.match(unit)
+    if binary is not None:
+        prefix, base = binary.groups()
+        return 1024.0 ** ("KMGT".index(prefix) + 1), base
     match = _PREFIXED.match(unit)
     if match is None:
         return None
