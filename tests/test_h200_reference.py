@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
 from profiling import instructions, ncu, tables, torchprof
 from profiling.errors import ProfilingError
 from profiling.settings import ncu_settings

@@ -1,0 +1,569 @@
+"""The numbers behind the headline tables, checked by another route than the code that produced them.
+
+- Small real training and sampling jobs on the CPU (8^3 volumes, gradient accumulation 3, so that a wrong per-sample
+  divisor shows): every number of train.json and sample.json recomputed from the job's own per-step records
+  (train_steps.csv, sample_steps.csv), and the steps counted against the configured steps and warm-up.
+- The timers and the summary on clocks and values chosen by hand.
+- The trainer's data path on a stand-in model whose gradient is known: accumulation, zero_grad, the EMA schedule.
+- What the U-Net receives under each variant (a forward hook): layout and dtype of every input, layout of the
+  weights, the dtype its convolutions compute in, gradient mode.
+- The variant's backend flags as start_run sets and records them.
+- Which statistic each table and figure takes (tab04, tab07, fig08), from hand-made result files whose mean, median
+  and quartiles all differ.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import math
+import resource
+import statistics
+from types import SimpleNamespace
+
+import matplotlib.pyplot as plt
+import nibabel as nib
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import REPO
+from matplotlib.collections import LineCollection
+from matplotlib.patches import Rectangle
+from measurement import timing
+from measurement.timing import DeviceTimer, summary
+from medddpm import engine
+from medddpm.build import Workload
+from medddpm.jobs import run_sampling, run_training
+from medddpm.prepare import prepare_dataset, read_wholehead_pairs
+from medddpm.runs import start_job
+from medddpm.settings import SampleSettings, TrainSettings, from_mapping
+from medddpm.switches import Variant
+from medddpm.training import EMA, NonFiniteLoss, Trainer
+from medddpm.unet import UNet3D
+from medddpm.variants import backend_flags
+
+MODEL = {"in_channels": 3, "out_channels": 1, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
+         "attention_downsample_rates": [2], "num_heads": 1, "dropout": 0.0}
+SHAPE = (8, 8, 8)
+TIMESTEPS = 5
+CPU = {"label": "cpu", "device": "cpu", "name_pattern": None, "emulate_gpus_on_cpu": False}
+ACCUMULATION = 3
+TRAIN = {"lr": 1e-4, "gradient_accumulation": ACCUMULATION, "ema_decay": 0.9, "ema_update_every": 1,
+         "ema_start_step": 1, "warmup_steps": 2, "measured_steps": 4, "seed": 0, "bare_loop_steps": 3}
+SAMPLE = {"masks": 2, "max_steps": None, "warmup_steps": 2, "seed": 0}
+PAPER = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
+VARIANTS = {
+    "baseline": PAPER,
+    "tf32": {"cudnn_tf32": True, "matmul_tf32": True, "channels_last": False},
+    "channels_last": PAPER | {"channels_last": True},
+    "bf16": PAPER | {"autocast": "bfloat16"},
+    "bf16_channels_last": PAPER | {"channels_last": True, "autocast": "bfloat16", "fused_adam": True,
+                                   "foreach_ema": True},
+}
+
+
+@pytest.fixture(autouse=True)
+def backend_restored():
+    """start_run sets process-wide backend flags: put them back after each test."""
+    from medddpm.variants import _set_tf32
+
+    flags = backend_flags()
+    yield
+    _set_tf32(flags["cudnn_tf32"], flags["matmul_tf32"])
+    torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
+
+
+def params(variant: str, train: dict = TRAIN) -> dict:
+    return {"device": CPU, "variant": VARIANTS[variant], "model": MODEL, "diffusion": {"timesteps": TIMESTEPS},
+            "train": train}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """A prepared dataset of four random 8^3 cases, two held out."""
+    raw = tmp_path_factory.mktemp("raw")
+    rng = np.random.default_rng(1)
+    for index in range(4):
+        mask = np.zeros(SHAPE, np.uint8)
+        mask[1:-1, 1:-1, 1:-1] = 1
+        mask[3, 3, 2 + index] = 2
+        for sub, volume in (("image", rng.uniform(0, 100, SHAPE).astype(np.float32)), ("mask", mask)):
+            (raw / sub).mkdir(exist_ok=True)
+            nib.save(nib.Nifti1Image(volume, np.eye(4)), raw / sub / f"sample_{index}.nii.gz")
+    out = tmp_path_factory.mktemp("prepared") / "prepared"
+    prepare_dataset(read_wholehead_pairs(raw), out, SHAPE, heldout=2, seed=0)
+    return out
+
+
+def workload() -> Workload:
+    return Workload.from_params(MODEL, {"timesteps": TIMESTEPS})
+
+
+@pytest.fixture(scope="module")
+def trained(dataset, tmp_path_factory):
+    """A baseline training job with accumulation 3: its folder, train.json, train_steps.csv and the peak RSS
+    before and after it (KiB)."""
+    folder = tmp_path_factory.mktemp("train")
+    run = start_job(params("baseline"), "baseline", REPO)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    run_training(workload(), from_mapping(TrainSettings, TRAIN, "train"), run, dataset, folder / "train.json",
+                 folder / "train_steps.csv", folder / "checkpoint.pt")
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return folder, json.loads((folder / "train.json").read_text()), pd.read_csv(folder / "train_steps.csv"), (
+        before, after)
+
+
+def quartiles(values) -> tuple[float, float, float]:
+    """q1, median, q3 by linear interpolation between order statistics (numpy's default), not the summary's code."""
+    return tuple(float(np.percentile(np.asarray(values, float), q)) for q in (25, 50, 75))
+
+
+# -- training -----------------------------------------------------------------------------------------------------
+def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained):
+    _, result, steps, (rss_before, rss_after) = trained
+    # Steps counted: warm-up then measured, numbered in order; only the measured ones carry a time.
+    assert list(steps["step"]) == list(range(TRAIN["warmup_steps"] + TRAIN["measured_steps"]))
+    assert list(steps["phase"]) == ["warmup"] * TRAIN["warmup_steps"] + ["measured"] * TRAIN["measured_steps"]
+    measured = steps[steps["phase"] == "measured"]
+    assert steps.loc[steps["phase"] == "warmup", "step_ms"].isna().all()
+    assert measured["step_ms"].notna().all() and (measured["step_ms"] > 0).all()
+    # One loss per micro-batch, the step's loss their mean.
+    micro = [f"loss_micro_{i}" for i in range(ACCUMULATION)]
+    assert [c for c in steps.columns if c.startswith("loss_micro_")] == micro
+    assert steps["loss"].to_numpy() == pytest.approx(steps[micro].mean(axis=1).to_numpy(), rel=1e-12)
+    assert result["final_loss"] == pytest.approx(steps["loss"].iloc[-1], rel=1e-12)
+    # The summary of the measured steps' times, recomputed here.
+    times = measured["step_ms"].to_numpy()
+    q1, median, q3 = quartiles(times)
+    step_time = result["step_time"]
+    assert step_time["n"] == TRAIN["measured_steps"] == len(times)
+    for key, value in (("median_ms", median), ("q1_ms", q1), ("q3_ms", q3), ("min_ms", times.min()),
+                       ("max_ms", times.max()), ("mean_ms", times.mean())):
+        assert step_time[key] == pytest.approx(value, rel=1e-9), key
+    # Per sample: the step's median over the samples of a step (batch 1 x accumulation).
+    assert result["train_ms_per_sample"] == pytest.approx(median / ACCUMULATION, rel=1e-9)
+    assert result["micro_batch_median_ms"] == pytest.approx(median / ACCUMULATION, rel=1e-9)
+    assert result["samples_per_second"] == pytest.approx(1e3 * ACCUMULATION / median, rel=1e-9)
+    assert result["settings"]["gradient_accumulation"] == ACCUMULATION
+    assert result["volume_shape"] == list(SHAPE)
+    # The bare loop: its own steps, the same divisor.
+    bare = result["bare_loop"]
+    assert bare["step_time"]["n"] == TRAIN["bare_loop_steps"]
+    assert bare["ms_per_sample"] == pytest.approx(bare["step_time"]["median_ms"] / ACCUMULATION, rel=1e-9)
+    assert result["bare_loop_ms_per_sample"] == bare["ms_per_sample"]
+    assert result["compile_seconds"] is None  # nothing compiles in the baseline
+    # Peak memory on the CPU: the process's peak RSS (KiB on Linux) in bytes, read while the job ran.
+    assert result["peak_memory_kind"] == "process_max_rss"
+    assert result["peak_memory_bytes"] % 1024 == 0
+    assert rss_before * 1024 <= result["peak_memory_bytes"] <= rss_after * 1024
+
+
+def test_the_timer_holds_the_optimizer_step_and_nothing_else(dataset, tmp_path, monkeypatch):
+    """On a clock that only the step (1 s), the batch assembly before it (100 s) and the bare loop's step (2 s)
+    advance, each measured time is exactly one whole step and the bare loop's exactly one bare step."""
+    clock = {"now": 0.0}
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
+
+    def advancing(function, seconds):
+        def wrapper(*args, **kwargs):
+            clock["now"] += seconds
+            return function(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(engine.Training, "step", advancing(engine.Training.step, 1.0))
+    monkeypatch.setattr(engine.Training, "prepare", advancing(engine.Training.prepare, 100.0))
+    monkeypatch.setattr(Trainer, "bare_step", advancing(Trainer.bare_step, 2.0))
+    train = TRAIN | {"warmup_steps": 1, "measured_steps": 3, "bare_loop_steps": 2}
+    run = start_job(params("baseline", train), "baseline", REPO)
+    run_training(workload(), from_mapping(TrainSettings, train, "train"), run, dataset, tmp_path / "train.json",
+                 tmp_path / "train_steps.csv", tmp_path / "checkpoint.pt")
+    steps = pd.read_csv(tmp_path / "train_steps.csv")
+    assert list(steps["step_ms"].fillna(-1)) == [-1, 1000.0, 1000.0, 1000.0]
+    result = json.loads((tmp_path / "train.json").read_text())
+    assert result["step_time"] | {"mean_ms": 1000.0} == {"n": 3, "median_ms": 1000.0, "q1_ms": 1000.0,
+                                                         "q3_ms": 1000.0, "min_ms": 1000.0, "max_ms": 1000.0,
+                                                         "mean_ms": 1000.0}
+    assert result["train_ms_per_sample"] == pytest.approx(1000.0 / ACCUMULATION)
+    assert result["bare_loop"]["step_time"]["median_ms"] == 2000.0 and result["bare_loop"]["step_time"]["n"] == 2
+    assert result["bare_loop_ms_per_sample"] == pytest.approx(2000.0 / ACCUMULATION)
+
+
+# -- sampling -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("max_steps", [None, 3])
+def test_sample_json_is_its_step_records(trained, dataset, tmp_path, max_steps):
+    folder = trained[0]
+    run = start_job(params("baseline"), "baseline", REPO)
+    settings = SampleSettings(**(SAMPLE | {"max_steps": max_steps}))
+    volumes = [tmp_path / f"volume_{i}.nii.gz" for i in range(SAMPLE["masks"])]
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    run_sampling(workload(), settings, run, folder / "checkpoint.pt", dataset, tmp_path / "sample.json",
+                 tmp_path / "sample_steps.csv", volumes)
+    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = json.loads((tmp_path / "sample.json").read_text())
+    steps = pd.read_csv(tmp_path / "sample_steps.csv")
+    chain = TIMESTEPS if max_steps is None else max_steps
+    # Every step of every chain, in order, t counting down from T - 1.
+    assert list(steps["volume"]) == [v for v in range(len(volumes)) for _ in range(chain)]
+    assert list(steps["position"]) == list(range(chain)) * len(volumes)
+    assert list(steps["t"]) == [TIMESTEPS - 1 - p for p in range(chain)] * len(volumes)
+    assert (steps["step_ms"] > 0).all()
+    assert all(path.is_file() and nib.load(path).shape == SHAPE for path in volumes)
+    # The summary: the steps after each chain's warm-up steps, of every volume.
+    timed = steps.loc[steps["position"] >= SAMPLE["warmup_steps"], "step_ms"].to_numpy()
+    assert result["step_time"]["n"] == len(volumes) * (chain - SAMPLE["warmup_steps"]) == len(timed)
+    q1, median, q3 = quartiles(timed)
+    for key, value in (("median_ms", median), ("q1_ms", q1), ("q3_ms", q3), ("min_ms", timed.min()),
+                       ("max_ms", timed.max()), ("mean_ms", timed.mean())):
+        assert result["step_time"][key] == pytest.approx(value, rel=1e-9), key
+    # Per volume: the measured chains in seconds (every step), and the full chain's estimate (median step x T).
+    sums = steps.groupby("volume")["step_ms"].sum().to_numpy() / 1e3
+    assert result["volume_seconds_measured"] == pytest.approx(list(sums), rel=1e-9)
+    assert result["volume_seconds_estimate"] == pytest.approx(median * TIMESTEPS / 1e3, rel=1e-9)
+    assert result["volumes"] == len(volumes) and result["timesteps"] == TIMESTEPS
+    assert result["chain_steps_run"] == chain and result["chain_complete"] == (max_steps is None)
+    assert result["compile_seconds"] is None and result["cuda_graph_captures"] == 0
+    assert result["volume_shape"] == list(SHAPE)
+    assert result["peak_memory_kind"] == "process_max_rss" and result["peak_memory_bytes"] % 1024 == 0
+    assert rss_before * 1024 <= result["peak_memory_bytes"] <= rss_after * 1024
+
+
+# -- timers and the summary ---------------------------------------------------------------------------------------
+def test_cpu_timer_reads_the_clock_around_each_region(monkeypatch):
+    clock = iter([10.0, 10.5, 20.0, 20.25, 30.0, 31.0])
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    timer = DeviceTimer(torch.device("cpu"))
+    for _ in range(3):
+        started = timer.start()
+        assert timer.stop(started) is None
+    assert timer.elapsed_ms() == pytest.approx([500.0, 250.0, 1000.0])
+
+
+def test_summary_of_known_values():
+    values = [7.0, 1.0, 4.0, 10.0, 2.0]  # unsorted; sorted: 1 2 4 7 10
+    assert summary(values) == {"n": 5, "median_ms": 4.0, "q1_ms": 2.0, "q3_ms": 7.0, "min_ms": 1.0, "max_ms": 10.0,
+                               "mean_ms": pytest.approx(4.8)}
+    even = summary([4.0, 1.0, 3.0, 2.0])  # inclusive quartiles: 1.75 and 3.25
+    assert (even["median_ms"], even["q1_ms"], even["q3_ms"]) == (2.5, 1.75, 3.25)
+    assert summary([6.0]) == {"n": 1, "median_ms": 6.0, "q1_ms": 6.0, "q3_ms": 6.0, "min_ms": 6.0, "max_ms": 6.0,
+                              "mean_ms": 6.0}
+    assert summary([]) == {"n": 0}
+    rng = np.random.default_rng(3)
+    for n in (2, 3, 8, 11):
+        values = list(rng.uniform(1, 100, n))
+        result = summary(values)
+        assert (result["q1_ms"], result["median_ms"], result["q3_ms"]) == pytest.approx(quartiles(values))
+        assert result["mean_ms"] == pytest.approx(statistics.fmean(values))
+
+
+# -- the trainer's data path on a stand-in model -----------------------------------------------------------------
+class Scalar(torch.nn.Module):
+    """A model of one weight w whose loss is w * mean(target) - mean(condition): its gradient is mean(target)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(1.0))
+        self.seen: list[tuple] = []
+
+    def loss(self, target, condition, generator):
+        self.seen.append((float(target.mean()), float(condition.mean()), target.shape, torch.is_autocast_enabled("cpu")))
+        return (self.w * target.mean() - condition.mean()).reshape(1)
+
+
+def _batches(values):
+    for value in values:
+        yield {"input": torch.full((1, 2, 2, 2, 2), -value), "target": torch.full((1, 1, 2, 2, 2), value)}
+
+
+def _trainer(values, variant="baseline", **settings) -> tuple[Trainer, list]:
+    train = from_mapping(TrainSettings, TRAIN | {"ema_start_step": 0} | settings, "train")
+    placement = engine.Placement(Variant.from_config(variant, VARIANTS[variant]), torch.device("cpu"))
+    trainer = Trainer(Scalar(), _batches(values), placement, train, torch.Generator().manual_seed(0))
+    trainer.optimizer = torch.optim.SGD(trainer.diffusion.parameters(), lr=1.0)
+    grads = []
+    step = trainer.optimizer.step
+    trainer.optimizer.step = lambda: (grads.append(float(trainer.diffusion.w.grad)), step())[1]
+    return trainer, grads
+
+
+def test_an_optimizer_step_is_the_mean_gradient_of_its_micro_batches_in_order():
+    values = [1.0, 2.0, 6.0, 10.0, 20.0, 60.0]
+    trainer, grads = _trainer(values)
+    losses = trainer.step()
+    assert losses == pytest.approx([1.0 + 1.0, 2.0 + 2.0, 6.0 + 6.0])  # w = 1: mean(target) - mean(condition)
+    assert grads == pytest.approx([3.0])  # (1 + 2 + 6) / 3: the loss divided by the accumulation
+    assert trainer.step_index == 1 and trainer.diffusion.w.item() == pytest.approx(-2.0)
+    trainer.step()
+    assert grads == pytest.approx([3.0, 30.0])  # gradients zeroed between optimizer steps
+    assert [seen[0] for seen in trainer.diffusion.seen] == values  # every batch once, in order
+    assert all(seen[2] == (1, 1, 2, 2, 2) and not seen[3] for seen in trainer.diffusion.seen)
+
+
+def test_batches_are_assembled_before_the_step_and_consumed_by_it():
+    trainer, grads = _trainer([1.0, 2.0, 6.0, 10.0, 20.0, 60.0])
+    trainer.prefetch()
+    assert len(trainer._ready) == ACCUMULATION
+    trainer.prefetch()
+    assert len(trainer._ready) == ACCUMULATION  # never more than one step's batches
+    condition, target = trainer.resident_batch()
+    assert float(target.mean()) == 1.0 and float(condition.mean()) == -1.0 and len(trainer._ready) == ACCUMULATION
+    trainer.step()
+    assert len(trainer._ready) == 0 and grads == pytest.approx([3.0])
+
+
+def test_bare_step_accumulates_the_resident_batch():
+    trainer, grads = _trainer([5.0] * 6)
+    condition, target = trainer.resident_batch()
+    trainer.bare_step(condition, target * 2, None)
+    assert grads == pytest.approx([10.0])  # accumulation x (mean / accumulation)
+    assert trainer.step_index == 0 and trainer.diffusion.w.grad is None or float(trainer.diffusion.w.grad) == 0
+
+
+def test_ema_copies_the_model_until_its_start_then_averages_every_n_steps():
+    values = [1.0] * 30
+    trainer, _ = _trainer(values, ema_start_step=2, ema_update_every=2, ema_decay=0.5)
+    w = lambda module: module.w.item()
+    history = []
+    for _ in range(6):
+        trainer.step()
+        history.append((w(trainer.diffusion), w(trainer.ema_model)))
+    # SGD with lr 1 on gradient 1: w = 1 - k after k steps. Step 0 copies (step index 0 < start 2), steps 2 and 4
+    # average: ema = 0.5 ema + 0.5 w; steps 1, 3 and 5 leave it.
+    assert [m for m, _ in history] == pytest.approx([0, -1, -2, -3, -4, -5])
+    assert [e for _, e in history] == pytest.approx([0, 0, -1, -1, -2.5, -2.5])
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_ema_rule_numbers(foreach):
+    average, current = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    old = [p.detach().clone() for p in average.parameters()]
+    EMA(0.75, foreach=foreach).update_model_average(average, current)
+    for p, o, c in zip(average.parameters(), old, current.parameters()):
+        torch.testing.assert_close(p.detach(), o * 0.75 + 0.25 * c.detach(), rtol=0, atol=0)
+
+
+def test_a_non_finite_loss_stops_training_naming_the_step_and_micro_batch():
+    trainer, _ = _trainer([1.0, 2.0, 3.0, 4.0, float("nan"), 6.0])
+    trainer.step()
+    with pytest.raises(NonFiniteLoss, match=r"loss is nan at optimizer step 1, micro-batch 1 of 3") as error:
+        trainer.step()
+    assert (error.value.step, error.value.micro_batch) == (1, 1)
+
+
+# -- the placement of a variant -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_placement_applies_each_switch(variant):
+    switches = Variant.from_config(variant, VARIANTS[variant])
+    placement = engine.Placement(switches, torch.device("cpu"))
+    layout = torch.channels_last_3d if switches.channels_last else torch.contiguous_format
+    x = placement.input(torch.randn(1, 2, 4, 4, 4))
+    assert x.is_contiguous(memory_format=layout) and x.device.type == "cpu"
+    parameters = [torch.nn.Parameter(torch.ones(2))]
+    optimizer = placement.optimizer(parameters, 0.125)
+    assert isinstance(optimizer, torch.optim.Adam) and optimizer.param_groups[0]["lr"] == 0.125
+    assert bool(optimizer.defaults.get("fused")) == switches.fused_adam
+    ema = placement.ema(0.5)
+    assert ema.beta == 0.5 and ema.foreach == switches.foreach_ema
+    with placement.autocast():
+        enabled = torch.is_autocast_enabled("cpu")
+        dtype = torch.get_autocast_dtype("cpu")
+    assert enabled == (switches.autocast is not None)
+    assert not enabled or dtype == torch.bfloat16
+    diffusion = placement.model(workload().build(0))
+    weight = diffusion.denoiser.input_blocks[0][0].weight if hasattr(diffusion, "denoiser") else None
+    if weight is not None:
+        assert weight.is_contiguous(memory_format=layout)
+
+
+def _layout(x: torch.Tensor) -> str:
+    if x.is_contiguous():
+        return "contiguous"
+    if x.ndim == 5 and x.is_contiguous(memory_format=torch.channels_last_3d):
+        return "channels_last_3d"
+    return f"strides {x.stride()}"
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_what_the_unet_receives_under_each_variant(variant, dataset):
+    """Forward hooks on the U-Net and its first convolution, in a training step and in a sampling step: the input
+    (the noisy image and the condition, concatenated) float32 of the right shape, the timestep an integer, the
+    weights float32 in the variant's layout, gradients on only in training, and the first convolution computing in
+    the autocast dtype.
+
+    The concatenated input arrives in the contiguous layout under every variant: torch.cat takes its first tensor's
+    layout, and the one-channel noisy image's is the contiguous one (its strides are those of either layout), so
+    under channels-last the first convolution converts its input (the condition reaches the concatenation in the
+    variant's layout: tests/test_engine.py)."""
+    switches = Variant.from_config(variant, VARIANTS[variant])
+    run = start_job(params(variant, TRAIN | {"gradient_accumulation": 2}), variant, REPO)
+    layout = "channels_last_3d" if switches.channels_last else "contiguous"
+    computes = torch.bfloat16 if switches.autocast else torch.float32
+    calls = []
+
+    def record(module, args, output):
+        if isinstance(module, UNet3D):
+            weight = module.input_blocks[0][0].weight
+            calls.append(([(_layout(a), a.dtype, tuple(a.shape)) for a in args], _layout(weight), weight.dtype,
+                          torch.is_grad_enabled()))
+        elif getattr(module, "_first_conv", False):
+            convolved.append(output.dtype)
+
+    convolved = []
+    handle = torch.nn.modules.module.register_module_forward_hook(record)
+    try:
+        training = engine.Training(workload(), from_mapping(TrainSettings, TRAIN | {"gradient_accumulation": 2},
+                                                            "train"), run, dataset)
+        training.diffusion.denoiser.input_blocks[0][0]._first_conv = True
+        training.prepare()
+        training.step()
+        trained = list(calls)
+        calls.clear()
+        sampling = engine.Sampling(copy.deepcopy(workload().build(0)), engine.Placement.of(run))
+        sampling.diffusion.denoiser.input_blocks[0][0]._first_conv = True
+        condition = training.placement.input(torch.zeros(1, 2, *SHAPE))
+        x = sampling.placement.input(torch.randn(1, 1, *SHAPE))
+        with sampling.running():
+            sampling.step(x, condition, TIMESTEPS - 1)
+        sampled = list(calls)
+    finally:
+        handle.remove()
+    assert len(trained) == 2 and len(sampled) == 1  # one evaluation per micro-batch, one per sampling step
+    for records, grad in ((trained, True), (sampled, False)):
+        for inputs, weight_layout, weight_dtype, grad_enabled in records:
+            (image, image_dtype, image_shape), (_, t_dtype, _) = inputs
+            assert (image, image_dtype, image_shape) == ("contiguous", torch.float32, (1, 3, *SHAPE))
+            assert t_dtype == torch.int64
+            assert (weight_layout, weight_dtype, grad_enabled) == (layout, torch.float32, grad)
+    assert convolved == [computes] * 3
+
+
+def test_start_run_sets_and_records_the_backend_flags():
+    for name, tf32 in (("tf32", True), ("baseline", False)):
+        run = start_job(params(name), name, REPO)
+        flags = backend_flags()
+        assert flags["cudnn_tf32"] is tf32 and flags["matmul_tf32"] is tf32
+        assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
+        assert run.provenance["backend_flags"] == flags
+        assert run.provenance["variant"] == name and run.variant.name == name
+        assert run.provenance["switches"]["cudnn_tf32"] is tf32
+        assert run.provenance["switches_effective"]["cudnn_tf32"] is False  # TF32 has no effect on a CPU
+        assert run.label == "cpu" and run.device.type == "cpu"
+
+
+# -- which statistic each table takes -----------------------------------------------------------------------------
+# Step times whose median, mean and quartiles all differ, and whose per-sample numbers differ from the per-step ones.
+STEP = {"baseline": {"n": 9, "median_ms": 100.0, "mean_ms": 130.0, "q1_ms": 90.0, "q3_ms": 120.0, "min_ms": 80.0,
+                     "max_ms": 300.0},
+        "tf32": {"n": 9, "median_ms": 40.0, "mean_ms": 47.0, "q1_ms": 37.0, "q3_ms": 44.0, "min_ms": 35.0,
+                 "max_ms": 90.0}}
+SAMPLE_STEP = {"baseline": {"n": 8, "median_ms": 10.0, "mean_ms": 13.0, "q1_ms": 9.0, "q3_ms": 12.0},
+               "tf32": {"n": 8, "median_ms": 5.0, "mean_ms": 6.5, "q1_ms": 4.5, "q3_ms": 6.0}}
+SAMPLES_PER_STEP, SAMPLE_T = 4, 250
+
+
+@pytest.fixture(scope="module")
+def statistics_results(tmp_path_factory):
+    from reporting.bench import bench_frame
+    from reporting.results import Results, collect
+
+    root = tmp_path_factory.mktemp("results") / "results" / "wholehead" / "g1"
+    files = []
+    for variant, step in STEP.items():
+        folder = root / variant
+        folder.mkdir(parents=True)
+        switches = Variant.from_config(variant, VARIANTS[variant]).switches()
+        provenance = {"switches": switches, "switches_effective": switches, "device_name": "NVIDIA H200",
+                      "device_type": "cuda", "measured_at": "2026-12-01T00:00:00+00:00", "variant": variant}
+        flops = {"forward": {"total": 5e12}, "train_micro_batch": {"total": 16e12}, "shape": [8, 8, 8]}
+        train = {"provenance": provenance, "parameters": 1000, "volume_shape": [8, 8, 8],
+                 "settings": {"gradient_accumulation": SAMPLES_PER_STEP}, "step_time": step,
+                 "train_ms_per_sample": step["median_ms"] / SAMPLES_PER_STEP,
+                 "flops": {"model": flops, "executed": flops},
+                 "peak_memory_bytes": 3 * 2**30, "peak_memory_kind": "cuda_max_allocated"}
+        sample_step = SAMPLE_STEP[variant]
+        sample = {"provenance": provenance, "volume_shape": [8, 8, 8], "timesteps": SAMPLE_T, "chain_complete": True,
+                  "step_time": sample_step, "volume_seconds_estimate": sample_step["median_ms"] * SAMPLE_T / 1e3,
+                  "volume_seconds_measured": [sample_step["mean_ms"] * SAMPLE_T / 1e3], "peak_memory_bytes": 2**30,
+                  "peak_memory_kind": "cuda_max_allocated"}
+        (folder / "train.json").write_text(json.dumps(train))
+        (folder / "sample.json").write_text(json.dumps(sample))
+        files += [folder / "train.json", folder / "sample.json"]
+    rates = {"bf16_matmul_tflops": 800.0}
+    bench = bench_frame([f for f in files if f.name == "train.json"], [f for f in files if f.name == "sample.json"],
+                        rates)
+    bench.to_csv(root / "bench.csv", index=False)
+    return Results.from_tables(collect(files + [root / "bench.csv"], measured_labels=["g1"]))
+
+
+def _build(results, output_id: str):
+    from reporting.registry import BY_ID
+    from reporting.render import Job
+
+    output = BY_ID[output_id]
+    return importlib.import_module(output.module).build(Job(output, results, {}, {}))
+
+
+def test_runs_table_takes_the_median_and_quartiles(statistics_results):
+    runs = statistics_results.table("runs").set_index("variant")
+    for variant, step in STEP.items():
+        row = runs.loc[variant]
+        assert row["train_ms_per_sample"] == step["median_ms"] / SAMPLES_PER_STEP
+        assert (row["train_step_median_ms"], row["train_step_q1_ms"], row["train_step_q3_ms"]) == (
+            step["median_ms"], step["q1_ms"], step["q3_ms"])
+        assert row["train_steps_measured"] == step["n"] and row["samples_per_step"] == SAMPLES_PER_STEP
+        sample = SAMPLE_STEP[variant]
+        assert (row["sample_step_median_ms"], row["sample_step_q1_ms"], row["sample_step_q3_ms"]) == (
+            sample["median_ms"], sample["q1_ms"], sample["q3_ms"])
+        assert row["sample_volume_s"] == sample["median_ms"] * SAMPLE_T / 1e3  # the estimate, not the measured chain
+        assert row["sample_timesteps"] == SAMPLE_T and bool(row["sample_chain_complete"])
+        assert row["train_peak_memory_gib"] == 3.0 and row["sample_peak_memory_gib"] == 1.0
+        assert row["volume_shape"] == "8x8x8" and row["parameters"] == 1000
+
+
+def test_tab04_takes_the_median_per_sample_and_the_quartile_range(statistics_results):
+    frame = _build(statistics_results, "tab04_optimization").frame.set_index("variant")
+    tf32 = frame.loc["tf32"]
+    assert tf32["train_ms_per_sample"] == 40.0 / SAMPLES_PER_STEP
+    assert tf32["train_speedup_vs_baseline"] == pytest.approx(100.0 / 40.0)
+    assert tf32["train_speedup_low"] == pytest.approx(90.0 / 44.0)
+    assert tf32["train_speedup_high"] == pytest.approx(120.0 / 37.0)
+    assert tf32["train_verdict"] == "faster"
+    assert tf32["sample_step_median_ms"] == 5.0
+    assert tf32["sample_speedup_vs_baseline"] == pytest.approx(2.0) and tf32["sample_verdict"] == "faster"
+    assert tf32["train_peak_memory_gib"] == 3.0
+    assert frame.loc["baseline", "train_verdict"] == "reference" and math.isnan(tf32["train_ms_other_run"])
+
+
+def test_tab07_takes_the_median_per_sample_and_the_quartiles_per_sample(statistics_results):
+    frame = _build(statistics_results, "tab07_frontier").frame.set_index("variant")
+    for variant, step in STEP.items():
+        row = frame.loc[variant]
+        assert row["train_ms_per_sample"] == step["median_ms"] / SAMPLES_PER_STEP
+        assert row["train_ms_per_sample_q1"] == step["q1_ms"] / SAMPLES_PER_STEP
+        assert row["train_ms_per_sample_q3"] == step["q3_ms"] / SAMPLES_PER_STEP
+        assert row["train_model_tflops"] == pytest.approx(16e12 / (step["median_ms"] / SAMPLES_PER_STEP) / 1e9)
+        assert row["sample_step_ms"] == SAMPLE_STEP[variant]["median_ms"]
+        assert row["sample_volume_s"] == SAMPLE_STEP[variant]["median_ms"] * SAMPLE_T / 1e3
+        assert row["train_peak_gib"] == 3.0 and row["sample_peak_gib"] == 1.0
+        assert math.isnan(row["train_ms_other_run"])
+    assert frame.loc["tf32", "train_speedup_low"] == pytest.approx(90.0 / 44.0)
+    assert frame.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(2.5)
+
+
+def test_fig08_draws_the_median_per_sample_with_the_quartiles_per_sample(statistics_results):
+    fig = _build(statistics_results, "fig08_end_to_end")
+    try:
+        train_ax, volume_ax, memory_ax = fig.get_axes()[:3]
+        bars = sorted(r.get_width() for r in train_ax.patches if isinstance(r, Rectangle) and r.get_width() > 0)
+        assert bars == pytest.approx(sorted(s["median_ms"] / SAMPLES_PER_STEP for s in STEP.values()))
+        whiskers = sorted(tuple(sorted((a[0], b[0]))) for c in train_ax.collections if isinstance(c, LineCollection)
+                          for a, b in c.get_segments() if abs(a[1] - b[1]) < 1e-9)
+        assert whiskers == pytest.approx(sorted((s["q1_ms"] / SAMPLES_PER_STEP, s["q3_ms"] / SAMPLES_PER_STEP)
+                                                for s in STEP.values()))
+        volume = sorted(r.get_width() for r in volume_ax.patches if isinstance(r, Rectangle) and r.get_width() > 0)
+        assert volume == pytest.approx(sorted(s["median_ms"] * SAMPLE_T / 1e3 for s in SAMPLE_STEP.values()))
+        memory = [r.get_width() for r in memory_ax.patches if isinstance(r, Rectangle) and r.get_width() > 0]
+        assert memory == pytest.approx([3.0, 3.0])
+    finally:
+        plt.close(fig)
