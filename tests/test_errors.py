@@ -16,7 +16,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -510,15 +512,17 @@ def case_nsys_not_found(tmp_path, dataset):
 # --- checkpoints, devices and disks ----------------------------------------------------------------------------------
 
 
-@case(r"checkpoint \S+checkpoint\.pt is truncated or not a checkpoint of this workflow \(.*\); fix: delete \S+ and "
-      r"rerun: Snakemake then trains that variant again")
-def case_checkpoint_truncated(tmp_path, dataset, checkpoint):
+@case(r"checkpoint \S+checkpoint\.pt is truncated or not a checkpoint of this workflow \(.*\); fix: add --forcerun "
+      r"\S+checkpoint\.pt to the snakemake command \(before any --\): Snakemake then trains that variant again")
+def case_checkpoint_truncated(tmp_path, dataset, checkpoint, monkeypatch):
+    monkeypatch.delenv(checkpoints.COMMAND_VARIABLE, raising=False)  # a job run by hand: no command recorded
     data = checkpoint.read_bytes()
     (tmp_path / "checkpoint.pt").write_bytes(data[: len(data) // 2])
     return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
 
 
-@case(r"checkpoint \S+checkpoint\.pt is truncated or not a checkpoint of this workflow .*fix: delete")
+@case(r"checkpoint \S+checkpoint\.pt is truncated or not a checkpoint of this workflow .*fix: (run snakemake .*)?"
+      r"(add )?--forcerun \S+checkpoint\.pt")
 def case_checkpoint_not_a_checkpoint(tmp_path, dataset):
     (tmp_path / "checkpoint.pt").write_text("weights: see the cluster's copy\n")
     return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
@@ -526,7 +530,7 @@ def case_checkpoint_not_a_checkpoint(tmp_path, dataset):
 
 @case(r"checkpoint \S+checkpoint\.pt holds ema weights of another network \(\d+ tensors differ in shape, e\.g\. "
       r"denoiser\.time_embed\.0\.weight is \[256, 64\] there and \[128, 32\] here\): it was trained for another "
-      r"configuration; fix: delete")
+      r"configuration; fix: (run snakemake .*)?(add )?--forcerun")
 def case_checkpoint_of_another_network(tmp_path, dataset):
     wide = Workload.from_params({**MODEL, "base_width": 64}, DIFFUSION).build(0).state_dict()
     torch.save({"model": wide, "ema": wide, "step": 3}, tmp_path / "checkpoint.pt")
@@ -534,19 +538,20 @@ def case_checkpoint_of_another_network(tmp_path, dataset):
 
 
 @case(r"checkpoint \S+checkpoint\.pt was trained for another configuration \(diffusion\.timesteps 4 there, 8 here\); "
-      r"fix: delete")
+      r"fix: (run snakemake .*)?(add )?--forcerun")
 def case_checkpoint_of_another_configuration(tmp_path, dataset, checkpoint):
     return sample_job(tmp_path, dataset, checkpoint, diffusion={"timesteps": 8})
 
 
 @case(r"checkpoint \S+checkpoint\.pt holds \d+ entries \(alphas_cumprod, betas, \S+, \.\.\.\), not the model and ema "
-      r"weights this workflow's train job writes \(a bare state_dict, or another program's file\); fix: delete")
+      r"weights this workflow's train job writes \(a bare state_dict, or another program's file\); fix: "
+      r"(run snakemake .*)?(add )?--forcerun")
 def case_checkpoint_without_the_weights(tmp_path, dataset):
     torch.save(Workload.from_params(MODEL, DIFFUSION).build(0).state_dict(), tmp_path / "checkpoint.pt")
     return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
 
 
-@case(r"label 'h200' needs a CUDA GPU matching '.*H200.*', but no CUDA device is visible; fix: run it on a machine "
+@case(r"label 'h200' needs a CUDA GPU matching '\\bH200\\b', but no CUDA device is visible; fix: run it on a machine "
       r"with that GPU")
 def case_gpu_label_without_that_gpu(tmp_path, dataset):
     if torch.cuda.is_available():
@@ -570,6 +575,84 @@ def case_disk_full_writing_the_checkpoint(tmp_path, dataset, monkeypatch):
 
     monkeypatch.setattr(checkpoints.tempfile, "mkstemp", full_disk)
     return train_job(tmp_path, dataset)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs: a real file system that fills up (torch's writer meets ENOSPC part-way through a write,
+    which /dev/full does not show). Needs the right to mount (root, as in the project's containers)."""
+    disk = tmp_path / "small-disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_checkpoint_on_a_full_disk_is_refused_in_one_line(small_disk, dataset):
+    """On a real full disk torch.save fails with an unrelated RuntimeError ("unexpected pos"); the train job names
+    the full disk and the file in one line, and leaves none of its outputs, nor the temporary file."""
+    (small_disk / "filler").write_bytes(b"\0" * 128 * 1024)
+    attempt = train_job(small_disk / "run", dataset)
+    message = refusal(attempt.act)
+    assert re.fullmatch(r"no space left on the device while writing \S+/run/checkpoint\.pt \(ENOSPC\); fix: free "
+                        r"space on the disk holding \S+/run \(df -h shows it\) and rerun; nothing half-written is "
+                        r"kept", message), message
+    assert sorted(p.name for p in (small_disk / "run").iterdir()) == ["train.log"]
+
+
+def test_ctrl_c_during_training_ends_in_one_line_and_leaves_nothing(tmp_path, dataset, monkeypatch, capsys):
+    """SIGINT in the middle of the measured steps (as Ctrl-C sends it to every process of the run): one line on the
+    terminal and in the log, exit status 130, no output left; the rerun it names gives the same result."""
+    original, calls = training.Trainer.loss, []
+
+    def loss(self, target, condition, generator):
+        calls.append(1)
+        if len(calls) == 3:
+            signal.raise_signal(signal.SIGINT)  # Python's own handler: KeyboardInterrupt here
+        return original(self, target, condition, generator)
+
+    monkeypatch.setattr(training.Trainer, "loss", loss)
+    attempt = train_job(tmp_path / "run", dataset)
+    with pytest.raises(SystemExit) as stopped:
+        attempt.act()
+    assert stopped.value.code == 130
+    line = capsys.readouterr().err.strip()
+    assert re.fullmatch(r"error: interrupted \(Ctrl-C\) before the job finished; its outputs \(\S+train\.json and 2 "
+                        r"other output\(s\)\) were removed; fix: rerun the same command: Snakemake runs this job "
+                        r"again from the start", line), line
+    assert (tmp_path / "run" / "train.log").read_text().strip().splitlines()[-1] == line
+    assert not [path for path in attempt.outputs if path.exists()]
+    monkeypatch.setattr(training.Trainer, "loss", original)
+    attempt.act()
+    assert all(path.is_file() for path in attempt.outputs)
+
+
+@case(r"permission denied on \S+/run/train\.log \(EACCES\): \S+/run is not writable by this user; fix: make it "
+      r"writable \(chmod -R u\+w \S+/run; ls -ld \S+/run shows its owner\) and rerun")
+def case_results_folder_write_protected(tmp_path, dataset):
+    folder = tmp_path / "run"
+    attempt = train_job(folder, dataset)
+    folder.chmod(0o555)
+    return Attempt(lambda: train_job_bound_by_modes(folder, dataset), attempt.outputs)
+
+
+def train_job_bound_by_modes(folder: Path, dataset: Path) -> None:
+    """train_job in a child process that a folder's mode binds: the user running the tests, or root without
+    CAP_DAC_OVERRIDE (setpriv), since root writes anywhere otherwise. Its one line comes back as a SystemExit."""
+    code = (f"import sys; sys.path[:0] = [{str(REPO / 'tests')!r}, {str(REPO / 'workflow' / 'scripts')!r}]; "
+            f"from pathlib import Path; import test_errors; "
+            f"test_errors.train_job(Path({str(folder)!r}), Path({str(dataset)!r})).act()")
+    argv = [sys.executable, "-c", code]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root ignores a folder's mode, and setpriv is not installed to drop that capability")
+        argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    lines = done.stderr.strip().splitlines()
+    if done.returncode != 0:
+        raise SystemExit(lines[-1] if lines else f"exit {done.returncode}")
 
 
 # --- configuration ---------------------------------------------------------------------------------------------------
@@ -897,6 +980,36 @@ def test_a_reference_set_in_the_layout_before_workloads_is_refused_with_a_move_t
     subprocess.run(fix, shell=True, cwd=tmp_path, check=True)
     check_config(config, tmp_path, [REPO / "config.yaml"])
     assert (tmp_path / "data/reference/wholehead/h100/bf16/train.json").is_file()
+
+
+@pytest.mark.workflow
+def test_the_command_a_truncated_checkpoint_names_trains_again(tmp_path):
+    """Doing what the line says: a checkpoint cut in half, with its time kept (everything downstream looks up to
+    date, so deleting it alone gives "Nothing to be done"), stops the sampling job that reads it; the command in the
+    line (the same one with --forcerun of the checkpoint) trains that variant again and samples from it."""
+    workdir = copy_workflow(tmp_path / "wf")
+    shutil.copy(REPO / "tests" / "tiny.yaml", workdir / "tiny.yaml")
+    target = "results/wholehead/cpu/baseline/sample.json"
+    built = snakemake(workdir, "--cores", "1", "--configfile", "tiny.yaml", "--", target)
+    assert built.returncode == 0, built.stderr[-2000:]
+    saved = workdir / "results/wholehead/cpu/baseline/checkpoint.pt"
+    times = saved.stat()
+    data = saved.read_bytes()
+    saved.write_bytes(data[: len(data) // 2])
+    os.utime(saved, ns=(times.st_atime_ns, times.st_mtime_ns))
+    refused = snakemake(workdir, "--cores", "1", "--configfile", "tiny.yaml", "--forcerun", target, "--", target)
+    assert refused.returncode != 0
+    (line,) = {text for text in (refused.stdout + refused.stderr).splitlines()
+               if text.startswith("error: checkpoint ")}
+    command = line.split("; fix: run ", 1)[1].split(" (the same command forcing its train job", 1)[0]
+    assert command == ("snakemake --cores 1 --configfile tiny.yaml --forcerun results/wholehead/cpu/baseline/"
+                       f"checkpoint.pt {target} -- {target}"), command
+    fixed = subprocess.run(command.replace("snakemake", f"{sys.executable} -m snakemake", 1), shell=True,
+                           cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    assert "Training baseline on cpu" in fixed.stdout + fixed.stderr
+    assert (workdir / target).is_file()
+    checkpoints.load_checkpoint(saved)
 
 
 @pytest.mark.workflow

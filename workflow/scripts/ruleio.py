@@ -37,13 +37,48 @@ def disk_full(error: BaseException, outputs: Iterable[str | Path] = ()) -> str |
             "(df -h shows it) and rerun; nothing half-written is kept")
 
 
+# A folder the job may not write: write-protected (EACCES, EPERM) or on a read-only mount (EROFS).
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def not_writable(error: BaseException, outputs: Iterable[str | Path] = ()) -> str | None:
+    """One line naming a file the job may not write (permission denied, read-only file system), and the fix; else
+    None. The message names the folder to make writable, or says to run the workflow from a writable copy."""
+    if not isinstance(error, OSError) or error.errno not in _NOT_WRITABLE:
+        return None
+    outputs = [Path(p) for p in outputs]
+    where = Path(error.filename) if error.filename else (outputs[0] if outputs else Path.cwd())
+    folder = where if where.is_dir() else where.parent
+    code = errno.errorcode[error.errno]
+    if error.errno == errno.EROFS:
+        return (f"{where} lies on a read-only file system ({code}); fix: run the workflow from a copy on a writable "
+                "disk (its results/ must be writable); nothing half-written is kept")
+    if not any(where == out or out in where.parents or where.parent == out.parent for out in outputs):
+        return (f"permission denied on {where} ({code}); fix: give this user access to it (ls -l {where} shows its "
+                "owner and mode) and rerun")
+    return (f"permission denied on {where} ({code}): {folder} is not writable by this user; fix: make it writable "
+            f"(chmod -R u+w {folder}; ls -ld {folder} shows its owner) and rerun; nothing half-written is kept")
+
+
+def interrupted_line(outputs: Iterable[str | Path] = ()) -> str:
+    """The one line of a job stopped by Ctrl-C (SIGINT): what was removed and how to go on."""
+    outputs = [Path(p) for p in outputs]
+    what = f"{outputs[0]}" + (f" and {len(outputs) - 1} other output(s)" if len(outputs) > 1 else "") if outputs else ""
+    removed = f"its outputs ({what}) were removed" if what else "nothing half-written is kept"
+    return (f"interrupted (Ctrl-C) before the job finished; {removed}; fix: rerun the same command: Snakemake runs "
+            "this job again from the start")
+
+
 def remove_outputs(outputs: Iterable[str | Path]) -> None:
     """Remove what a failed job wrote of its outputs (files, folders, dangling links), as Snakemake does."""
     for path in map(Path, outputs):
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         elif path.exists() or path.is_symlink():
-            path.unlink(missing_ok=True)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass  # a write-protected folder: the job's one line says so, Snakemake removes it or says so
 
 
 def _redirect_descriptors(log) -> dict[int, int]:
@@ -72,7 +107,13 @@ def run_job(log_path: str | Path, main: Callable[[], None], outputs: Iterable[st
     nothing half-written stays, whoever runs the script.
     """
     outputs = list(outputs)
-    log = open(log_path, "w", buffering=1)
+    try:
+        log = open(log_path, "w", buffering=1)
+    except OSError as error:  # a write-protected or full results folder: no log to write the line to
+        known = disk_full(error, [log_path]) or not_writable(error, [log_path, *outputs])
+        if known is None:
+            raise
+        sys.exit(f"error: {known}")
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = log
     # What native code writes to the process's own descriptors (the torch profiler's start and stop lines, CUDA
@@ -81,17 +122,27 @@ def run_job(log_path: str | Path, main: Callable[[], None], outputs: Iterable[st
     try:
         main()
     except (ExpectedError, OSError) as error:
-        full = disk_full(error, outputs)
-        if full is None and not isinstance(error, ExpectedError):
+        known = disk_full(error, outputs) or not_writable(error, outputs)
+        if known is None and not isinstance(error, ExpectedError):
             _print_traceback(log)
             remove_outputs(outputs)
             raise
         remove_outputs(outputs)
-        message = f"error: {full or error}"
+        message = f"error: {known or error}"
         _print(message, log)
         _restore_descriptors(saved)
         sys.stdout, sys.stderr = stdout, stderr
         sys.exit(message)
+    except KeyboardInterrupt:
+        # Ctrl-C reaches every process of the run: the job says what it removed in one line, not a traceback, and
+        # exits as a process stopped by SIGINT does (128 + 2).
+        remove_outputs(outputs)
+        message = f"error: {interrupted_line(outputs)}"
+        _print(message, log)
+        _restore_descriptors(saved)
+        sys.stdout, sys.stderr = stdout, stderr
+        print(message, file=sys.stderr)
+        raise SystemExit(130) from None
     except BaseException:
         _print_traceback(log)
         remove_outputs(outputs)

@@ -35,13 +35,13 @@ def resolve_device(label: str, hardware: dict, emulate_gpus_on_cpu: bool = False
     gpus.hold(f"label {label}")
     if not torch.cuda.is_available():
         raise DeviceMismatch(
-            f"label {label!r} needs a CUDA GPU matching {spec['name_pattern']!r}, but no CUDA device is visible"
+            f"label {label!r} needs a CUDA GPU matching '{spec['name_pattern']}', but no CUDA device is visible"
             "; fix: run it on a machine with that GPU, or measure this machine under its own label (gpus: [cpu])"
         )
     name = torch.cuda.get_device_name(0)
     if not re.search(spec["name_pattern"], name, flags=re.IGNORECASE):
         raise DeviceMismatch(
-            f"label {label!r} expects a GPU matching {spec['name_pattern']!r} but found {name!r}"
+            f"label {label!r} expects a GPU matching '{spec['name_pattern']}' but found {name!r}"
             "; fix: use the label of this GPU (gpus: [...]), or add one for it under 'hardware' in the config"
         )
     return torch.device("cuda", 0)

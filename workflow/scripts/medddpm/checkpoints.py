@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -23,21 +24,72 @@ def workload_record(workload) -> dict:
     return {"model": as_dict(workload.unet), "diffusion": as_dict(workload.diffusion)}
 
 
+# The Snakemake command line of this run, as typed (workflow/rules/common.smk sets it; jobs inherit it).
+COMMAND_VARIABLE = "MEDDDPM_SNAKEMAKE_COMMAND"
+
+
+def forced_command(command: str, path: str | Path) -> str:
+    """`command` (a snakemake command line) with `--forcerun path` added: among the values of its own --forcerun (-R)
+    where it has one, else before a `--` that ends the options, else at the end (--forcerun takes several values, so
+    it must not stand before a target)."""
+    words = shlex.split(command)
+    at = words.index("--") if "--" in words else len(words)
+    given = [n for n, word in enumerate(words[:at]) if word in ("--forcerun", "-R")]
+    if given:  # its values are a list: one more, rather than a second option that would replace the first
+        return shlex.join(words[: given[0] + 1] + [str(path)] + words[given[0] + 1:])
+    return shlex.join(words[:at] + ["--forcerun", str(path)] + words[at:])
+
+
 def _fix(path: Path) -> str:
-    return f"fix: delete {path} and rerun: Snakemake then trains that variant again"
+    """The command that trains the variant again and redoes what depends on it. Deleting the file is not enough:
+    Snakemake does not rebuild a missing file whose consumers are up to date ("Nothing to be done")."""
+    command = os.environ.get(COMMAND_VARIABLE)
+    if command:
+        return f"fix: run {forced_command(command, path)} (the same command forcing its train job: it trains again)"
+    return (f"fix: add --forcerun {path} to the snakemake command (before any --): Snakemake then trains that variant "
+            "again and redoes what depends on it")
+
+
+class _RecordingWriter:
+    """A file object for torch.save that keeps the first OSError of its writes.
+
+    torch's zip writer swallows an exception raised by the file's write() and fails later with an unrelated
+    RuntimeError ("enforce fail at inline_container.cc ... unexpected pos", seen on a full tmpfs, torch 2.13); the
+    recorded error is the one to report (ENOSPC names the full disk).
+    """
+
+    def __init__(self, out) -> None:
+        self.out = out
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        try:
+            return self.out.write(data)
+        except OSError as error:
+            self.error = self.error or error
+            raise
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 def save_checkpoint(state: dict, path: str | Path) -> None:
     """torch.save `state` to `path` through a temporary file beside it, renamed into place when complete.
 
-    Written through a file object, so that a full disk raises OSError (ENOSPC) like any other write (torch's own
-    file writer reports it as an unrelated RuntimeError), and a failed or killed save leaves no file at `path`.
+    A failed write (a full disk) raises its OSError (ENOSPC), not torch's RuntimeError, and a failed or killed save
+    leaves no file at `path`.
     """
     path = Path(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with writing(path), os.fdopen(handle, "wb") as out:
-            torch.save(state, out)
+            recorder = _RecordingWriter(out)
+            try:
+                torch.save(state, recorder)
+            except RuntimeError:
+                if recorder.error is None:
+                    raise
+                raise recorder.error from None
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)  # as open() would create it (mkstemp makes it private)
