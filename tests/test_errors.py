@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -35,7 +36,9 @@ from configcheck import ConfigError, check_config, check_files, read_mapping
 from errors import ExpectedError
 from medddpm import checkpoints, training
 from medddpm.build import Workload
+from reporting.results import TABLES
 from snakemake.utils import update_config
+from targets import SHIPPED_NAMES
 
 FIXTURES = REPO / "tests" / "fixtures" / "profiling"
 H200_RAW = FIXTURES / "ncu_raw_h200_tiny_train_step.csv"
@@ -369,6 +372,95 @@ def case_ncu_export_cut_at_a_row_boundary_and_a_log_without_ncu_lines(tmp_path, 
     # ncu run with --quiet or --log-file leaves no ==PROF== line in the job's tool log: the details page tells.
     return ncu_extract(tmp_path, "".join(real_page("raw")[:202]), details="".join(real_page("details")),
                        log="step 0 of 1 (profiled)\n", phase="sample")
+
+
+# --- shipped or imported reference sets that cannot be read -----------------------------------------------------------
+
+
+class Bundle(Files):
+    """The collect job's outputs: one file per table of the bundle, by name (Snakemake's output has items())."""
+
+    def items(self):
+        return [(name, getattr(self, name)) for name in TABLES]
+
+
+def reference_copy(root: Path) -> Path:
+    """A copy of two variants of the shipped H200 set under <root>/data/reference/wholehead/h200."""
+    folder = root / "data" / "reference" / "wholehead" / "h200"
+    for variant in ("baseline", "tf32"):
+        shutil.copytree(REFERENCE / variant, folder / variant)
+    return folder
+
+
+def collect_job(root: Path, folder: Path) -> Attempt:
+    """workflow/scripts/collect_results.py reading the set in `folder` as a shipped one, writing the bundle."""
+    shipped = sorted(str(p) for p in folder.rglob("*") if p.name.endswith(SHIPPED_NAMES))
+    out = Bundle(**{name: root / "collected" / f"{name}.parquet" for name in TABLES})
+    (root / "collected").mkdir(exist_ok=True)
+    return Attempt(lambda: run_script("collect_results.py", input=Files(measured=[], shipped=shipped, references=[]),
+                                      params=Params(gpus=[]), output=out, log=Files(root / "collect.log")),
+                   [Path(p) for p in out])
+
+
+@case(r"\S+/h200/baseline/train\.json: not a complete train\.json \(invalid JSON: .* at line \d+, column \d+; cut "
+      r"short or damaged\); fix: restore the set from where it came from \(git checkout -- \S+train\.json for a set "
+      r"committed here, or copy the exported set again")
+def case_reference_set_json_cut_in_half(tmp_path):
+    folder = reference_copy(tmp_path)
+    text = (folder / "baseline" / "train.json").read_text()
+    (folder / "baseline" / "train.json").write_text(text[: len(text) // 2])
+    return collect_job(tmp_path, folder)
+
+
+@case(r"\S+/h200/tf32/train\.json: has no 'provenance' entry, which every train\.json of this workflow holds "
+      r"\(written by another version, or another file\); fix: restore the set")
+def case_reference_set_of_another_schema(tmp_path):
+    folder = reference_copy(tmp_path)
+    data = json.loads((folder / "tf32" / "train.json").read_text())
+    data["meta"] = data.pop("provenance")
+    (folder / "tf32" / "train.json").write_text(json.dumps(data))
+    return collect_job(tmp_path, folder)
+
+
+@case(r"\S+/h200/baseline/profile/train/ncu_summary\.csv: not a readable ncu_summary\.csv table \(ValueError: cut "
+      r"short: its last line ends without a newline\); fix: restore the set")
+def case_reference_set_summary_cut(tmp_path):
+    folder = reference_copy(tmp_path)
+    summary = folder / "baseline" / "profile" / "train" / "ncu_summary.csv"
+    data = summary.read_bytes()
+    summary.write_bytes(data[: int(len(data) * 0.7)])
+    return collect_job(tmp_path, folder)
+
+
+@case(r"\S+/h200/tf32/sample\.json: its sha256 differs from the one in \S+/h200/manifest\.sha256 \(damaged, cut "
+      r"short or edited since the export\); fix: copy the set again; \(cd \S+/h200 && sha256sum -c manifest\.sha256\) "
+      r"lists every damaged file")
+def case_reference_set_unlike_its_manifest(tmp_path):
+    folder = reference_copy(tmp_path)
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    (folder / "manifest.sha256").write_text("".join(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(folder).as_posix()}\n" for p in files))
+    sample = folder / "tf32" / "sample.json"
+    sample.write_text(sample.read_text().replace('"timesteps": ', '"timesteps": 1', 1))  # still valid JSON
+    return collect_job(tmp_path, folder)
+
+
+def test_the_restore_a_damaged_committed_set_is_told_works(tmp_path):
+    """Doing what the line says for a set committed in the repository: its git command restores the file, and the
+    same collect job then reads the set."""
+    folder = reference_copy(tmp_path)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "data"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "set"], cwd=tmp_path,
+                   check=True)
+    train = folder / "baseline" / "train.json"
+    train.write_text(train.read_text()[:100])
+    attempt = collect_job(tmp_path, folder)
+    message = refusal(attempt.act)
+    command = message.split("(git checkout -- ", 1)[1].split(" for a set committed here", 1)[0]
+    subprocess.run(["git", "checkout", "--", command], cwd=tmp_path, check=True)
+    attempt.act()
+    assert all(path.is_file() for path in attempt.outputs)
 
 
 # --- profiler exports that cannot be used ----------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import math
 import re
 from pathlib import Path
@@ -11,6 +14,7 @@ import pandas as pd
 from errors import writing
 
 from . import instructions
+from .csvpages import ragged_row
 from .errors import ProfilingError
 from .kernels import CLASS_NAMES, classify, classify_cpu_op, precision_tag, short_name
 
@@ -311,11 +315,36 @@ def save_frame(df: pd.DataFrame, path: str | Path) -> None:
             df.to_csv(path, index=False)
 
 
+def load_csv(path: str | Path) -> pd.DataFrame:
+    """A CSV table (gzipped where its name ends in .gz), refused (ValueError) where it is cut short: its text ends
+    inside a line or a quoted field, or a row is narrower or wider than the header. pandas alone reads a cut table,
+    its last row padded with NaN."""
+    data = Path(path).read_bytes()
+    if Path(path).suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as error:
+            raise ValueError(f"cut short or damaged: {error}") from None
+    text = data.decode()
+    if text and not text.endswith("\n"):
+        raise ValueError("cut short: its last line ends without a newline")
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text), strict=True) if row]
+    except csv.Error as error:
+        raise ValueError(f"cut short or damaged: {error}") from None
+    if not rows:
+        raise ValueError("empty: no header row")
+    ragged = ragged_row(rows)
+    if ragged:
+        raise ValueError(f"cut short or damaged: {ragged}")
+    return pd.read_csv(io.StringIO(text))
+
+
 def load_frame(path: str | Path) -> pd.DataFrame:
-    """Read a table written by save_frame."""
+    """Read a table written by save_frame (a cut CSV refused: load_csv)."""
     path = Path(path)
     if path.suffix == ".parquet":
         return pd.read_parquet(path)
     if path.suffix == ".csv":
-        return pd.read_csv(path)
+        return load_csv(path)
     raise ValueError(f"{path}: table files end in .parquet or .csv")

@@ -14,14 +14,17 @@ back in a figure or table job. Every row of every table carries ``gpu``, ``varia
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from errors import ExpectedError
 from layout import file_keys
 
 MEASURED = "measured here"
@@ -84,8 +87,90 @@ def gather(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable
     return files[files["kind"].notna()].drop_duplicates("path").reset_index(drop=True)
 
 
+class ResultFileError(ExpectedError):
+    """A result file (measured here, or of a shipped or imported set) that cannot be read: cut short, damaged, of
+    another schema, or unlike its set's manifest.sha256. The message names the file and the fix."""
+
+
+MANIFEST = "manifest.sha256"
+
+
+def _shipped(path: Path) -> bool:
+    return "reference" in Path(path).parts
+
+
+def _fix(path: Path) -> str:
+    if _shipped(path):
+        return (f"fix: restore the set from where it came from (git checkout -- {path} for a set committed here, or "
+                "copy the exported set again; sha256sum -c manifest.sha256 in its folder lists the damaged files, "
+                "where the set has one), or leave its label out of reference_results")
+    return (f"fix: run the job that writes it again (your snakemake command with --forcerun {path} added before any "
+            "--)")
+
+
+@contextmanager
+def _reading(path: Path, what: str) -> Iterator[None]:
+    """One line naming `path` (a `what`) for what a damaged or foreign file raises while it is read."""
+    try:
+        yield
+    except ExpectedError:
+        raise
+    except json.JSONDecodeError as error:
+        raise ResultFileError(f"{path}: not a complete {what} (invalid JSON: {error.msg} at line {error.lineno}, "
+                              f"column {error.colno}; cut short or damaged); {_fix(path)}") from None
+    except KeyError as error:
+        raise ResultFileError(f"{path}: has no {error.args[0]!r} entry, which every {what} of this workflow holds "
+                              f"(written by another version, or another file); {_fix(path)}") from None
+    except (TypeError, ValueError, IndexError, AttributeError, OSError, pd.errors.ParserError) as error:
+        detail = " ".join(str(error).split())[:160] or type(error).__name__
+        raise ResultFileError(f"{path}: not a readable {what} ({type(error).__name__}: {detail}); "
+                              f"{_fix(path)}") from None
+
+
+def load_csv(path: str | Path) -> pd.DataFrame:
+    """A CSV table, refused where it is cut short (profiling.tables.load_csv)."""
+    from profiling.tables import load_csv as load
+
+    return load(path)
+
+
 def _read_json(path: Path) -> dict:
-    return json.loads(Path(path).read_text())
+    with _reading(path, Path(path).name):
+        data = json.loads(Path(path).read_text())
+        if not isinstance(data, dict):
+            raise TypeError(f"holds a {type(data).__name__}, not an object")
+        return data
+
+
+def check_manifests(paths: Iterable[str | Path]) -> None:
+    """Every shipped or imported set among `paths` whose folder holds a manifest.sha256 (export writes one): each
+    file it lists must be there with that sha256, else one line naming the file. The sets shipped in this
+    repository have none (they are checked by git and by the readers' own checks: a cut table or JSON is refused)."""
+    folders: dict[Path, None] = {}
+    for path in map(Path, paths):
+        for folder in path.parents:
+            if (folder / MANIFEST).is_file():
+                folders.setdefault(folder)
+                break
+            if folder.name == "reference":
+                break
+    for folder in folders:
+        manifest = folder / MANIFEST
+        for number, line in enumerate(manifest.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            digest, _, name = line.partition("  ")
+            listed = folder / name.strip()
+            check = f"(cd {folder} && sha256sum -c {MANIFEST}) lists every damaged file"
+            if not name.strip() or len(digest) != 64:
+                raise ResultFileError(f"{manifest}: line {number} is not '<sha256>  <file>'; fix: export the set "
+                                      f"again, or copy its manifest.sha256 again")
+            if not listed.is_file():
+                raise ResultFileError(f"{listed}: listed in {manifest} but missing; fix: copy the whole set again; "
+                                      f"{check}")
+            if hashlib.sha256(listed.read_bytes()).hexdigest() != digest.lower():
+                raise ResultFileError(f"{listed}: its sha256 differs from the one in {manifest} (damaged, cut short "
+                                      f"or edited since the export); fix: copy the set again; {check}")
 
 
 def _labels(files: pd.DataFrame, measured_labels: Iterable[str]) -> list[str]:
@@ -121,59 +206,63 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
     """One row per (gpu, variant): training time per sample, sampling step and volume, peak memory, switches."""
     rows: dict[tuple[str, str], dict] = {}
     for row in files[files["kind"] == "train.json"].itertuples():
-        data = _read_json(row.path)
-        prov = data["provenance"]
-        rows[(row.gpu, row.variant)] = {
-            "gpu": row.gpu, "variant": row.variant,
-            "parameters": data["parameters"],
-            "train_ms_per_sample": data["train_ms_per_sample"],
-            "train_step_median_ms": data["step_time"]["median_ms"],
-            "train_step_q1_ms": data["step_time"]["q1_ms"],
-            "train_step_q3_ms": data["step_time"]["q3_ms"],
-            "train_steps_measured": data["step_time"]["n"],
-            "volume_shape": "x".join(str(side) for side in data.get("volume_shape", [])),
-            "samples_per_step": data["settings"]["gradient_accumulation"],
-            "train_peak_memory_gib": data["peak_memory_bytes"] / 2**30,
-            "memory_kind": data["peak_memory_kind"],
-            "switches": json.dumps(prov.get("switches", {}), sort_keys=True),
-            "switches_effective": json.dumps(prov.get("switches_effective", {}), sort_keys=True),
-        }
+        with _reading(row.path, "train.json"):
+            data = _read_json(row.path)
+            prov = data["provenance"]
+            rows[(row.gpu, row.variant)] = {
+                "gpu": row.gpu, "variant": row.variant,
+                "parameters": data["parameters"],
+                "train_ms_per_sample": data["train_ms_per_sample"],
+                "train_step_median_ms": data["step_time"]["median_ms"],
+                "train_step_q1_ms": data["step_time"]["q1_ms"],
+                "train_step_q3_ms": data["step_time"]["q3_ms"],
+                "train_steps_measured": data["step_time"]["n"],
+                "volume_shape": "x".join(str(side) for side in data.get("volume_shape", [])),
+                "samples_per_step": data["settings"]["gradient_accumulation"],
+                "train_peak_memory_gib": data["peak_memory_bytes"] / 2**30,
+                "memory_kind": data["peak_memory_kind"],
+                "switches": json.dumps(prov.get("switches", {}), sort_keys=True),
+                "switches_effective": json.dumps(prov.get("switches_effective", {}), sort_keys=True),
+            }
     for row in files[files["kind"] == "sample.json"].itertuples():
-        data = _read_json(row.path)
-        rows.setdefault((row.gpu, row.variant), {"gpu": row.gpu, "variant": row.variant}).update(
-            sample_step_median_ms=data["step_time"]["median_ms"],
-            sample_step_q1_ms=data["step_time"]["q1_ms"],
-            sample_step_q3_ms=data["step_time"]["q3_ms"],
-            sample_volume_s=data["volume_seconds_estimate"],
-            sample_timesteps=data["timesteps"],
-            sample_chain_complete=data["chain_complete"],
-            sample_peak_memory_gib=data["peak_memory_bytes"] / 2**30,
-        )
+        with _reading(row.path, "sample.json"):
+            data = _read_json(row.path)
+            rows.setdefault((row.gpu, row.variant), {"gpu": row.gpu, "variant": row.variant}).update(
+                sample_step_median_ms=data["step_time"]["median_ms"],
+                sample_step_q1_ms=data["step_time"]["q1_ms"],
+                sample_step_q3_ms=data["step_time"]["q3_ms"],
+                sample_volume_s=data["volume_seconds_estimate"],
+                sample_timesteps=data["timesteps"],
+                sample_chain_complete=data["chain_complete"],
+                sample_peak_memory_gib=data["peak_memory_bytes"] / 2**30,
+            )
     return pd.DataFrame(list(rows.values()))
 
 
 def _quality(files: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for row in files[files["kind"] == "quality.json"].itertuples():
-        data = _read_json(row.path)
-        rows.append({
-            "gpu": row.gpu, "variant": row.variant,
-            "forward_rel_error": data["numeric"]["forward_relative_error"],
-            "gradient_rel_error": data["numeric"]["gradient_relative_error"],
-            "loss_abs_deviation_max": data["loss_curve"]["loss_abs_deviation_max"],
-            "ssim_vs_real": data["vs_real"]["ssim_mean"],
-            "psnr_vs_real_db": data["vs_real"]["psnr_db_mean"],
-            "ssim_vs_baseline": data["vs_baseline"]["ssim_mean"],
-            "psnr_vs_baseline_db": data["vs_baseline"]["psnr_db_mean"],
-            "identical_to_baseline": data["vs_baseline"]["identical"],
-        })
+        with _reading(row.path, "quality.json"):
+            data = _read_json(row.path)
+            rows.append({
+                "gpu": row.gpu, "variant": row.variant,
+                "forward_rel_error": data["numeric"]["forward_relative_error"],
+                "gradient_rel_error": data["numeric"]["gradient_relative_error"],
+                "loss_abs_deviation_max": data["loss_curve"]["loss_abs_deviation_max"],
+                "ssim_vs_real": data["vs_real"]["ssim_mean"],
+                "psnr_vs_real_db": data["vs_real"]["psnr_db_mean"],
+                "ssim_vs_baseline": data["vs_baseline"]["ssim_mean"],
+                "psnr_vs_baseline_db": data["vs_baseline"]["psnr_db_mean"],
+                "identical_to_baseline": data["vs_baseline"]["identical"],
+            })
     return pd.DataFrame(rows)
 
 
 def _per_file(files: pd.DataFrame, kind: str, read) -> pd.DataFrame:
     frames = []
     for row in files[files["kind"] == kind].itertuples():
-        frame = read(row.path).drop(columns="source", errors="ignore")
+        with _reading(row.path, f"{Path(row.path).name} table"):
+            frame = read(row.path).drop(columns="source", errors="ignore")
         keys = {"gpu": row.gpu} if pd.isna(row.variant) else {"gpu": row.gpu, "variant": row.variant}
         if pd.notna(row.phase):
             keys["phase"] = row.phase
@@ -190,42 +279,52 @@ def _study(files: pd.DataFrame) -> pd.DataFrame:
     rows: dict[tuple, dict] = {}
     for row in files[files["kind"] == "study_run"].itertuples():
         data = _read_json(row.path)
-        prov, real, numeric = data["provenance"], data["vs_real"], data["numeric"]
-        training, sampling = data["training"], data["sampling"]
-        rows[(row.gpu, row.variant, int(row.seed))] = {
-            "gpu": row.gpu, "variant": row.variant, "seed": int(row.seed),
-            "volume_shape": "x".join(map(str, data["volume_shape"])), "parameters": data["parameters"],
-            "timesteps": data["timesteps"], "optimizer_steps": training["optimizer_steps"],
-            "run_s": data.get("wall_seconds"), "train_s": training["seconds"],
-            "train_step_ms": training["step_time"]["median_ms"],
-            "compile_s": training["compile_seconds"], "sample_s_per_volume": sampling["seconds_per_volume"],
-            "final_loss": training["final_loss"],
-            "ssim_vs_real": real["ssim_mean"], "psnr_vs_real_db": real["psnr_db_mean"],
-            "wasserstein_vs_real": real["wasserstein_mean"],
-            "lesion_contrast": real["lesion_contrast_mean"], "lesion_contrast_real": real["lesion_contrast_real_mean"],
-            "forward_rel_error": numeric["forward_relative_error"],
-            "gradient_rel_error": numeric["gradient_relative_error"],
-            "sampling_forward_rel_error": numeric["sampling_forward_relative_error"],
-            "switches": json.dumps(prov.get("switches", {}), sort_keys=True),
-            "switches_effective": json.dumps(prov.get("switches_effective", {}), sort_keys=True),
-        }
+        with _reading(row.path, "study run.json"):
+            rows[(row.gpu, row.variant, int(row.seed))] = _study_row(row, data)
     for row in files[files["kind"] == "study_comparison"].itertuples():
         data = _read_json(row.path)
         key = (row.gpu, row.variant, int(row.seed))
         if key not in rows:
             continue
-        versus, curve = data["vs_baseline"], data["loss_curve"]
-        rows[key].update(ssim_vs_baseline=versus["ssim_mean"], psnr_vs_baseline_db=versus["psnr_db_mean"],
-                         max_abs_diff_vs_baseline=versus["max_abs_diff"], identical_to_baseline=versus["identical"],
-                         loss_deviation_vs_baseline=curve["mean_abs_deviation"])
+        with _reading(row.path, "study comparison.json"):
+            versus, curve = data["vs_baseline"], data["loss_curve"]
+            rows[key].update(ssim_vs_baseline=versus["ssim_mean"], psnr_vs_baseline_db=versus["psnr_db_mean"],
+                             max_abs_diff_vs_baseline=versus["max_abs_diff"],
+                             identical_to_baseline=versus["identical"],
+                             loss_deviation_vs_baseline=curve["mean_abs_deviation"])
     frame = pd.DataFrame(list(rows.values()))
     # Seeds in order whatever order the files came in (_tag then orders labels and variants, keeping this order).
     return frame.sort_values(["gpu", "variant", "seed"], kind="stable", ignore_index=True) if len(frame) else frame
 
 
+def _study_row(row, data: dict) -> dict:
+    """The row of one study run from its run.json."""
+    prov, real, numeric = data["provenance"], data["vs_real"], data["numeric"]
+    training, sampling = data["training"], data["sampling"]
+    return {
+        "gpu": row.gpu, "variant": row.variant, "seed": int(row.seed),
+        "volume_shape": "x".join(map(str, data["volume_shape"])), "parameters": data["parameters"],
+        "timesteps": data["timesteps"], "optimizer_steps": training["optimizer_steps"],
+        "run_s": data.get("wall_seconds"), "train_s": training["seconds"],
+        "train_step_ms": training["step_time"]["median_ms"],
+        "compile_s": training["compile_seconds"], "sample_s_per_volume": sampling["seconds_per_volume"],
+        "final_loss": training["final_loss"],
+        "ssim_vs_real": real["ssim_mean"], "psnr_vs_real_db": real["psnr_db_mean"],
+        "wasserstein_vs_real": real["wasserstein_mean"],
+        "lesion_contrast": real["lesion_contrast_mean"], "lesion_contrast_real": real["lesion_contrast_real_mean"],
+        "forward_rel_error": numeric["forward_relative_error"],
+        "gradient_rel_error": numeric["gradient_relative_error"],
+        "sampling_forward_rel_error": numeric["sampling_forward_relative_error"],
+        "switches": json.dumps(prov.get("switches", {}), sort_keys=True),
+        "switches_effective": json.dumps(prov.get("switches_effective", {}), sort_keys=True),
+    }
+
+
 def _study_losses(files: pd.DataFrame) -> pd.DataFrame:
-    frames = [pd.read_csv(row.path).assign(gpu=row.gpu, variant=row.variant, seed=int(row.seed))
-              for row in files[files["kind"] == "study_losses"].itertuples()]
+    frames = []
+    for row in files[files["kind"] == "study_losses"].itertuples():
+        with _reading(row.path, "study losses table"):
+            frames.append(load_csv(row.path).assign(gpu=row.gpu, variant=row.variant, seed=int(row.seed)))
     if not frames:
         return pd.DataFrame(columns=["gpu", "variant", "seed"])
     return pd.concat(frames, ignore_index=True).sort_values(["gpu", "variant", "seed", "step"], kind="stable",
@@ -236,7 +335,8 @@ def _slices(files: pd.DataFrame) -> pd.DataFrame:
     """The middle slices of every study run's first sample ("sample") and of the real image of its mask ("real")."""
     rows = []
     for row in files[files["kind"] == "study_slice"].sort_values(["gpu", "variant", "seed"]).itertuples():
-        planes = np.load(row.path)
+        with _reading(row.path, "slice file"):
+            planes = np.load(row.path)
         for name, image in zip(("sample", "real"), planes):
             rows.append({"gpu": row.gpu, "variant": row.variant, "seed": int(row.seed), "image": name,
                          "height": image.shape[0], "width": image.shape[1],
@@ -276,22 +376,23 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
     sets whose labels are measured here too (read apart: tab08 checks the measured run against them)."""
     from profiling.tables import load_frame
 
+    check_manifests([*shipped, *references])  # an imported set with a manifest.sha256: every file as exported
     files = gather(measured, shipped, measured_labels)
     labels = _labels(files, measured_labels)
     hardware = _hardware(files, labels, _provenances(files))
 
     def read_rules(path: Path) -> pd.DataFrame:
-        return pd.read_csv(path)
+        return load_csv(path)
 
     tables = {
         "runs": _runs(files),
         "quality": _quality(files),
-        "losses": _per_file(files, "train_steps.csv", pd.read_csv),
+        "losses": _per_file(files, "train_steps.csv", load_csv),
         "summaries": _per_file(files, "summary", load_frame),
         "kernels": _per_file(files, "kernels", load_frame),
         "rules": _per_file(files, "rules", read_rules),
         "slices": _slices(files),
-        "bench": _per_file(files, "bench", pd.read_csv),
+        "bench": _per_file(files, "bench", load_csv),
         "study": _study(files),
         "study_losses": _study_losses(files),
     }
