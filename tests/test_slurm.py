@@ -135,7 +135,8 @@ def test_profiles_give_every_gpu_rule_one_gpu_of_their_label(label, rules_by_gpu
     gpu_rules, cpu_rules = rules_by_gpu_need
     profile = gpu_profile(label)
     assert profile["executor"] == "slurm"
-    assert profile["config"] == [f"gpus=[{label}]"]
+    # The profilers are declared with the label, not decided by `auto` on the machine that plans the run.
+    assert profile["config"] == [f"gpus=[{label}]", f"hardware={{{label}: {{profilers: [torch, ncu]}}}}"]
     assert profile.get("retries") == 0
     assert profile["set-resource-scopes"] == {"gpu": "local"}, "else profiles/default's gpu: 1 serialises GPU jobs"
     assert not {"gpu", "gpu_model", "gres", "constraint"} & set(profile["default-resources"]), "CPU rules get a GPU"
@@ -147,6 +148,65 @@ def test_profiles_give_every_gpu_rule_one_gpu_of_their_label(label, rules_by_gpu
         assert 0 < res["runtime"] <= 24 * 60 and res["mem_mb"] >= 16000 and res["cpus_per_gpu"] >= 1, (rule, res)
     for rule in sorted(cpu_rules):
         assert not {"gpu", "gpu_model", "gres"} & set(sets.get(rule, {})), f"CPU rule {rule!r} asks for a GPU"
+
+
+def slurm_dry_run(workdir: Path, overlay: str = "slurm-h200") -> subprocess.CompletedProcess:
+    """A dry run of the paper's profiles through the SLURM profiles: what a user sees before submitting, both
+    streams in the order printed (stdout)."""
+    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--profile",
+                           f"profiles/{overlay}", "--configfile", "config/paper.yaml", "--", "profiles"],
+                          cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                          env=clean_env())
+
+
+def test_a_plan_made_without_ncu_keeps_the_nsight_jobs_and_shows_the_gpu_requests(tmp_path, monkeypatch):
+    """Planned on a machine without ncu (a login node; here PATH holds none): the overlay's declared profilers keep
+    every Nsight Compute job in the plan, and the dry run lists each GPU rule's sbatch request before the plan."""
+    from profiling.ncu import locate_ncu
+
+    if locate_ncu():
+        pytest.skip("ncu is installed here: not a machine without it")
+    workdir = copy_workflow(tmp_path / "wf")
+    done = slurm_dry_run(workdir)
+    assert done.returncode == 0, done.stdout[-2000:]
+    output = done.stdout
+    assert {"profile_ncu", "extract_ncu_rules"} <= dag_rules(output)
+    assert "WARNING: this plan makes no Nsight Compute profile" not in output
+    requests = output[output.index("Cluster requests of the GPU rules"):output.index("Building DAG of jobs")]
+    for rule in ("train", "sample", "quality", "profile_ncu", "profile_torch"):
+        assert re.search(rf"^  {rule}: --gpus=h200:1 -C h200 --cpus-per-gpu 8 --mem \d+M -t \d+$", requests,
+                         re.MULTILINE), requests
+
+
+def test_a_plan_that_makes_no_nsight_data_says_so_before_submitting(tmp_path):
+    """An overlay that leaves the profilers to `auto` on a machine without ncu: the plan holds no Nsight jobs, and
+    says so before anything is submitted, naming the label, why, what lacks data and the fix."""
+    from profiling.ncu import locate_ncu
+
+    if locate_ncu():
+        pytest.skip("ncu is installed here: auto would find it")
+    workdir = copy_workflow(tmp_path / "wf")
+    overlay = workdir / "profiles" / "slurm-h200-auto"
+    overlay.mkdir()
+    profile = load_profile("slurm-h200") | {"config": ["gpus=[h200]"]}
+    (overlay / "config.yaml").write_text(yaml.safe_dump(profile))
+    done = slurm_dry_run(workdir, "slurm-h200-auto")
+    assert done.returncode == 0, done.stdout[-2000:]
+    output = done.stdout
+    assert "profile_ncu" not in dag_rules(output)
+    warning = output[output.index("WARNING: this plan makes no Nsight Compute profile for h200:"):]
+    assert output.index("WARNING: this plan") < output.index("Building DAG of jobs")
+    assert "h200: profilers: auto found no ncu on this machine, which plans the run" in warning
+    assert "fig03, fig04, fig05, fig06, fig10 will have no data for it" in warning
+    fix = re.search(r"fix: declare the profilers in a --configfile overlay \(hardware: (\{.*\}); the SLURM", warning)
+    (workdir / "declared.yaml").write_text(f"hardware: {fix.group(1)}\n")
+    declared = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--profile",
+                               "profiles/slurm-h200-auto", "--configfile", "config/paper.yaml", "declared.yaml",
+                               "--", "profiles"], cwd=workdir, capture_output=True, text=True, timeout=300,
+                              env=clean_env())
+    assert declared.returncode == 0, declared.stderr[-2000:]
+    assert "profile_ncu" in dag_rules(declared.stdout + declared.stderr)
+    assert "WARNING: this plan" not in declared.stdout + declared.stderr
 
 
 def test_noacct_overlay_only_switches_status_checks():

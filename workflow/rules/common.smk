@@ -10,7 +10,8 @@ from snakemake.utils import min_version, validate
 import layout  # workflow/scripts: on sys.path (the Snakefile puts it there)
 from configcheck import ConfigError, check_config, read_mapping
 from medddpm.switches import Variant
-from targets import Plan, ReferenceSetError, target_problem
+from reporting.registry import OUTPUTS
+from targets import Plan, ReferenceSetError, cluster_requests, nsight_warning, target_problem
 
 min_version("9.0")
 
@@ -175,6 +176,23 @@ for _label in config["gpus"]:
     if "ncu" in PLAN.tools[_label]:
         for _phase in config["profiling"]["phases"]:
             ncu_settings(_label, _phase)
+
+
+# Before anything runs or is submitted (not again in the jobs a cluster runs): the sbatch request of every GPU rule of
+# a cluster profile, which a dry run shows too, and loudly, every GPU label that no Nsight Compute job profiles
+# (`profilers: auto` is decided on the machine that plans the run, a login node without ncu on a cluster).
+if not workflow.remote_exec:
+    _requests = cluster_requests(workflow.resource_settings.overwrite_resources)
+    if _requests:
+        print(
+            "Cluster requests of the GPU rules (every job of the rule, from the profiles' set-resources):",
+            *_requests,
+            sep="\n",
+            file=sys.stderr,
+        )
+    _warning = nsight_warning(PLAN, OUTPUTS)
+    if _warning:
+        print(_warning, file=sys.stderr)
 
 
 def extraction_code():

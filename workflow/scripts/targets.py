@@ -73,6 +73,23 @@ class Plan:
             chosen[label] = available_tools(spec["device"]) if wanted == "auto" else list(wanted)
         return chosen
 
+    def nsight_gaps(self) -> dict[str, str]:
+        """The GPU labels measured here that no Nsight Compute job profiles, each with why (the config's list
+        leaves ncu out, or `auto` found none on the machine that plans the run). Emulated labels are left out."""
+        if self.config.get("emulate_gpus_on_cpu"):
+            return {}
+        gaps = {}
+        for label in self.labels:
+            spec = self.config["hardware"][label]
+            if spec["device"] == "cpu" or "ncu" in self.tools[label]:
+                continue
+            if spec.get("profilers", "auto") == "auto":
+                gaps[label] = ("profilers: auto found no ncu on this machine, which plans the run; on a cluster the "
+                               "jobs run elsewhere")
+            else:
+                gaps[label] = f"hardware.{label}.profilers lists {', '.join(self.tools[label])}, not ncu"
+        return gaps
+
     # -- runs and profiles -----------------------------------------------------------------------------------------
     def runs(self, name: str, labels=None) -> list[str]:
         """`name` of every (label, variant) run measured here."""
@@ -171,6 +188,58 @@ class Plan:
         if label in self.study_labels:
             files += self.study_result_files([label])
         return files
+
+
+# -- what a plan tells before anything runs ------------------------------------------------------------------------
+# The outputs drawn from Nsight Compute's counters and rules alone (the registry's outputs that read them).
+NSIGHT_TABLES = ("ncu_kernels", "rules")
+
+
+def nsight_warning(plan: Plan, outputs) -> str | None:
+    """Lines saying which GPU labels of `plan` get no Nsight Compute profile, why, what will lack data and the fix;
+    None when every GPU label is profiled. `outputs`: the registry's outputs (id, reads)."""
+    gaps = plan.nsight_gaps()
+    if not gaps:
+        return None
+    lost = [output.id.split("_", 1)[0] for output in outputs if set(output.reads) & set(NSIGHT_TABLES)]
+    lines = [f"WARNING: this plan makes no Nsight Compute profile for {', '.join(gaps)}:"]
+    lines += [f"  {label}: {why}" for label, why in gaps.items()]
+    overlay = "; ".join(f"{label}: {{profilers: [torch, ncu]}}" for label in gaps)
+    lines += [f"  {', '.join(lost)} will have no data for {'it' if len(gaps) == 1 else 'them'}, and the SM cycles, "
+              "instructions, IPC and Tensor Core use of fig07 and tab03-tab05 (and the claims resting on them) come "
+              "from torch.profiler's times only.",
+              f"  fix: declare the profilers in a --configfile overlay (hardware: {{{overlay}}}; the SLURM profiles "
+              "profiles/slurm-<gpu> declare them), or plan on a machine where ncu is installed."]
+    return "\n".join(lines)
+
+
+# sbatch's flag for each resource the SLURM executor plugin maps (reference: the plugin's documentation).
+_SBATCH = {"constraint": "-C", "cpus_per_gpu": "--cpus-per-gpu", "mem_mb": "--mem", "runtime": "-t",
+           "slurm_partition": "-p", "slurm_account": "-A", "qos": "--qos"}
+CLUSTER_KEYS = {"gpu_model", "gres", "constraint", "slurm_partition", "slurm_account", "slurm_extra"}
+
+
+def cluster_requests(overwrite_resources) -> list[str]:
+    """One line per rule of a cluster profile's set-resources that asks for a GPU: the sbatch request every job of
+    that rule gets (`--gpus=MODEL:N` from gpu and gpu_model, -C, --cpus-per-gpu, --mem, -t, ...); [] where the
+    resources name no cluster setting (a local run)."""
+    rules = {rule: {key: getattr(value, "raw", value) for key, value in dict(mapping).items()}
+             for rule, mapping in dict(overwrite_resources).items()}
+    if not any(CLUSTER_KEYS & set(mapping) for mapping in rules.values()):
+        return []
+    lines = []
+    for rule, mapping in sorted(rules.items()):
+        gpus = mapping.get("gpu")
+        if not gpus and "gres" not in mapping:
+            continue
+        flags = [f"--gpus={mapping['gpu_model']}:{gpus}" if mapping.get("gpu_model") else f"--gpus={gpus}"] \
+            if gpus else [f"--gres={mapping['gres']}"]
+        flags += [f"{flag} {mapping[key]}{'M' if key == 'mem_mb' else ''}" for key, flag in _SBATCH.items()
+                  if mapping.get(key) not in (None, "")]
+        if mapping.get("slurm_extra"):
+            flags.append(str(mapping["slurm_extra"]))
+        lines.append(f"  {rule}: {' '.join(flags)}")
+    return lines
 
 
 # -- targets typed on the command line ------------------------------------------------------------------------------
