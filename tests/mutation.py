@@ -36,6 +36,7 @@ SCRIPTS = "src"
 # written for the module, without workflow runs. Where functions are named, only their mutants run (mutmut's globs on
 # "<module>.x_<function>"): the readers of a module, not its command-line builders or its diagnoses of failed runs.
 PARSERS = ["tests/test_profiling_units.py", "tests/test_profiling_parsers.py"]
+CORE = "tests/test_timing_core.py"
 GROUPS: dict[str, tuple] = {
     "units": (["profiling/units.py", "profiling/csvpages.py"], PARSERS),
     "ncu": (["profiling/ncu.py"], PARSERS,
@@ -56,6 +57,24 @@ GROUPS: dict[str, tuple] = {
     "claims": (["reporting/claims.py"],
                ["tests/test_claims.py", "tests/test_reporting.py", "-k", "(claim or threshold) and not tables"]),
     "devices": (["measurement/devices.py"], ["tests/test_devices.py", "tests/test_variants.py"]),
+    # The timing core: what turns timed steps into train.json and sample.json, what the trainer feeds the U-Net, how
+    # a variant is applied, and how the results become the tables' numbers (tests/test_timing_core.py recomputes
+    # them by another route: from the per-step records, on a clock of its own, on hand-made result files).
+    "timing": (["measurement/timing.py", "medddpm/engine.py", "medddpm/jobs.py"],
+               [CORE, "tests/test_engine.py", "-k", "timed_steps or json or timer or summary"],
+               ["*DeviceTimer*", "summary", "timed_steps", "bare_loop", "run_training", "run_sampling"]),
+    "trainer": (["medddpm/training.py", "medddpm/engine.py"],
+                [CORE, "-k", "optimizer_step or batches or bare_step or ema or non_finite or train_json or receives"],
+                ["*EMA*", "*Trainer*", "data_batches", "cycle", "*Training*"]),
+    "placement": (["medddpm/engine.py", "medddpm/runs.py", "medddpm/variants.py"],
+                  [CORE, "tests/test_variants.py", "-k", "placement or receives or backend or variant or switch"],
+                  ["*Placement*", "start_run", "start_job", "peak_memory", "reset_peak_memory", "_set_tf32",
+                   "backend_flags", "apply_backend", "memory_format", "prepare_input", "autocast"]),
+    "results": (["reporting/results.py", "reporting/derived.py", "reporting/bench.py"],
+                [CORE, "tests/test_bench.py", "tests/test_numbers.py", "-k",
+                 "runs_table or tab04 or tab07 or fig08 or bench or verdict"],
+                ["gather", "_runs", "_tag", "relative_to", "speedup", "speedup_verdict", "bench_frame",
+                 "bench_on_runs", "_same"]),
     # Not mutmut: the module-level tables (kernel-class patterns, unit factors), see tests/mutation_tables.py.
     "constants": (["profiling/kernels.py (patterns)", "profiling/units.py (factors)"],
                   ["tests/test_kernel_classes.py", "tests/test_profiling_units.py", "tests/test_profiling_parsers.py"]),

@@ -35,13 +35,13 @@ from measurement import timing
 from measurement.timing import DeviceTimer, summary
 from medddpm import engine
 from medddpm.build import Workload
-from medddpm.jobs import run_sampling, run_training
-from medddpm.prepare import prepare_dataset, read_wholehead_pairs
+from medddpm.jobs import held_out_conditions, run_sampling, run_training
+from medddpm.prepare import heldout_images, heldout_masks, prepare_dataset, read_wholehead_pairs
 from medddpm.runs import start_job
-from medddpm.settings import SampleSettings, TrainSettings, from_mapping
+from medddpm.settings import SampleSettings, TrainSettings, as_dict, from_mapping
 from medddpm.switches import Variant
 from medddpm.training import EMA, NonFiniteLoss, Trainer
-from medddpm.unet import UNet3D
+from medddpm.unet import UNet3D, parameter_count
 from medddpm.variants import backend_flags
 
 MODEL = {"in_channels": 3, "out_channels": 1, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
@@ -103,8 +103,8 @@ def workload() -> Workload:
 
 @pytest.fixture(scope="module")
 def trained(dataset, tmp_path_factory):
-    """A baseline training job with accumulation 3: its folder, train.json, train_steps.csv and the peak RSS
-    before and after it (KiB)."""
+    """A baseline training job with accumulation 3: its folder, train.json, train_steps.csv, the peak RSS before
+    and after it (KiB) and its run."""
     folder = tmp_path_factory.mktemp("train")
     run = start_job(params("baseline"), "baseline", REPO)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -112,7 +112,7 @@ def trained(dataset, tmp_path_factory):
                  folder / "train_steps.csv", folder / "checkpoint.pt")
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return folder, json.loads((folder / "train.json").read_text()), pd.read_csv(folder / "train_steps.csv"), (
-        before, after)
+        before, after), run
 
 
 def quartiles(values) -> tuple[float, float, float]:
@@ -122,7 +122,7 @@ def quartiles(values) -> tuple[float, float, float]:
 
 # -- training -----------------------------------------------------------------------------------------------------
 def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained):
-    _, result, steps, (rss_before, rss_after) = trained
+    _, result, steps, (rss_before, rss_after), run = trained
     # Steps counted: warm-up then measured, numbered in order; only the measured ones carry a time.
     assert list(steps["step"]) == list(range(TRAIN["warmup_steps"] + TRAIN["measured_steps"]))
     assert list(steps["phase"]) == ["warmup"] * TRAIN["warmup_steps"] + ["measured"] * TRAIN["measured_steps"]
@@ -131,7 +131,7 @@ def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained)
     assert measured["step_ms"].notna().all() and (measured["step_ms"] > 0).all()
     # One loss per micro-batch, the step's loss their mean.
     micro = [f"loss_micro_{i}" for i in range(ACCUMULATION)]
-    assert [c for c in steps.columns if c.startswith("loss_micro_")] == micro
+    assert list(steps.columns) == ["step", "phase", "step_ms", "loss", *micro]
     assert steps["loss"].to_numpy() == pytest.approx(steps[micro].mean(axis=1).to_numpy(), rel=1e-12)
     assert result["final_loss"] == pytest.approx(steps["loss"].iloc[-1], rel=1e-12)
     # The summary of the measured steps' times, recomputed here.
@@ -146,7 +146,9 @@ def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained)
     assert result["train_ms_per_sample"] == pytest.approx(median / ACCUMULATION, rel=1e-9)
     assert result["micro_batch_median_ms"] == pytest.approx(median / ACCUMULATION, rel=1e-9)
     assert result["samples_per_second"] == pytest.approx(1e3 * ACCUMULATION / median, rel=1e-9)
-    assert result["settings"]["gradient_accumulation"] == ACCUMULATION
+    assert result["settings"] == as_dict(from_mapping(TrainSettings, TRAIN, "train"))
+    assert result["provenance"] == json.loads(json.dumps(run.provenance, default=str))
+    assert result["parameters"] == parameter_count(workload().build(0).denoiser)
     assert result["volume_shape"] == list(SHAPE)
     # The bare loop: its own steps, the same divisor.
     bare = result["bare_loop"]
@@ -208,8 +210,20 @@ def test_sample_json_is_its_step_records(trained, dataset, tmp_path, max_steps):
     assert list(steps["volume"]) == [v for v in range(len(volumes)) for _ in range(chain)]
     assert list(steps["position"]) == list(range(chain)) * len(volumes)
     assert list(steps["t"]) == [TIMESTEPS - 1 - p for p in range(chain)] * len(volumes)
-    assert (steps["step_ms"] > 0).all()
-    assert all(path.is_file() and nib.load(path).shape == SHAPE for path in volumes)
+    assert list(steps.columns) == ["volume", "position", "t", "step_ms"] and (steps["step_ms"] > 0).all()
+    # Each volume: the chain from its own mask and seed (sample.seed + its index), as the same engine samples it
+    # untimed, with the affine of the real image of its mask.
+    sampling = engine.Sampling.from_checkpoint(workload(), run, folder / "checkpoint.pt", "ema")
+    masks, images = heldout_masks(dataset), heldout_images(dataset)
+    for index, (condition, path) in enumerate(zip(held_out_conditions(sampling, dataset, masks), volumes)):
+        with sampling.running():
+            *_, (_, last) = sampling.chain(condition, torch.Generator().manual_seed(SAMPLE["seed"] + index), max_steps)
+        written = nib.load(path)
+        assert written.shape == SHAPE
+        np.testing.assert_allclose(np.asarray(written.dataobj), last[0, 0].permute(2, 1, 0).numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(written.affine, nib.load(images[index]).affine)
+    assert result["provenance"] == json.loads(json.dumps(run.provenance, default=str))
+    assert result["settings"] == as_dict(settings)
     # The summary: the steps after each chain's warm-up steps, of every volume.
     timed = steps.loc[steps["position"] >= SAMPLE["warmup_steps"], "step_ms"].to_numpy()
     assert result["step_time"]["n"] == len(volumes) * (chain - SAMPLE["warmup_steps"]) == len(timed)
