@@ -1012,6 +1012,12 @@ def _metric_sets_with_a_yaml_error(workdir: Path) -> tuple[subprocess.CompletedP
     return snakemake(workdir, "-n", "--configfile", "sets-overlay.yaml"), []
 
 
+def _overlay_with_a_key_given_twice(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
+    # Snakemake reads it without a word, keeping the second `train:` (the learning rate of the first is lost).
+    (workdir / "twice.yaml").write_text("train:\n  lr: 0.001\nsample: {masks: 1}\ntrain:\n  warmup_steps: 3\n")
+    return snakemake(workdir, "-n", "--configfile", "twice.yaml", "--", "results/wholehead/dataset/prepared"), []
+
+
 def _diverging_training_stops_the_run(workdir: Path) -> tuple[subprocess.CompletedProcess, list[Path]]:
     (workdir / "diverging.yaml").write_text(DIVERGING)
     run = snakemake(workdir, "--cores", "1", "--configfile", "diverging.yaml", "--",
@@ -1035,6 +1041,10 @@ SNAKEMAKE_CASES = {
         _metric_sets_with_a_yaml_error,
         r"\S+sets\.yaml:4:1: YAML syntax error in this metric-set file \(profiling\.ncu\.metric_sets\): expected ',' "
         r"or '\]', but got '<stream end>' \(while parsing a flow sequence that starts at line 3\); fix:"),
+    "overlay-with-a-key-given-twice": (
+        _overlay_with_a_key_given_twice,
+        r"\S+twice\.yaml:4:1: YAML error in this overlay: key 'train' appears twice in one mapping \(first at line 1\), "
+        r"and the second would silently replace the first; fix: write the key once, with the settings of both"),
     "diverging-training-stops-the-run": (
         _diverging_training_stops_the_run,
         r"error: training diverged: the loss is (nan|inf) at optimizer step \d+, micro-batch \d of 2"),

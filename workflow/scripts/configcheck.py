@@ -2,8 +2,10 @@
 line per problem (the key, what is wrong, the file that set it), and the consistency the schema cannot express.
 
 The workflow (workflow/rules/common.smk) runs `check_config` when it builds the DAG. Snakemake itself reads the
-overlays given with --configfile before the workflow starts, and reports a missing one or a YAML error there without
-the file's line; checking them here first names both:
+overlays given with --configfile while it parses its command line, before any workflow code runs, and reports a
+missing one or a YAML error there without the file's line (the workflow cannot name the file then); checking them
+here first names both. An overlay that Snakemake accepts but that gives a key twice (PyYAML keeps the second,
+silently) is refused by the workflow itself, naming the file and line:
 
     python3 workflow/scripts/configcheck.py config/paper.yaml my-overlay.yaml
 """
@@ -38,6 +40,29 @@ class ConfigError(ExpectedError, ValueError):
     """A configuration file or value that cannot be used; the message names the key or file and the fix."""
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping. PyYAML (and so Snakemake, reading an overlay)
+    keeps the second silently: `train:` written twice loses every setting of the first."""
+
+
+def _mapping_without_repeats(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor` merges on purpose; its keys may be given again
+        key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, (str, int, float, bool)) or key is None:
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping (first at line {seen[key]}), and the second "
+                    "would silently replace the first", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_repeats)
+
+
 def read_yaml(path: str | Path, what: str = "config file") -> Any:
     """The YAML document of `path`; ConfigError with one line for a missing file or a syntax error
     (file:line:column)."""
@@ -49,7 +74,7 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
     except (IsADirectoryError, UnicodeDecodeError) as error:
         raise ConfigError(f"{what} {path} is not a text file ({type(error).__name__}); fix: name a YAML file") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -58,6 +83,9 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
         if context and started is not None and mark is not None and started.line != mark.line:
             context += f" that starts at line {started.line + 1}"
         detail = f"{problem} ({context})" if context else problem
+        if "appears twice" in problem:
+            raise ConfigError(f"{where}: YAML error in this {what}: {detail}; fix: write the key once, with the "
+                              "settings of both") from None
         raise ConfigError(f"{where}: YAML syntax error in this {what}: {detail}; fix: correct the YAML there "
                           "(indent with spaces, close every bracket and quote)") from None
 
@@ -305,7 +333,10 @@ def check_config(config: dict, basedir: str | Path, files: Sequence[str | Path] 
                  command_line: dict | None = None) -> None:
     """Raise ConfigError with one line for the first problem of `config`: the schema's, then consistency.
     `files` are the config files it was merged from (the embedded default, then the overlays), `command_line` the
-    values given with --config."""
+    values given with --config. Each overlay is read again here: Snakemake accepts one with a key given twice (the
+    second replaces the first, silently), which this reader refuses naming the file and line."""
+    for path in list(files)[1:]:
+        read_mapping(path, "overlay")
     problem = schema_problem(config, files, command_line) or consistency_problem(config, Path(basedir), files,
                                                                                   command_line)
     if problem:
