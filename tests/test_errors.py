@@ -1043,8 +1043,8 @@ SNAKEMAKE_CASES = {
         r"or '\]', but got '<stream end>' \(while parsing a flow sequence that starts at line 3\); fix:"),
     "overlay-with-a-key-given-twice": (
         _overlay_with_a_key_given_twice,
-        r"\S+twice\.yaml:4:1: YAML error in this overlay: key 'train' appears twice in one mapping \(first at line 1\), "
-        r"and the second would silently replace the first; fix: write the key once, with the settings of both"),
+        r"\S+twice\.yaml:4:1: YAML error in this overlay: key 'train' appears twice in one mapping \(first at line "
+        r"1\), and the second would silently replace the first; fix: write the key once, with the settings of both"),
     "diverging-training-stops-the-run": (
         _diverging_training_stops_the_run,
         r"error: training diverged: the loss is (nan|inf) at optimizer step \d+, micro-batch \d of 2"),
