@@ -27,7 +27,11 @@ def test_summary_names_what_was_built_and_the_headline_numbers_of_the_rendered_t
     for gpu, rows in tab04.groupby("gpu"):
         faster = rows[rows["train_verdict"] == "faster"]
         if faster.empty:  # on a small CPU run the variants are within noise of the baseline, or slower
-            assert f"  {gpu} ({rows['origin'].iloc[0]}): none measurably faster than baseline" in text
+            (line,) = [line for line in lines
+                       if line.startswith(f"  {gpu} ({rows['origin'].iloc[0]}): none measurably faster than baseline")]
+            for word in ("within noise", "slower"):  # each named with its verdict
+                named = ", ".join(rows.loc[rows["train_verdict"] == word, "variant"])
+                assert (f"; {word}: {named}" in line) == bool(named), line
         else:
             best = faster.loc[faster["train_ms_per_sample"].idxmin()]
             assert f"  {gpu} ({best['origin']}): {best['variant']}, {best['train_speedup_vs_baseline']:.2f}x" in text

@@ -85,10 +85,13 @@ def _fastest(root: Path) -> list[str]:
             rows["train_speedup_vs_baseline"].gt(1).map({True: "faster", False: ""})
         faster = rows[(verdicts == "faster") & (rows["variant"] != "baseline")]
         if faster.empty:
-            noise = ", ".join(v for v, word in zip(rows["variant"], verdicts) if word == "within noise") or "none"
-            line = f"  {gpu} ({origin}): none measurably faster than baseline ({base_ms:.1f} ms/sample); within noise: "
-            count = sum(word == "within noise" for word in verdicts)
-            lines.append(line + (noise if len(line + noise) <= WIDTH else f"{count} variants (tab04)"))
+            line = f"  {gpu} ({origin}): none measurably faster than baseline ({base_ms:.1f} ms/sample)"
+            for word in ("within noise", "slower"):
+                named = [v for v, verdict in zip(rows["variant"], verdicts) if verdict == word]
+                if named:
+                    text = ", ".join(named)
+                    line += f"; {word}: " + (text if len(line + text) <= WIDTH else f"{len(named)} variants (tab04)")
+            lines.append(line)
             continue
         best = faster.loc[faster["train_ms_per_sample"].idxmin()]
         speedup = best["train_speedup_vs_baseline"]
