@@ -56,7 +56,7 @@ def test_a_gpu_that_does_not_match_its_label_is_refused_in_one_line(gpu, label, 
     with pytest.raises(DeviceMismatch) as caught:
         resolve_device(label, HARDWARE)
     assert str(caught.value) == (
-        f"label '{label}' expects a GPU matching {HARDWARE[label]['name_pattern']!r} but found '{name}'; fix: use the "
+        f"label '{label}' expects a GPU matching '{HARDWARE[label]['name_pattern']}' but found '{name}'; fix: use the "
         "label of this GPU (gpus: [...]), or add one for it under 'hardware' in the config")
 
 
@@ -71,7 +71,7 @@ def test_labels_without_a_gpu_or_undefined_are_refused_and_cpu_needs_none(monkey
     with pytest.raises(DeviceMismatch) as caught:
         resolve_device("h200", HARDWARE)
     pattern = HARDWARE["h200"]["name_pattern"]
-    assert str(caught.value) == (f"label 'h200' needs a CUDA GPU matching {pattern!r}, but no CUDA device is "
+    assert str(caught.value) == (f"label 'h200' needs a CUDA GPU matching '{pattern}', but no CUDA device is "
                                  "visible; fix: run it on a machine with that GPU, or measure this machine under its "
                                  "own label (gpus: [cpu])")
     with pytest.raises(DeviceMismatch) as caught:
@@ -93,7 +93,7 @@ def test_a_job_on_the_wrong_gpu_ends_with_that_one_line_in_its_log(gpu, tmp_path
     with pytest.raises(SystemExit) as caught:
         run_job(log, lambda: resolve_device("h200", HARDWARE))
     pattern = HARDWARE["h200"]["name_pattern"]
-    line = f"error: label 'h200' expects a GPU matching {pattern!r} but found 'NVIDIA GH200 480GB'"
+    line = f"error: label 'h200' expects a GPU matching '{pattern}' but found 'NVIDIA GH200 480GB'"
     assert str(caught.value).startswith(line)
     assert log.read_text().startswith(line) and log.read_text().count("\n") == 1
     assert "Traceback" not in log.read_text()
