@@ -35,7 +35,8 @@ from measurement import timing
 from measurement.timing import DeviceTimer, summary
 from medddpm import engine
 from medddpm.build import Workload
-from medddpm.jobs import held_out_conditions, run_sampling, run_training
+from medddpm.checkpoints import workload_record
+from medddpm.jobs import bare_loop, held_out_conditions, run_sampling, run_training
 from medddpm.prepare import heldout_images, heldout_masks, prepare_dataset, read_wholehead_pairs
 from medddpm.runs import start_job
 from medddpm.settings import SampleSettings, TrainSettings, as_dict, from_mapping
@@ -122,7 +123,7 @@ def quartiles(values) -> tuple[float, float, float]:
 
 # -- training -----------------------------------------------------------------------------------------------------
 def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained):
-    _, result, steps, (rss_before, rss_after), run = trained
+    folder, result, steps, (rss_before, rss_after), run = trained
     # Steps counted: warm-up then measured, numbered in order; only the measured ones carry a time.
     assert list(steps["step"]) == list(range(TRAIN["warmup_steps"] + TRAIN["measured_steps"]))
     assert list(steps["phase"]) == ["warmup"] * TRAIN["warmup_steps"] + ["measured"] * TRAIN["measured_steps"]
@@ -150,6 +151,9 @@ def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained)
     assert result["provenance"] == json.loads(json.dumps(run.provenance, default=str))
     assert result["parameters"] == parameter_count(workload().build(0).denoiser)
     assert result["volume_shape"] == list(SHAPE)
+    state = torch.load(folder / "checkpoint.pt", weights_only=True)
+    assert state["step"] == len(steps) and state["workload"] == workload_record(workload())
+    assert {"model", "ema", "optimizer"} <= set(state)
     # The bare loop: its own steps, the same divisor.
     bare = result["bare_loop"]
     assert bare["step_time"]["n"] == TRAIN["bare_loop_steps"]
@@ -163,21 +167,26 @@ def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained)
 
 
 def test_the_timer_holds_the_optimizer_step_and_nothing_else(dataset, tmp_path, monkeypatch):
-    """On a clock that only the step (1 s), the batch assembly before it (100 s) and the bare loop's step (2 s)
-    advance, each measured time is exactly one whole step and the bare loop's exactly one bare step."""
+    """On a clock that only the step (1 s), the batch assembly (100 s, due before the step) and the bare loop's step
+    (2 s) advance, each measured time is exactly one whole step and the bare loop's exactly one bare step, after one
+    untimed bare step. The compile seconds written are those of the warm-up."""
     clock = {"now": 0.0}
+    calls = {"bare": 0}
     monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
 
-    def advancing(function, seconds):
+    def advancing(function, seconds, count=None):
         def wrapper(*args, **kwargs):
             clock["now"] += seconds
+            if count:
+                calls[count] += 1
             return function(*args, **kwargs)
         return wrapper
 
     monkeypatch.setattr(engine.Training, "step", advancing(engine.Training.step, 1.0))
-    monkeypatch.setattr(engine.Training, "prepare", advancing(engine.Training.prepare, 100.0))
-    monkeypatch.setattr(Trainer, "bare_step", advancing(Trainer.bare_step, 2.0))
-    train = TRAIN | {"warmup_steps": 1, "measured_steps": 3, "bare_loop_steps": 2}
+    monkeypatch.setattr(Trainer, "prefetch", advancing(Trainer.prefetch, 100.0))
+    monkeypatch.setattr(Trainer, "bare_step", advancing(Trainer.bare_step, 2.0, "bare"))
+    monkeypatch.setattr(engine.Training, "warm_up", lambda self: 12.5)
+    train = TRAIN | {"warmup_steps": 1, "measured_steps": 3, "bare_loop_steps": 1}
     run = start_job(params("baseline", train), "baseline", REPO)
     run_training(workload(), from_mapping(TrainSettings, train, "train"), run, dataset, tmp_path / "train.json",
                  tmp_path / "train_steps.csv", tmp_path / "checkpoint.pt")
@@ -188,8 +197,11 @@ def test_the_timer_holds_the_optimizer_step_and_nothing_else(dataset, tmp_path, 
                                                          "q3_ms": 1000.0, "min_ms": 1000.0, "max_ms": 1000.0,
                                                          "mean_ms": 1000.0}
     assert result["train_ms_per_sample"] == pytest.approx(1000.0 / ACCUMULATION)
-    assert result["bare_loop"]["step_time"]["median_ms"] == 2000.0 and result["bare_loop"]["step_time"]["n"] == 2
+    assert result["bare_loop"]["step_time"]["median_ms"] == 2000.0 and result["bare_loop"]["step_time"]["n"] == 1
     assert result["bare_loop_ms_per_sample"] == pytest.approx(2000.0 / ACCUMULATION)
+    assert calls["bare"] == 2  # one untimed, one timed
+    assert result["compile_seconds"] == 12.5
+    assert bare_loop(engine.Training(workload(), from_mapping(TrainSettings, train, "train"), run, dataset), 0) is None
 
 
 # -- sampling -----------------------------------------------------------------------------------------------------
@@ -241,6 +253,18 @@ def test_sample_json_is_its_step_records(trained, dataset, tmp_path, max_steps):
     assert result["volume_shape"] == list(SHAPE)
     assert result["peak_memory_kind"] == "process_max_rss" and result["peak_memory_bytes"] % 1024 == 0
     assert rss_before * 1024 <= result["peak_memory_bytes"] <= rss_after * 1024
+
+
+def test_sample_json_compile_seconds_are_the_warm_ups_where_something_compiles(trained, dataset, tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setattr(engine.Placement, "compiles", property(lambda self: True))
+    monkeypatch.setattr(engine.Sampling, "warm_up", lambda self, condition, seed: 7.5)
+    run = start_job(params("baseline"), "baseline", REPO)
+    run_sampling(workload(), SampleSettings(**(SAMPLE | {"max_steps": 1, "warmup_steps": 0})), run,
+                 trained[0] / "checkpoint.pt", dataset, tmp_path / "sample.json", tmp_path / "steps.csv",
+                 [tmp_path / "volume.nii.gz"])
+    result = json.loads((tmp_path / "sample.json").read_text())
+    assert result["compile_seconds"] == 7.5 and result["step_time"]["n"] == 1
 
 
 # -- timers and the summary ---------------------------------------------------------------------------------------
