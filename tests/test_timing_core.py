@@ -36,7 +36,8 @@ from measurement.timing import DeviceTimer, summary
 from medddpm import engine
 from medddpm.build import Workload
 from medddpm.checkpoints import workload_record
-from medddpm.jobs import bare_loop, held_out_conditions, run_sampling, run_training
+from medddpm.flops import step_flops
+from medddpm.jobs import held_out_conditions, run_sampling, run_training
 from medddpm.prepare import heldout_images, heldout_masks, prepare_dataset, read_wholehead_pairs
 from medddpm.runs import start_job
 from medddpm.settings import SampleSettings, TrainSettings, as_dict, from_mapping
@@ -151,6 +152,7 @@ def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained)
     assert result["provenance"] == json.loads(json.dumps(run.provenance, default=str))
     assert result["parameters"] == parameter_count(workload().build(0).denoiser)
     assert result["volume_shape"] == list(SHAPE)
+    assert result["flops"] == json.loads(json.dumps(step_flops(workload().unet, SHAPE, run.variant.checkpointing)))
     state = torch.load(folder / "checkpoint.pt", weights_only=True)
     assert state["step"] == len(steps) and state["workload"] == workload_record(workload())
     assert {"model", "ema", "optimizer"} <= set(state)
@@ -166,7 +168,8 @@ def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained)
     assert rss_before * 1024 <= result["peak_memory_bytes"] <= rss_after * 1024
 
 
-def test_the_timer_holds_the_optimizer_step_and_nothing_else(dataset, tmp_path, monkeypatch):
+@pytest.mark.parametrize("bare_steps", [1, 0])
+def test_the_timer_holds_the_optimizer_step_and_nothing_else(dataset, tmp_path, monkeypatch, bare_steps):
     """On a clock that only the step (1 s), the batch assembly (100 s, due before the step) and the bare loop's step
     (2 s) advance, each measured time is exactly one whole step and the bare loop's exactly one bare step, after one
     untimed bare step. The compile seconds written are those of the warm-up."""
@@ -186,7 +189,7 @@ def test_the_timer_holds_the_optimizer_step_and_nothing_else(dataset, tmp_path, 
     monkeypatch.setattr(Trainer, "prefetch", advancing(Trainer.prefetch, 100.0))
     monkeypatch.setattr(Trainer, "bare_step", advancing(Trainer.bare_step, 2.0, "bare"))
     monkeypatch.setattr(engine.Training, "warm_up", lambda self: 12.5)
-    train = TRAIN | {"warmup_steps": 1, "measured_steps": 3, "bare_loop_steps": 1}
+    train = TRAIN | {"warmup_steps": 1, "measured_steps": 3, "bare_loop_steps": bare_steps}
     run = start_job(params("baseline", train), "baseline", REPO)
     run_training(workload(), from_mapping(TrainSettings, train, "train"), run, dataset, tmp_path / "train.json",
                  tmp_path / "train_steps.csv", tmp_path / "checkpoint.pt")
@@ -197,11 +200,13 @@ def test_the_timer_holds_the_optimizer_step_and_nothing_else(dataset, tmp_path, 
                                                          "q3_ms": 1000.0, "min_ms": 1000.0, "max_ms": 1000.0,
                                                          "mean_ms": 1000.0}
     assert result["train_ms_per_sample"] == pytest.approx(1000.0 / ACCUMULATION)
+    assert result["compile_seconds"] == 12.5
+    if not bare_steps:
+        assert result["bare_loop"] is None and result["bare_loop_ms_per_sample"] is None and calls["bare"] == 0
+        return
     assert result["bare_loop"]["step_time"]["median_ms"] == 2000.0 and result["bare_loop"]["step_time"]["n"] == 1
     assert result["bare_loop_ms_per_sample"] == pytest.approx(2000.0 / ACCUMULATION)
     assert calls["bare"] == 2  # one untimed, one timed
-    assert result["compile_seconds"] == 12.5
-    assert bare_loop(engine.Training(workload(), from_mapping(TrainSettings, train, "train"), run, dataset), 0) is None
 
 
 # -- sampling -----------------------------------------------------------------------------------------------------
@@ -276,6 +281,34 @@ def test_cpu_timer_reads_the_clock_around_each_region(monkeypatch):
         started = timer.start()
         assert timer.stop(started) is None
     assert timer.elapsed_ms() == pytest.approx([500.0, 250.0, 1000.0])
+
+
+def test_gpu_timer_records_events_around_each_region_and_synchronises_once(monkeypatch):
+    """The CUDA branch on stand-in events: two timing events per region, read after one synchronisation."""
+    clock, synchronised = iter([1.0, 3.5, 10.0, 10.25]), []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            assert enable_timing is True
+            self.at = None
+
+        def record(self):
+            self.at = next(clock)
+
+        def elapsed_time(self, end):
+            assert synchronised, "read before the device was synchronised"
+            return end.at - self.at
+
+    cuda = SimpleNamespace(Event=Event, synchronize=lambda device: synchronised.append(device))
+    monkeypatch.setattr(timing, "torch", SimpleNamespace(cuda=cuda))
+    device = torch.device("cuda", 0)
+    timer = DeviceTimer(device)
+    for _ in range(2):
+        started = timer.start()
+        assert isinstance(started, Event) and started.at is not None
+        timer.stop(started)
+    assert not synchronised  # no synchronisation per step
+    assert timer.elapsed_ms() == [2.5, 0.25] and synchronised == [device]
 
 
 def test_summary_of_known_values():
