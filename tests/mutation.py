@@ -64,7 +64,7 @@ GROUPS: dict[str, tuple] = {
                [CORE, "tests/test_engine.py", "-k", "timed_steps or json or timer or summary"],
                ["*DeviceTimer*", "summary", "timed_steps", "bare_loop", "run_training", "run_sampling"]),
     "trainer": (["medddpm/training.py", "medddpm/engine.py"],
-                [CORE, "-k", "optimizer_step or batches or bare_step or ema or non_finite or train_json or receives"],
+                [CORE, "-k", "optimizer_step or batch or bare_step or ema or non_finite or train_json or receives or warm_up"],
                 ["*EMA*", "*Trainer*", "data_batches", "cycle", "*Training*"]),
     "placement": (["medddpm/engine.py", "medddpm/runs.py", "medddpm/variants.py"],
                   [CORE, "tests/test_variants.py", "-k", "placement or receives or backend or variant or switch"],

@@ -338,8 +338,9 @@ class Scalar(torch.nn.Module):
         self.seen: list[tuple] = []
 
     def loss(self, target, condition, generator):
-        self.seen.append((float(target.mean()), float(condition.mean()), target.shape, torch.is_autocast_enabled("cpu")))
-        return (self.w * target.mean() - condition.mean()).reshape(1)
+        self.seen.append((float(target.mean()), float(condition.mean()), target.shape, torch.is_autocast_enabled("cpu"),
+                          generator and generator.initial_seed()))
+        return self.w * target.mean(dim=(1, 2, 3, 4)) - condition.mean(dim=(1, 2, 3, 4))  # one loss per sample
 
 
 def _batches(values):
@@ -350,7 +351,7 @@ def _batches(values):
 def _trainer(values, variant="baseline", **settings) -> tuple[Trainer, list]:
     train = from_mapping(TrainSettings, TRAIN | {"ema_start_step": 0} | settings, "train")
     placement = engine.Placement(Variant.from_config(variant, VARIANTS[variant]), torch.device("cpu"))
-    trainer = Trainer(Scalar(), _batches(values), placement, train, torch.Generator().manual_seed(0))
+    trainer = Trainer(Scalar(), _batches(values), placement, train, torch.Generator().manual_seed(41))
     trainer.optimizer = torch.optim.SGD(trainer.diffusion.parameters(), lr=1.0)
     grads = []
     step = trainer.optimizer.step
@@ -368,7 +369,71 @@ def test_an_optimizer_step_is_the_mean_gradient_of_its_micro_batches_in_order():
     trainer.step()
     assert grads == pytest.approx([3.0, 30.0])  # gradients zeroed between optimizer steps
     assert [seen[0] for seen in trainer.diffusion.seen] == values  # every batch once, in order
-    assert all(seen[2] == (1, 1, 2, 2, 2) and not seen[3] for seen in trainer.diffusion.seen)
+    assert all(seen[2] == (1, 1, 2, 2, 2) and not seen[3] and seen[4] == 41 for seen in trainer.diffusion.seen)
+
+
+def test_the_loss_of_a_batch_is_the_mean_of_its_samples():
+    trainer, _ = _trainer([1.0])
+    target = torch.cat([torch.full((1, 1, 2, 2, 2), 1.0), torch.full((1, 1, 2, 2, 2), 3.0)])
+    loss = trainer.loss(target, torch.zeros(2, 2, 2, 2, 2), trainer.generator)
+    assert float(loss) == pytest.approx(2.0)  # (1 + 3) / 2 samples
+
+
+def test_batches_go_to_the_device_asynchronously_and_the_model_is_compiled(monkeypatch):
+    copies, compiled = [], []
+    place = engine.Placement.input
+    monkeypatch.setattr(engine.Placement, "input",
+                        lambda self, x, non_blocking=False: copies.append(non_blocking) or place(self, x, non_blocking))
+    monkeypatch.setattr(engine.Placement, "compile", lambda self, model: compiled.append(model))
+    trainer, _ = _trainer([1.0, 2.0, 6.0])
+    assert compiled == [trainer.diffusion] and trainer.pin_memory is False
+    trainer.step()
+    assert copies == [True, True] * ACCUMULATION
+
+
+def test_compiled_trainers_warm_up_on_the_resident_batch_with_a_generator_of_their_own(monkeypatch):
+    """warm_up_compiled: one loss and backward on the next batch (not consumed), with its own generator (seed +
+    7919, the loop's left alone), the gradients dropped after it, its wall-clock seconds returned."""
+    monkeypatch.setattr(engine.Placement, "compiles", property(lambda self: True))
+    trainer, grads = _trainer([5.0, 2.0, 6.0, 10.0, 20.0, 60.0])
+    assert trainer.compiled is True
+    seconds = trainer.warm_up_compiled()
+    assert 0 <= seconds < 60
+    assert trainer.diffusion.seen == [(5.0, -5.0, (1, 1, 2, 2, 2), False, TRAIN["seed"] + 7919)]
+    assert trainer.diffusion.w.grad is None and trainer.generator.initial_seed() == 41
+    trainer.step()
+    assert grads == pytest.approx([13 / 3])  # the warm-up's batch is the first step's
+    monkeypatch.setattr(engine.Placement, "compiles", property(lambda self: False))
+    assert _trainer([1.0])[0].warm_up_compiled() is None
+
+
+def test_data_batches_are_shuffled_batches_of_one_in_an_order_fixed_by_the_seed():
+    from medddpm.training import data_batches
+
+    items = [{"input": torch.tensor([float(i)])} for i in range(8)]
+
+    def order(seed, count=16):
+        batches = data_batches(items, seed)
+        return [int(next(batches)["input"].flatten()[0]) for _ in range(count)]
+
+    first = order(0)
+    assert sorted(first[:8]) == sorted(first[8:]) == list(range(8))  # every case once per pass, cycling
+    assert first == order(0) and first[:8] != list(range(8))
+    assert len({tuple(order(seed, 8)) for seed in range(4)}) > 1
+    assert next(data_batches(items, 0))["input"].shape == (1, 1)  # batches of one
+
+
+def test_training_batches_and_noise_are_fixed_by_the_seed(dataset):
+    """Two trainings of one seed take the same batches and noise (the same losses); another seed other ones."""
+    run = start_job(params("baseline"), "baseline", REPO)
+
+    def losses(seed):
+        training = engine.Training(workload(), from_mapping(TrainSettings, TRAIN | {"seed": seed}, "train"), run,
+                                   dataset)
+        assert training.trainer.pin_memory is False  # pinning is for copies to a GPU
+        return training.step() + training.step()
+
+    assert losses(0) == losses(0) != losses(1)
 
 
 def test_batches_are_assembled_before_the_step_and_consumed_by_it():
