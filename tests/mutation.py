@@ -67,7 +67,7 @@ GROUPS: dict[str, tuple] = {
                 [CORE, "-k", "optimizer_step or batch or bare_step or ema or non_finite or train_json or receives or warm_up"],
                 ["*EMA*", "*Trainer*", "data_batches", "cycle", "*Training*"]),
     "placement": (["medddpm/engine.py", "medddpm/runs.py", "medddpm/variants.py"],
-                  [CORE, "tests/test_variants.py", "-k", "placement or receives or backend or variant or switch"],
+                  [CORE, "tests/test_variants.py", "-k", "placement or receives or backend or variant or switch or start_run or peak"],
                   ["*Placement*", "start_run", "start_job", "peak_memory", "reset_peak_memory", "_set_tf32",
                    "backend_flags", "apply_backend", "memory_format", "prepare_input", "autocast"]),
     "results": (["reporting/results.py", "reporting/derived.py", "reporting/bench.py"],

@@ -512,6 +512,63 @@ def test_placement_applies_each_switch(variant):
         assert weight.is_contiguous(memory_format=layout)
 
 
+def test_placement_copies_with_the_callers_non_blocking_and_places_everything_on_its_device(monkeypatch):
+    device = torch.device("cpu")
+    placement = engine.Placement(Variant.from_config("graphs", PAPER | {"cuda_graphs": True}), device)
+    copies, compiled = [], []
+
+    class Copied:
+        def to(self, *args, **kwargs):
+            copies.append((args, kwargs))
+            return torch.zeros(1, 1, 2, 2, 2)
+
+    placement.input(Copied(), non_blocking=True)
+    placement.input(Copied())
+    assert copies == [((device,), {"non_blocking": True}), ((device,), {"non_blocking": False})]
+    monkeypatch.setattr(engine, "compile_model", lambda model, variant: compiled.append((model, variant)) or True)
+    diffusion = workload().build(0)
+    assert placement.compile(diffusion) is True and compiled == [(diffusion, placement.variant)]
+    assert placement.evaluation(diffusion).graphs is False  # CUDA graphs are for a GPU
+
+
+def test_start_run_records_the_label_the_configuration_and_the_emulation():
+    from measurement.provenance import config_digest, workflow_commit
+
+    job = params("baseline")
+    run = start_job(job, "baseline", REPO)
+    assert run.provenance["hardware_label"] == "cpu" and run.provenance["emulated_on_cpu"] is False
+    assert run.provenance["config_digest"] == config_digest(job)
+    assert run.provenance["workflow_commit"] == workflow_commit(REPO)
+    emulated = start_job(job | {"device": {"label": "h200", "device": "cuda", "name_pattern": "H200",
+                                           "emulate_gpus_on_cpu": True}}, "baseline", REPO)
+    assert emulated.device.type == "cpu" and emulated.label == "h200"
+    assert emulated.provenance["emulated_on_cpu"] is True and emulated.provenance["hardware_label"] == "h200"
+
+
+def test_peak_memory_of_a_cpu_run_and_of_a_gpu_run(monkeypatch):
+    from medddpm import runs
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu = runs.peak_memory(torch.device("cpu"))
+    assert cpu["peak_memory_kind"] == "process_max_rss" and set(cpu) == {"peak_memory_bytes", "peak_memory_kind"}
+    assert before * 1024 <= cpu["peak_memory_bytes"] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    runs.reset_peak_memory(torch.device("cpu"))  # nothing to reset on a CPU
+    asked = []
+    cuda = SimpleNamespace(max_memory_allocated=lambda d: asked.append(("allocated", d)) or 3.0 * 2**30,
+                           max_memory_reserved=lambda d: asked.append(("reserved", d)) or 4 * 2**30,
+                           reset_peak_memory_stats=lambda d: asked.append(("reset", d)))
+    monkeypatch.setattr(runs, "torch", SimpleNamespace(cuda=cuda))
+    gpu = torch.device("cuda", 1)
+    runs.reset_peak_memory(gpu)
+    assert runs.peak_memory(gpu) == {"peak_memory_bytes": 3 * 2**30, "peak_memory_reserved_bytes": 4 * 2**30,
+                                     "peak_memory_kind": "cuda_max_allocated"}
+    assert asked == [("reset", gpu), ("allocated", gpu), ("reserved", gpu)]
+    assert isinstance(runs.peak_memory(gpu)["peak_memory_bytes"], int)
+    asked.clear()
+    runs.reset_peak_memory(torch.device("cpu"))
+    assert asked == []
+
+
 def _layout(x: torch.Tensor) -> str:
     if x.is_contiguous():
         return "contiguous"
