@@ -655,18 +655,17 @@ SAMPLE_STEP = {"baseline": {"n": 8, "median_ms": 10.0, "mean_ms": 13.0, "q1_ms":
 SAMPLES_PER_STEP, SAMPLE_T = 4, 250
 
 
-@pytest.fixture(scope="module")
-def statistics_results(tmp_path_factory):
-    from reporting.bench import bench_frame
-    from reporting.results import Results, collect
-
-    root = tmp_path_factory.mktemp("results") / "results" / "wholehead" / "g1"
+def _result_files(root, steps=STEP, sample_steps=SAMPLE_STEP, origin_note="") -> list:
+    """train.json and sample.json of every variant of `steps` under root/<variant>/ (variants written last first)."""
     files = []
-    for variant, step in STEP.items():
+    for variant in reversed(list(steps)):
+        step = steps[variant]
         folder = root / variant
         folder.mkdir(parents=True)
-        switches = Variant.from_config(variant, VARIANTS[variant]).switches()
-        provenance = {"switches": switches, "switches_effective": switches, "device_name": "NVIDIA H200",
+        # Switches written out of name order: the runs table keeps them sorted.
+        switches = dict(reversed(list(Variant.from_config(variant, VARIANTS[variant]).switches().items())))
+        effective = {name: name != "cudnn_tf32" for name in switches}
+        provenance = {"switches": switches, "switches_effective": effective, "device_name": "NVIDIA H200" + origin_note,
                       "device_type": "cuda", "measured_at": "2026-12-01T00:00:00+00:00", "variant": variant}
         flops = {"forward": {"total": 5e12}, "train_micro_batch": {"total": 16e12}, "shape": [8, 8, 8]}
         train = {"provenance": provenance, "parameters": 1000, "volume_shape": [8, 8, 8],
@@ -674,7 +673,7 @@ def statistics_results(tmp_path_factory):
                  "train_ms_per_sample": step["median_ms"] / SAMPLES_PER_STEP,
                  "flops": {"model": flops, "executed": flops},
                  "peak_memory_bytes": 3 * 2**30, "peak_memory_kind": "cuda_max_allocated"}
-        sample_step = SAMPLE_STEP[variant]
+        sample_step = sample_steps[variant]
         sample = {"provenance": provenance, "volume_shape": [8, 8, 8], "timesteps": SAMPLE_T, "chain_complete": True,
                   "step_time": sample_step, "volume_seconds_estimate": sample_step["median_ms"] * SAMPLE_T / 1e3,
                   "volume_seconds_measured": [sample_step["mean_ms"] * SAMPLE_T / 1e3], "peak_memory_bytes": 2**30,
@@ -682,11 +681,54 @@ def statistics_results(tmp_path_factory):
         (folder / "train.json").write_text(json.dumps(train))
         (folder / "sample.json").write_text(json.dumps(sample))
         files += [folder / "train.json", folder / "sample.json"]
+    return files
+
+
+@pytest.fixture(scope="module")
+def statistics_results(tmp_path_factory):
+    from reporting.bench import bench_frame
+    from reporting.results import Results, collect
+
+    root = tmp_path_factory.mktemp("results") / "results" / "wholehead" / "g1"
+    files = _result_files(root)
     rates = {"bf16_matmul_tflops": 800.0}
     bench = bench_frame([f for f in files if f.name == "train.json"], [f for f in files if f.name == "sample.json"],
                         rates)
     bench.to_csv(root / "bench.csv", index=False)
     return Results.from_tables(collect(files + [root / "bench.csv"], measured_labels=["g1"]))
+
+
+def test_runs_table_rows_in_label_and_variant_order_with_their_tags_and_measured_winning(tmp_path):
+    """Measured labels first in the order given, then shipped ones alphabetically, variants in the paper's order;
+    a shipped set of a label measured here is left out of the runs (measured wins), a sampling run without its
+    training run still gets a row."""
+    from reporting.results import MEASURED, SHIPPED, TAGS, collect
+
+    slower = {v: step | {"median_ms": 2 * step["median_ms"]} for v, step in STEP.items()}
+    measured = _result_files(tmp_path / "results" / "wholehead" / "g2") + _result_files(
+        tmp_path / "results" / "wholehead" / "g1")
+    shipped = (_result_files(tmp_path / "data" / "reference" / "wholehead" / "g1", slower, origin_note=" shipped")
+               + _result_files(tmp_path / "data" / "reference" / "wholehead" / "a0", slower, origin_note=" shipped"))
+    only_sample = tmp_path / "results" / "wholehead" / "g2" / "tf32" / "train.json"
+    only_sample.unlink()
+    runs = collect([p for p in measured if p != only_sample], shipped, measured_labels=["g2", "g1"])["runs"]
+    assert list(runs.columns[:5]) == TAGS
+    assert list(zip(runs["gpu"], runs["variant"])) == [("g2", "baseline"), ("g2", "tf32"), ("g1", "baseline"),
+                                                       ("g1", "tf32"), ("a0", "baseline"), ("a0", "tf32")]
+    assert list(runs.index) == list(range(6))
+    assert list(runs["origin"]) == [MEASURED] * 4 + [SHIPPED] * 2
+    assert list(runs["device"]) == ["NVIDIA H200"] * 4 + ["NVIDIA H200 shipped"] * 2
+    assert set(runs["date"]) == {"2026-12-01"}
+    g1 = runs[runs["gpu"] == "g1"].set_index("variant")
+    assert g1.loc["tf32", "train_step_median_ms"] == STEP["tf32"]["median_ms"]  # measured, not the shipped set's
+    assert runs[runs["gpu"] == "a0"].set_index("variant").loc["tf32", "train_step_median_ms"] == 80.0
+    lone = runs[(runs["gpu"] == "g2") & (runs["variant"] == "tf32")].iloc[0]
+    assert math.isnan(lone["train_ms_per_sample"]) and lone["sample_step_median_ms"] == SAMPLE_STEP["tf32"]["median_ms"]
+    for _, row in runs.dropna(subset=["train_ms_per_sample"]).iterrows():
+        switches = Variant.from_config(row["variant"], VARIANTS[row["variant"]]).switches()
+        assert row["switches"] == json.dumps(switches, sort_keys=True)
+        assert row["switches_effective"] == json.dumps({n: n != "cudnn_tf32" for n in switches}, sort_keys=True)
+        assert row["memory_kind"] == "cuda_max_allocated"
 
 
 def _build(results, output_id: str):
