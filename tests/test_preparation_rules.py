@@ -13,7 +13,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -163,6 +163,7 @@ def test_whole_head_case_is_scaled_per_slice_and_one_hot_encoded(tmp_path_factor
     shape = data.draw(st.tuples(st.integers(2, 5), st.integers(2, 5), st.integers(2, 5)))
     labels = data.draw(hnp.arrays(np.uint8, shape, elements=st.sampled_from([0, 1, 2])))
     image = data.draw(hnp.arrays(np.float32, shape, elements=st.integers(-4000, 4000).map(lambda v: v / 4)))
+    assume(image.max() > image.min())  # a blank image is refused (tests/test_data.py)
     folder = tmp_path_factory.mktemp("case")
     case = Case("c", {"image": save(folder / "image.nii.gz", image), "mask": save(folder / "mask.nii.gz", labels)})
     for scaling, expected in (("slice", slice_scaled(image)), ("volume", None)):
@@ -209,6 +210,7 @@ def test_raw_brats_case_relabels_et_and_marks_brain_where_t1_is_above_its_minimu
     target = data.draw(st.tuples(st.integers(2, 6), st.integers(2, 6), st.integers(2, 6)))
     seg = data.draw(hnp.arrays(np.uint8, shape, elements=st.sampled_from([0, 1, 2, 4])))
     volumes = {role: data.draw(hnp.arrays(np.int16, shape, elements=st.integers(0, 3))) for role in MODALITIES}
+    assume(all(volume.max() > volume.min() for volume in volumes.values()))  # a blank scan is refused
     case = raw_brats_case(tmp_path_factory.mktemp("brats"), seg, volumes)
     image, mask, affine = BratsReader("raw").prepare(case, target)
 
@@ -233,6 +235,8 @@ def test_raw_brats_case_relabels_et_and_marks_brain_where_t1_is_above_its_minimu
 def test_preprocessed_brats_case_is_taken_as_it_is_and_padded_with_its_background(tmp_path):
     seg = np.array([0, 1, 2, 3, 4, 4], dtype=np.uint8).reshape(1, 2, 3).repeat(2, axis=0)
     volumes = {role: np.full(seg.shape, k / 4 - 0.5, np.float64) for k, role in enumerate(MODALITIES)}
+    for volume in volumes.values():
+        volume[1, 1, 1] += 0.125  # not blank (a blank scan is refused)
     volumes["t1"][0, 0, 0] = 1.0 + 1e-6  # float rounding of upstream's rescale is tolerated (clipped to 1)
     case = raw_brats_case(tmp_path, seg, volumes)
     image, mask, _ = BratsReader("preprocessed").prepare(case, (4, 2, 3))
@@ -249,6 +253,8 @@ def test_preprocessed_brats_case_is_taken_as_it_is_and_padded_with_its_backgroun
 def test_brats_range_check_tolerates_rounding_only_and_clips_it_away(tmp_path):
     seg = np.zeros((2, 2, 2), np.uint8)
     volumes = {role: np.zeros((2, 2, 2)) for role in MODALITIES}
+    for volume in volumes.values():
+        volume[0, 1, 0] = 0.5  # not blank (a blank scan is refused)
     volumes["t1"][0, 0, 0], volumes["t1"][1, 1, 1] = -1 - 1e-5, 1 + 1e-5  # upstream's rounding, at the edge
     image, _, _ = BratsReader("preprocessed").prepare(raw_brats_case(tmp_path, seg, volumes), (2, 2, 2))
     assert image[..., 0].min() == -1.0 and image[..., 0].max() == 1.0
@@ -259,7 +265,7 @@ def test_brats_range_check_tolerates_rounding_only_and_clips_it_away(tmp_path):
 
 
 def test_brats_label_messages_name_the_convention_and_the_likely_mix_up(tmp_path):
-    volumes = {role: np.ones((2, 2, 2)) for role in MODALITIES}
+    volumes = {role: np.linspace(0, 1, 8).reshape(2, 2, 2) for role in MODALITIES}
     seg = np.array([0, 1, 2, 3, 4, 4, 0, 0], np.uint8).reshape(2, 2, 2)  # a relabelled ET (3) in a raw folder
     with pytest.raises(DatasetError) as caught:
         BratsReader("raw").prepare(raw_brats_case(tmp_path, seg, volumes), (2, 2, 2))
@@ -297,7 +303,7 @@ def test_readers_describe_their_channels_and_refuse_unknown_options():
 def test_whole_head_label_messages_and_shapes(tmp_path):
     from medddpm.prepare import as_shape
 
-    image = np.ones((2, 2, 2), np.float32)
+    image = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
     for labels, tail in (([0, 1, 2, 3], "labels 3 (expected 0, 1, 2: background, brain/head, tumor) (BraTS labels? use "
                                         "dataset.source: brats)"),
                          ([0, 1, 7, 1], "labels 7 (expected 0, 1, 2: background, brain/head, tumor)")):
