@@ -72,7 +72,7 @@ GROUPS: dict[str, tuple] = {
                    "backend_flags", "apply_backend", "memory_format", "prepare_input", "autocast"]),
     "results": (["reporting/results.py", "reporting/derived.py", "reporting/bench.py"],
                 [CORE, "tests/test_bench.py", "tests/test_numbers.py", "-k",
-                 "runs_table or tab04 or tab07 or fig08 or bench or verdict"],
+                 "runs_table or tab04 or tab07 or fig08 or bench or verdict or same or derived"],
                 ["gather", "_runs", "_tag", "relative_to", "speedup", "speedup_verdict", "bench_frame",
                  "bench_on_runs", "_same"]),
     # Not mutmut: the module-level tables (kernel-class patterns, unit factors), see tests/mutation_tables.py.

@@ -672,24 +672,27 @@ def _result_files(root, steps=STEP, sample_steps=SAMPLE_STEP, origin_note="") ->
                  "settings": {"gradient_accumulation": SAMPLES_PER_STEP}, "step_time": step,
                  "train_ms_per_sample": step["median_ms"] / SAMPLES_PER_STEP,
                  "flops": {"model": flops, "executed": flops},
-                 "peak_memory_bytes": 3 * 2**30, "peak_memory_kind": "cuda_max_allocated"}
+                 "peak_memory_bytes": 3 * 2**30, "peak_memory_kind": "cuda_max_allocated",
+                 "bare_loop_ms_per_sample": step["median_ms"] / SAMPLES_PER_STEP * 0.8,
+                 "compile_seconds": None if variant == "baseline" else 12.5}
         sample_step = sample_steps[variant]
         sample = {"provenance": provenance, "volume_shape": [8, 8, 8], "timesteps": SAMPLE_T, "chain_complete": True,
                   "step_time": sample_step, "volume_seconds_estimate": sample_step["median_ms"] * SAMPLE_T / 1e3,
                   "volume_seconds_measured": [sample_step["mean_ms"] * SAMPLE_T / 1e3], "peak_memory_bytes": 2**30,
-                  "peak_memory_kind": "cuda_max_allocated"}
+                  "peak_memory_kind": "cuda_max_allocated", "compile_seconds": None if variant == "baseline" else 3.5}
         (folder / "train.json").write_text(json.dumps(train))
         (folder / "sample.json").write_text(json.dumps(sample))
         files += [folder / "train.json", folder / "sample.json"]
     return files
 
 
-@pytest.fixture(scope="module")
-def statistics_results(tmp_path_factory):
+@pytest.fixture
+def statistics_results(tmp_path):
+    """Per test (not per module), so that every test that reads it counts as reaching the reader's code."""
     from reporting.bench import bench_frame
     from reporting.results import Results, collect
 
-    root = tmp_path_factory.mktemp("results") / "results" / "wholehead" / "g1"
+    root = tmp_path / "results" / "wholehead" / "g1"
     files = _result_files(root)
     rates = {"bf16_matmul_tflops": 800.0}
     bench = bench_frame([f for f in files if f.name == "train.json"], [f for f in files if f.name == "sample.json"],
@@ -802,3 +805,117 @@ def test_fig08_draws_the_median_per_sample_with_the_quartiles_per_sample(statist
         assert memory == pytest.approx([3.0, 3.0])
     finally:
         plt.close(fig)
+
+
+def test_bench_frame_takes_every_column_from_its_run(tmp_path):
+    from reporting.bench import bench_frame
+
+    files = _result_files(tmp_path / "results" / "wholehead" / "g1")
+    frame = bench_frame([f for f in files if f.name == "train.json"], [f for f in files if f.name == "sample.json"],
+                        {"bf16_matmul_tflops": 800.0})
+    assert list(frame["variant"]) == ["tf32", "baseline"]  # the order of the files given
+    frame = frame.set_index("variant")
+    for variant, step in STEP.items():
+        row, sample = frame.loc[variant], SAMPLE_STEP[variant]
+        per_sample = step["median_ms"] / SAMPLES_PER_STEP
+        assert row["train_ms_per_sample"] == per_sample
+        assert row["train_ms_per_sample_q1"] == step["q1_ms"] / SAMPLES_PER_STEP
+        assert row["train_ms_per_sample_q3"] == step["q3_ms"] / SAMPLES_PER_STEP
+        assert row["train_model_tflops"] == pytest.approx(16e12 / per_sample / 1e9)
+        assert row["train_fraction_of_bf16_rate"] == pytest.approx(16e12 / per_sample / 1e9 / 800)
+        assert row["train_executed_tflop_per_sample"] == pytest.approx(16.0)
+        assert row["train_peak_gib"] == 3.0 and row["sample_peak_gib"] == 1.0
+        assert row["bare_loop_ms_per_sample"] == pytest.approx(per_sample * 0.8)
+        assert row["bare_loop_gap_pct"] == pytest.approx(25.0)
+        assert (row["sample_step_ms"], row["sample_step_q1_ms"], row["sample_step_q3_ms"]) == (
+            sample["median_ms"], sample["q1_ms"], sample["q3_ms"])
+        assert row["sample_model_tflops"] == pytest.approx(5e12 / sample["median_ms"] / 1e9)
+        assert row["sample_fraction_of_bf16_rate"] == pytest.approx(5e12 / sample["median_ms"] / 1e9 / 800)
+        assert row["sample_volume_s"] == sample["median_ms"] * SAMPLE_T / 1e3 and row["timesteps"] == SAMPLE_T
+        assert row["memory_kind"] == "cuda_max_allocated"
+    assert frame.loc["tf32", "train_compile_s"] == 12.5 and frame.loc["tf32", "sample_compile_s"] == 3.5
+    assert frame.loc["tf32", "switches"] == "tf32" and frame.loc["baseline", "switches"] == "fp32"
+    assert frame.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(2.5)
+    assert frame.loc["tf32", "sample_speedup_vs_baseline"] == pytest.approx(2.0)
+    assert frame.loc["baseline", "train_speedup_vs_tf32"] == pytest.approx(0.4)
+    assert frame.loc["baseline", "sample_speedup_vs_tf32"] == pytest.approx(0.5)
+
+
+def test_bench_on_runs_rescales_a_bench_without_its_sampling_step_by_the_volume_time():
+    from reporting.bench import bench_on_runs
+
+    bench = pd.DataFrame({"gpu": "g", "variant": ["baseline", "tf32"], "train_ms_per_sample": [100.0, 50.0],
+                          "sample_step_ms": [float("nan"), 5.0], "sample_volume_s": [4.0, 1.0],
+                          "sample_model_tflops": [1.0, 8.0], "sample_fraction_of_bf16_rate": [0.001, 0.008],
+                          "bare_loop_ms_per_sample": [80.0, 40.0], "bare_loop_gap_pct": [25.0, 25.0]},
+                         index=[7, 9])
+    runs = pd.DataFrame({"gpu": "g", "variant": ["tf32", "baseline", "baseline"],
+                         "train_ms_per_sample": [50.0, 100.0, 999.0], "sample_step_median_ms": [4.0, 8.0, 1.0],
+                         "sample_volume_s": [0.8, 2.0, 1.0]})
+    frame = bench_on_runs(bench, runs).set_index("variant")
+    assert list(frame.index) == ["baseline", "tf32"]
+    assert frame.loc["baseline", "sample_step_ms"] == 8.0  # the run's (its first row)
+    assert frame.loc["baseline", "sample_model_tflops"] == pytest.approx(1.0 * 4.0 / 2.0)  # by the volume time
+    assert frame.loc["baseline", "sample_fraction_of_bf16_rate"] == pytest.approx(0.001 * 4.0 / 2.0)
+    assert frame.loc["tf32", "sample_model_tflops"] == pytest.approx(8.0 * 5.0 / 4.0)  # by the step time
+    assert frame.loc["tf32", "sample_volume_s"] == 0.8
+    assert frame.loc["tf32", "sample_step_ms_other_run"] == 5.0 and math.isnan(frame.loc["baseline",
+                                                                                          "sample_step_ms_other_run"])
+    assert frame.loc["tf32", "bare_loop_gap_pct"] == pytest.approx(25.0)
+    assert math.isnan(frame.loc["tf32", "train_ms_other_run"])  # 50.0 either way: the same run
+    assert bench_on_runs(bench.iloc[:0], runs).empty and len(bench_on_runs(bench, runs.iloc[:0])) == 2
+
+
+def test_same_run_up_to_the_csv_rounding():
+    from reporting.bench import _same
+
+    a = pd.Series([1.0, 1.0, float("nan"), 2.0, 100.0])
+    b = pd.Series([1.0 + 5e-7, 1.0 + 2e-6, 3.0, float("nan"), 100.0001])
+    assert list(_same(a, b)) == [True, False, True, True, True]
+    assert list(_same(pd.Series([1.0]), pd.Series([1.0 + 1e-6]))) == [True]  # the bound itself
+
+
+def test_speedup_verdict_at_its_boundaries():
+    """A quartile range touching the reference's (low or high exactly 1) is within noise; times below 1 ms are
+    times; a zero time and a missing quartile claim no direction."""
+    from reporting import derived
+
+    rows = [("g", "baseline", 10.0, 8.0, 12.0), ("g", "touch_low", 8.0, 6.0, 8.0), ("g", "touch_high", 14.0, 12.0, 16.0),
+            ("g", "tiny", 0.8, 0.6, 0.9), ("g", "zero", 0.0, 0.0, 0.0), ("g", "half", 5.0, float("nan"), 6.0),
+            ("g", "baseline", 20.0, 19.0, 21.0)]
+    runs = pd.DataFrame(rows, columns=["gpu", "variant", "train_step_median_ms", "train_step_q1_ms",
+                                       "train_step_q3_ms"], index=[5, 4, 3, 2, 1, 0, 9])
+    runs["train_ms_per_sample"] = runs["train_step_median_ms"] / 2
+    verdict = derived.speedup_verdict(runs)
+    assert list(verdict.index) == list(range(7)) and list(verdict.columns) == derived.VERDICT_COLUMNS
+    by = verdict.drop_duplicates("variant").set_index("variant")
+    assert (by.loc["baseline", "low"], by.loc["baseline", "high"], by.loc["baseline", "verdict"]) == (
+        1.0, 1.0, "reference")
+    assert by.loc["touch_low", "low"] == 1.0 and by.loc["touch_low", "verdict"] == "within noise"
+    assert by.loc["touch_high", "high"] == 1.0 and by.loc["touch_high", "verdict"] == "within noise"
+    assert bool(by.loc["touch_low", "within_noise"]) and bool(by.loc["touch_high", "within_noise"])
+    assert by.loc["tiny", "speedup"] == pytest.approx(12.5) and by.loc["tiny", "verdict"] == "faster"
+    assert by.loc["tiny", "low"] == pytest.approx(8 / 0.9) and by.loc["tiny", "high"] == pytest.approx(12 / 0.6)
+    assert math.isnan(by.loc["zero", "speedup"]) and by.loc["zero", "verdict"] == "not measured"
+    assert math.isnan(by.loc["zero", "low"]) and math.isnan(by.loc["zero", "high"])
+    assert by.loc["half", "verdict"] == "no spread measured" and bool(by.loc["half", "within_noise"])
+    assert verdict.loc[6, "verdict"] == "reference" and verdict.loc[6, "speedup"] == pytest.approx(0.5)
+    assert not bool(by.loc["tiny", "within_noise"])
+    slow = derived.speedup_verdict(pd.DataFrame(
+        [("g", "baseline", 10.0, 9.0, 11.0), ("g", "slow", 11.0, 11.0, 12.0)],
+        columns=["gpu", "variant", "train_ms_per_sample", "train_step_q1_ms", "train_step_q3_ms"]).assign(
+        train_step_median_ms=lambda f: f["train_ms_per_sample"])).set_index("variant")
+    assert slow.loc["slow", "high"] == 1.0 and slow.loc["slow", "verdict"] == "within noise"
+    assert derived.speedup_verdict(runs, "sample").empty  # no sampling times at all
+    with pytest.raises(ValueError, match=r"phase 'profile': one of \['sample', 'train'\]"):
+        derived.speedup_verdict(runs, "profile")
+
+
+def test_derived_ratio_to_a_zero_or_missing_reference_is_nan():
+    from reporting import derived
+
+    frame = pd.DataFrame({"gpu": ["a", "a", "b", "b", "c"], "variant": ["baseline", "x", "baseline", "x", "x"],
+                          "t": [0.0, 5.0, 4.0, 2.0, 1.0]})
+    out = derived.relative_to(frame, ["t"])
+    assert math.isnan(out.loc[1, "t"]) and out.loc[3, "t"] == 0.5 and math.isnan(out.loc[4, "t"])
+    assert list(derived.speedup(frame, "t").fillna(-1)) == [-1, -1, 1.0, 2.0, -1]
