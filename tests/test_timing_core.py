@@ -880,7 +880,8 @@ def test_speedup_verdict_at_its_boundaries():
     times; a zero time and a missing quartile claim no direction."""
     from reporting import derived
 
-    rows = [("g", "baseline", 10.0, 8.0, 12.0), ("g", "touch_low", 8.0, 6.0, 8.0), ("g", "touch_high", 14.0, 12.0, 16.0),
+    rows = [("g", "baseline", 10.0, 8.0, 12.0), ("g", "touch_low", 8.0, 6.0, 8.0),
+            ("g", "touch_high", 14.0, 12.0, 16.0),
             ("g", "tiny", 0.8, 0.6, 0.9), ("g", "zero", 0.0, 0.0, 0.0), ("g", "half", 5.0, float("nan"), 6.0),
             ("g", "baseline", 20.0, 19.0, 21.0)]
     runs = pd.DataFrame(rows, columns=["gpu", "variant", "train_step_median_ms", "train_step_q1_ms",
