@@ -376,7 +376,7 @@ def test_the_loss_of_a_batch_is_the_mean_of_its_samples():
     trainer, _ = _trainer([1.0])
     target = torch.cat([torch.full((1, 1, 2, 2, 2), 1.0), torch.full((1, 1, 2, 2, 2), 3.0)])
     loss = trainer.loss(target, torch.zeros(2, 2, 2, 2, 2), trainer.generator)
-    assert float(loss) == pytest.approx(2.0)  # (1 + 3) / 2 samples
+    assert loss.item() == pytest.approx(2.0)  # (1 + 3) / 2 samples
 
 
 def test_batches_go_to_the_device_asynchronously_and_the_model_is_compiled(monkeypatch):
