@@ -431,6 +431,7 @@ def test_training_batches_and_noise_are_fixed_by_the_seed(dataset):
         training = engine.Training(workload(), from_mapping(TrainSettings, TRAIN | {"seed": seed}, "train"), run,
                                    dataset)
         assert training.trainer.pin_memory is False  # pinning is for copies to a GPU
+        assert training.trainer.generator.initial_seed() == seed  # the loop's noise: its own generator
         return training.step() + training.step()
 
     assert losses(0) == losses(0) != losses(1)
