@@ -713,10 +713,22 @@ def test_runs_table_rows_in_label_and_variant_order_with_their_tags_and_measured
         tmp_path / "results" / "wholehead" / "g1")
     shipped = (_result_files(tmp_path / "data" / "reference" / "wholehead" / "g1", slower, origin_note=" shipped")
                + _result_files(tmp_path / "data" / "reference" / "wholehead" / "a0", slower, origin_note=" shipped"))
+    shipped += _result_files(tmp_path / "data" / "reference" / "wholehead" / "zz", slower, origin_note=" shipped")
     only_sample = tmp_path / "results" / "wholehead" / "g2" / "tf32" / "train.json"
     only_sample.unlink()
-    runs = collect([p for p in measured if p != only_sample], shipped, measured_labels=["g2", "g1"])["runs"]
-    assert list(runs.columns[:5]) == TAGS
+    a0 = tmp_path / "data" / "reference" / "wholehead" / "a0" / "baseline" / "train.json"
+    record = json.loads(a0.read_text())
+    del record["provenance"]["switches_effective"]  # a run written before the effective switches were recorded
+    a0.write_text(json.dumps(record))
+    summary = tmp_path / "results" / "wholehead" / "g1" / "baseline" / "profile" / "train" / "torch_summary.csv"
+    summary.parent.mkdir(parents=True)
+    summary.write_text("kernel_class,time_ns\nall,1.0\n")
+    # "zz" is measured here (the configuration names it) though none of its files is: its shipped set is left out.
+    tables = collect([p for p in measured if p != only_sample] + [summary], shipped, measured_labels=["g2", "zz"])
+    runs = tables["runs"]
+    assert list(runs.columns[:5]) == TAGS and "index" not in runs
+    assert list(tables["quality"].columns) == TAGS  # no quality run: the tags' columns, no rows
+    assert list(tables["summaries"]["tool"]) == ["torch"] and list(tables["summaries"]["gpu"]) == ["g1"]
     assert list(zip(runs["gpu"], runs["variant"])) == [("g2", "baseline"), ("g2", "tf32"), ("g1", "baseline"),
                                                        ("g1", "tf32"), ("a0", "baseline"), ("a0", "tf32")]
     assert list(runs.index) == list(range(6))
@@ -731,7 +743,9 @@ def test_runs_table_rows_in_label_and_variant_order_with_their_tags_and_measured
     for _, row in runs.dropna(subset=["train_ms_per_sample"]).iterrows():
         switches = Variant.from_config(row["variant"], VARIANTS[row["variant"]]).switches()
         assert row["switches"] == json.dumps(switches, sort_keys=True)
-        assert row["switches_effective"] == json.dumps({n: n != "cudnn_tf32" for n in switches}, sort_keys=True)
+        old = (row["gpu"], row["variant"]) == ("a0", "baseline")
+        effective = {} if old else {n: n != "cudnn_tf32" for n in switches}
+        assert row["switches_effective"] == json.dumps(effective, sort_keys=True)
         assert row["memory_kind"] == "cuda_max_allocated"
 
 
@@ -822,16 +836,17 @@ def test_bench_frame_takes_every_column_from_its_run(tmp_path):
         assert row["train_ms_per_sample"] == per_sample
         assert row["train_ms_per_sample_q1"] == step["q1_ms"] / SAMPLES_PER_STEP
         assert row["train_ms_per_sample_q3"] == step["q3_ms"] / SAMPLES_PER_STEP
-        assert row["train_model_tflops"] == pytest.approx(16e12 / per_sample / 1e9)
-        assert row["train_fraction_of_bf16_rate"] == pytest.approx(16e12 / per_sample / 1e9 / 800)
-        assert row["train_executed_tflop_per_sample"] == pytest.approx(16.0)
+        assert row["train_model_tflops"] == pytest.approx(16e12 / per_sample / 1e9, rel=1e-12)
+        assert row["train_fraction_of_bf16_rate"] == pytest.approx(16e12 / per_sample / 1e9 / 800, rel=1e-12)
+        assert row["train_executed_tflop_per_sample"] == pytest.approx(16.0, rel=1e-12)
         assert row["train_peak_gib"] == 3.0 and row["sample_peak_gib"] == 1.0
         assert row["bare_loop_ms_per_sample"] == pytest.approx(per_sample * 0.8)
         assert row["bare_loop_gap_pct"] == pytest.approx(25.0)
         assert (row["sample_step_ms"], row["sample_step_q1_ms"], row["sample_step_q3_ms"]) == (
             sample["median_ms"], sample["q1_ms"], sample["q3_ms"])
-        assert row["sample_model_tflops"] == pytest.approx(5e12 / sample["median_ms"] / 1e9)
-        assert row["sample_fraction_of_bf16_rate"] == pytest.approx(5e12 / sample["median_ms"] / 1e9 / 800)
+        assert row["sample_model_tflops"] == pytest.approx(5e12 / sample["median_ms"] / 1e9, rel=1e-12)
+        assert row["sample_fraction_of_bf16_rate"] == pytest.approx(5e12 / sample["median_ms"] / 1e9 / 800,
+                                                                     rel=1e-12)
         assert row["sample_volume_s"] == sample["median_ms"] * SAMPLE_T / 1e3 and row["timesteps"] == SAMPLE_T
         assert row["memory_kind"] == "cuda_max_allocated"
     assert frame.loc["tf32", "train_compile_s"] == 12.5 and frame.loc["tf32", "sample_compile_s"] == 3.5
@@ -840,6 +855,21 @@ def test_bench_frame_takes_every_column_from_its_run(tmp_path):
     assert frame.loc["tf32", "sample_speedup_vs_baseline"] == pytest.approx(2.0)
     assert frame.loc["baseline", "train_speedup_vs_tf32"] == pytest.approx(0.4)
     assert frame.loc["baseline", "sample_speedup_vs_tf32"] == pytest.approx(0.5)
+    # A training run without its sampling run, without switches recorded, and one whose switch had no effect.
+    train = json.loads(files[0].read_text())
+    del train["provenance"]["switches"]
+    files[0].write_text(json.dumps(train))
+    alone = bench_frame([files[0]], [], {"bf16_matmul_tflops": 800.0}).iloc[0]
+    assert alone["switches"] == "fp32"
+    for column in ("sample_step_ms", "sample_step_q1_ms", "sample_step_q3_ms", "sample_model_tflops",
+                   "sample_fraction_of_bf16_rate", "sample_volume_s", "timesteps", "sample_peak_gib",
+                   "sample_compile_s"):
+        assert alone[column] is None or math.isnan(alone[column]), column
+    train["provenance"] |= {"switches": {"autocast": "bfloat16", "fused_adam": True},
+                            "switches_effective": {"fused_adam": False}}
+    files[0].write_text(json.dumps(train))
+    marked = bench_frame([files[0]], [], {"bf16_matmul_tflops": 800.0}).iloc[0]
+    assert marked["switches"] == "bfloat16 autocast, fused adam (no effect here)"
 
 
 def test_bench_on_runs_rescales_a_bench_without_its_sampling_step_by_the_volume_time():
@@ -848,13 +878,18 @@ def test_bench_on_runs_rescales_a_bench_without_its_sampling_step_by_the_volume_
     bench = pd.DataFrame({"gpu": "g", "variant": ["baseline", "tf32"], "train_ms_per_sample": [100.0, 50.0],
                           "sample_step_ms": [float("nan"), 5.0], "sample_volume_s": [4.0, 1.0],
                           "sample_model_tflops": [1.0, 8.0], "sample_fraction_of_bf16_rate": [0.001, 0.008],
-                          "bare_loop_ms_per_sample": [80.0, 40.0], "bare_loop_gap_pct": [25.0, 25.0]},
+                          "bare_loop_ms_per_sample": [80.0, 40.0], "bare_loop_gap_pct": [25.0, 25.0],
+                          "train_speedup_vs_tf32": [0.5, 1.0], "sample_speedup_vs_baseline": [1.0, 1.0]},
                          index=[7, 9])
     runs = pd.DataFrame({"gpu": "g", "variant": ["tf32", "baseline", "baseline"],
                          "train_ms_per_sample": [50.0, 100.0, 999.0], "sample_step_median_ms": [4.0, 8.0, 1.0],
                          "sample_volume_s": [0.8, 2.0, 1.0]})
-    frame = bench_on_runs(bench, runs).set_index("variant")
+    frame = bench_on_runs(bench, runs)
+    assert list(frame.columns) == [*bench.columns, "train_ms_other_run", "sample_step_ms_other_run"]
+    frame = frame.set_index("variant")
     assert list(frame.index) == ["baseline", "tf32"]
+    assert frame.loc["baseline", "train_speedup_vs_tf32"] == pytest.approx(0.5)
+    assert frame.loc["tf32", "sample_speedup_vs_baseline"] == pytest.approx(2.0)  # 8.0 / 4.0, the runs' steps
     assert frame.loc["baseline", "sample_step_ms"] == 8.0  # the run's (its first row)
     assert frame.loc["baseline", "sample_model_tflops"] == pytest.approx(1.0 * 4.0 / 2.0)  # by the volume time
     assert frame.loc["baseline", "sample_fraction_of_bf16_rate"] == pytest.approx(0.001 * 4.0 / 2.0)
@@ -865,6 +900,11 @@ def test_bench_on_runs_rescales_a_bench_without_its_sampling_step_by_the_volume_
     assert frame.loc["tf32", "bare_loop_gap_pct"] == pytest.approx(25.0)
     assert math.isnan(frame.loc["tf32", "train_ms_other_run"])  # 50.0 either way: the same run
     assert bench_on_runs(bench.iloc[:0], runs).empty and len(bench_on_runs(bench, runs.iloc[:0])) == 2
+    unchanged = bench_on_runs(bench, pd.DataFrame())
+    assert unchanged["sample_model_tflops"].tolist() == [1.0, 8.0] and unchanged["train_ms_other_run"].isna().all()
+    no_training = bench_on_runs(bench.drop(columns=["train_ms_per_sample", "bare_loop_gap_pct"]), runs)
+    no_training = no_training.set_index("variant")
+    assert no_training.loc["tf32", "sample_step_ms"] == 4.0  # the sampling side still taken from the run
 
 
 def test_same_run_up_to_the_csv_rounding():
@@ -884,12 +924,12 @@ def test_speedup_verdict_at_its_boundaries():
     rows = [("g", "baseline", 10.0, 8.0, 12.0), ("g", "touch_low", 8.0, 6.0, 8.0),
             ("g", "touch_high", 14.0, 12.0, 16.0),
             ("g", "tiny", 0.8, 0.6, 0.9), ("g", "zero", 0.0, 0.0, 0.0), ("g", "half", 5.0, float("nan"), 6.0),
-            ("g", "baseline", 20.0, 19.0, 21.0)]
+            ("g", "baseline", 20.0, 19.0, 21.0), ("g", "q1_zero", 5.0, 0.0, 6.0)]
     runs = pd.DataFrame(rows, columns=["gpu", "variant", "train_step_median_ms", "train_step_q1_ms",
-                                       "train_step_q3_ms"], index=[5, 4, 3, 2, 1, 0, 9])
+                                       "train_step_q3_ms"], index=[5, 4, 3, 2, 1, 0, 9, 8])
     runs["train_ms_per_sample"] = runs["train_step_median_ms"] / 2
     verdict = derived.speedup_verdict(runs)
-    assert list(verdict.index) == list(range(7)) and list(verdict.columns) == derived.VERDICT_COLUMNS
+    assert list(verdict.index) == list(range(8)) and list(verdict.columns) == derived.VERDICT_COLUMNS
     by = verdict.drop_duplicates("variant").set_index("variant")
     assert (by.loc["baseline", "low"], by.loc["baseline", "high"], by.loc["baseline", "verdict"]) == (
         1.0, 1.0, "reference")
@@ -901,6 +941,7 @@ def test_speedup_verdict_at_its_boundaries():
     assert math.isnan(by.loc["zero", "speedup"]) and by.loc["zero", "verdict"] == "not measured"
     assert math.isnan(by.loc["zero", "low"]) and math.isnan(by.loc["zero", "high"])
     assert by.loc["half", "verdict"] == "no spread measured" and bool(by.loc["half", "within_noise"])
+    assert by.loc["q1_zero", "verdict"] == "no spread measured" and math.isnan(by.loc["q1_zero", "high"])
     assert verdict.loc[6, "verdict"] == "reference" and verdict.loc[6, "speedup"] == pytest.approx(0.5)
     assert not bool(by.loc["tiny", "within_noise"])
     slow = derived.speedup_verdict(pd.DataFrame(
@@ -908,7 +949,8 @@ def test_speedup_verdict_at_its_boundaries():
         columns=["gpu", "variant", "train_ms_per_sample", "train_step_q1_ms", "train_step_q3_ms"]).assign(
         train_step_median_ms=lambda f: f["train_ms_per_sample"])).set_index("variant")
     assert slow.loc["slow", "high"] == 1.0 and slow.loc["slow", "verdict"] == "within noise"
-    assert derived.speedup_verdict(runs, "sample").empty  # no sampling times at all
+    for empty in (derived.speedup_verdict(runs, "sample"), derived.speedup_verdict(runs.iloc[:0])):
+        assert empty.empty and list(empty.columns) == derived.VERDICT_COLUMNS  # no sampling times, no runs
     with pytest.raises(ValueError, match=r"phase 'profile': one of \['sample', 'train'\]"):
         derived.speedup_verdict(runs, "profile")
 
