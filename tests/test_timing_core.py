@@ -718,7 +718,10 @@ def test_runs_table_rows_in_label_and_variant_order_with_their_tags_and_measured
     only_sample.unlink()
     a0 = tmp_path / "data" / "reference" / "wholehead" / "a0" / "baseline" / "train.json"
     record = json.loads(a0.read_text())
-    del record["provenance"]["switches_effective"]  # a run written before the effective switches were recorded
+    # A run written before the switches and the volume were recorded.
+    for key in ("switches", "switches_effective"):
+        del record["provenance"][key]
+    del record["volume_shape"]
     a0.write_text(json.dumps(record))
     summary = tmp_path / "results" / "wholehead" / "g1" / "baseline" / "profile" / "train" / "torch_summary.csv"
     summary.parent.mkdir(parents=True)
@@ -741,10 +744,11 @@ def test_runs_table_rows_in_label_and_variant_order_with_their_tags_and_measured
     lone = runs[(runs["gpu"] == "g2") & (runs["variant"] == "tf32")].iloc[0]
     assert math.isnan(lone["train_ms_per_sample"]) and lone["sample_step_median_ms"] == SAMPLE_STEP["tf32"]["median_ms"]
     for _, row in runs.dropna(subset=["train_ms_per_sample"]).iterrows():
-        switches = Variant.from_config(row["variant"], VARIANTS[row["variant"]]).switches()
-        assert row["switches"] == json.dumps(switches, sort_keys=True)
         old = (row["gpu"], row["variant"]) == ("a0", "baseline")
-        effective = {} if old else {n: n != "cudnn_tf32" for n in switches}
+        switches = {} if old else Variant.from_config(row["variant"], VARIANTS[row["variant"]]).switches()
+        assert row["switches"] == json.dumps(switches, sort_keys=True)
+        assert row["volume_shape"] == ("" if old else "8x8x8")
+        effective = {n: n != "cudnn_tf32" for n in switches}
         assert row["switches_effective"] == json.dumps(effective, sort_keys=True)
         assert row["memory_kind"] == "cuda_max_allocated"
 
@@ -878,12 +882,12 @@ def test_bench_on_runs_rescales_a_bench_without_its_sampling_step_by_the_volume_
     bench = pd.DataFrame({"gpu": "g", "variant": ["baseline", "tf32"], "train_ms_per_sample": [100.0, 50.0],
                           "sample_step_ms": [float("nan"), 5.0], "sample_volume_s": [4.0, 1.0],
                           "sample_model_tflops": [1.0, 8.0], "sample_fraction_of_bf16_rate": [0.001, 0.008],
-                          "bare_loop_ms_per_sample": [80.0, 40.0], "bare_loop_gap_pct": [25.0, 25.0],
+                          "bare_loop_ms_per_sample": [80.0, 40.0], "bare_loop_gap_pct": [99.0, 99.0],
                           "train_speedup_vs_tf32": [0.5, 1.0], "sample_speedup_vs_baseline": [1.0, 1.0]},
                          index=[7, 9])
     runs = pd.DataFrame({"gpu": "g", "variant": ["tf32", "baseline", "baseline"],
                          "train_ms_per_sample": [50.0, 100.0, 999.0], "sample_step_median_ms": [4.0, 8.0, 1.0],
-                         "sample_volume_s": [0.8, 2.0, 1.0]})
+                         "sample_volume_s": [0.8, 2.0, 1.0], "sample_timesteps": [250, 250, 250]})
     frame = bench_on_runs(bench, runs)
     assert list(frame.columns) == [*bench.columns, "train_ms_other_run", "sample_step_ms_other_run"]
     frame = frame.set_index("variant")
@@ -924,12 +928,13 @@ def test_speedup_verdict_at_its_boundaries():
     rows = [("g", "baseline", 10.0, 8.0, 12.0), ("g", "touch_low", 8.0, 6.0, 8.0),
             ("g", "touch_high", 14.0, 12.0, 16.0),
             ("g", "tiny", 0.8, 0.6, 0.9), ("g", "zero", 0.0, 0.0, 0.0), ("g", "half", 5.0, float("nan"), 6.0),
-            ("g", "baseline", 20.0, 19.0, 21.0), ("g", "q1_zero", 5.0, 0.0, 6.0)]
+            ("g", "baseline", 20.0, 19.0, 21.0), ("g", "q1_zero", 5.0, 0.0, 6.0), ("g", "q3_zero", 5.0, 0.0, 0.0),
+            ("g", "bit_faster", 7.0, 6.5, 7.5)]
     runs = pd.DataFrame(rows, columns=["gpu", "variant", "train_step_median_ms", "train_step_q1_ms",
-                                       "train_step_q3_ms"], index=[5, 4, 3, 2, 1, 0, 9, 8])
+                                       "train_step_q3_ms"], index=[5, 4, 3, 2, 1, 0, 9, 8, 11, 10])
     runs["train_ms_per_sample"] = runs["train_step_median_ms"] / 2
     verdict = derived.speedup_verdict(runs)
-    assert list(verdict.index) == list(range(8)) and list(verdict.columns) == derived.VERDICT_COLUMNS
+    assert list(verdict.index) == list(range(10)) and list(verdict.columns) == derived.VERDICT_COLUMNS
     by = verdict.drop_duplicates("variant").set_index("variant")
     assert (by.loc["baseline", "low"], by.loc["baseline", "high"], by.loc["baseline", "verdict"]) == (
         1.0, 1.0, "reference")
@@ -942,6 +947,9 @@ def test_speedup_verdict_at_its_boundaries():
     assert math.isnan(by.loc["zero", "low"]) and math.isnan(by.loc["zero", "high"])
     assert by.loc["half", "verdict"] == "no spread measured" and bool(by.loc["half", "within_noise"])
     assert by.loc["q1_zero", "verdict"] == "no spread measured" and math.isnan(by.loc["q1_zero", "high"])
+    assert math.isnan(by.loc["q3_zero", "low"]) and math.isnan(by.loc["q3_zero", "high"])
+    assert by.loc["bit_faster", "low"] == pytest.approx(8 / 7.5) and by.loc["bit_faster", "high"] < 2
+    assert by.loc["bit_faster", "verdict"] == "faster"
     assert verdict.loc[6, "verdict"] == "reference" and verdict.loc[6, "speedup"] == pytest.approx(0.5)
     assert not bool(by.loc["tiny", "within_noise"])
     slow = derived.speedup_verdict(pd.DataFrame(
