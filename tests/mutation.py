@@ -1,4 +1,4 @@
-"""Mutation testing of the numerical core and the verdict logic (opt-in, not part of the suite or CI).
+"""Mutation testing of the numerical core, the timing core and the verdict logic (opt-in, not part of the suite or CI).
 
     python3 tests/mutation.py                  # every group below, one after the other
     python3 tests/mutation.py units diffusion  # some groups
