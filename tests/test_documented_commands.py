@@ -22,8 +22,8 @@ FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 # Documented commands that are not a plan, each with the reason.
 NOT_PLANNED = {
     # builds the HTML report from the outputs of a finished run; with none there it stops ("marked for report but
-    # does not exist"), and the report itself is tested in tests/test_workflow.py's finished run
-    "snakemake --report report.html": "needs a finished run",
+    # does not exist"): tests/test_report_page.py runs it on the tiny end-to-end run and reads the page
+    "snakemake --report report.html": "needs a finished run: run on one in tests/test_report_page.py",
 }
 
 # What the reader has and this checkout does not: their own data folders (empty ones plan: the preparation job reads
