@@ -165,23 +165,35 @@ def run_script(name: str, **fields) -> None:
     runpy.run_path(str(SCRIPTS / name), init_globals={"snakemake": SimpleNamespace(**fields)}, run_name="__main__")
 
 
-def random_prepared_dataset(tmp_path_factory, shape=(8, 8, 8)) -> Path:
-    """A prepared dataset of three random cases of `shape` (one held out), written without nilearn: each mask a
-    brain box with one tumour voxel, each image uniform noise."""
+def random_prepared_dataset(tmp_path_factory, shape=(8, 8, 8), cases: int = 3, heldout: int = 1, seed: int = 0,
+                            tumour_start: int = 3) -> Path:
+    """A prepared dataset of `cases` random cases of `shape` (`heldout` held out), written without nilearn: each mask
+    a brain box with one tumour voxel (at z = tumour_start + its index), each image uniform noise."""
     import nibabel as nib
     import numpy as np
 
     from medddpm.prepare import prepare_dataset, read_wholehead_pairs
 
     raw = tmp_path_factory.mktemp("raw")
-    rng = np.random.default_rng(0)
-    for index in range(3):
+    rng = np.random.default_rng(seed)
+    for index in range(cases):
         mask = np.zeros(shape, np.uint8)
         mask[1:-1, 1:-1, 1:-1] = 1
-        mask[3, 3, 3 + index] = 2
+        mask[3, 3, tumour_start + index] = 2
         for sub, volume in (("image", rng.uniform(0, 100, shape).astype(np.float32)), ("mask", mask)):
             (raw / sub).mkdir(exist_ok=True)
             nib.save(nib.Nifti1Image(volume, np.eye(4)), raw / sub / f"sample_{index}.nii.gz")
     out = tmp_path_factory.mktemp("prepared") / "prepared"
-    prepare_dataset(read_wholehead_pairs(raw), out, shape, heldout=1, seed=0)
+    prepare_dataset(read_wholehead_pairs(raw), out, shape, heldout=heldout, seed=0)
     return out
+
+
+def memory_layout(x) -> str:
+    """How a tensor is laid out: contiguous, channels_last_3d, or its strides."""
+    import torch
+
+    if x.is_contiguous():
+        return "contiguous"
+    if x.ndim == 5 and x.is_contiguous(memory_format=torch.channels_last_3d):
+        return "channels_last_3d"
+    return f"strides {x.stride()}"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, SCRIPTS, random_prepared_dataset
+from conftest import REPO, SCRIPTS, memory_layout, random_prepared_dataset
 from measurement.timing import DeviceTimer
 from medddpm import engine
 from medddpm.build import Workload
@@ -52,16 +52,8 @@ def dataset(tmp_path_factory) -> Path:
     return random_prepared_dataset(tmp_path_factory, SHAPE)
 
 
-def layout(x: torch.Tensor) -> str:
-    if x.is_contiguous():
-        return "contiguous"
-    if x.ndim == 5 and x.is_contiguous(memory_format=torch.channels_last_3d):
-        return "channels_last_3d"
-    return f"strides {x.stride()}"
-
-
 def placement(x: torch.Tensor) -> tuple:
-    return layout(x), x.dtype, tuple(x.shape), x.device.type
+    return memory_layout(x), x.dtype, tuple(x.shape), x.device.type
 
 
 class Spy:
@@ -125,7 +117,7 @@ class Spy:
         self.calls.append((
             *(self.frames[-1] if self.frames else (None, None)),
             (self.denoised, tuple(placement(a) for a in args)),
-            (layout(weight), weight.dtype, weight.requires_grad),
+            (memory_layout(weight), weight.dtype, weight.requires_grad),
             torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu"),
             torch.is_grad_enabled(),
         ))

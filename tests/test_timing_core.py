@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, memory_layout, random_prepared_dataset
 from matplotlib.collections import LineCollection
 from matplotlib.patches import Rectangle
 from measurement import timing
@@ -38,7 +38,7 @@ from medddpm.build import Workload
 from medddpm.checkpoints import workload_record
 from medddpm.flops import step_flops
 from medddpm.jobs import held_out_conditions, run_sampling, run_training
-from medddpm.prepare import heldout_images, heldout_masks, prepare_dataset, read_wholehead_pairs
+from medddpm.prepare import heldout_images, heldout_masks
 from medddpm.runs import start_job
 from medddpm.settings import SampleSettings, TrainSettings, as_dict, from_mapping
 from medddpm.switches import Variant
@@ -85,18 +85,7 @@ def params(variant: str, train: dict = TRAIN) -> dict:
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     """A prepared dataset of four random 8^3 cases, two held out."""
-    raw = tmp_path_factory.mktemp("raw")
-    rng = np.random.default_rng(1)
-    for index in range(4):
-        mask = np.zeros(SHAPE, np.uint8)
-        mask[1:-1, 1:-1, 1:-1] = 1
-        mask[3, 3, 2 + index] = 2
-        for sub, volume in (("image", rng.uniform(0, 100, SHAPE).astype(np.float32)), ("mask", mask)):
-            (raw / sub).mkdir(exist_ok=True)
-            nib.save(nib.Nifti1Image(volume, np.eye(4)), raw / sub / f"sample_{index}.nii.gz")
-    out = tmp_path_factory.mktemp("prepared") / "prepared"
-    prepare_dataset(read_wholehead_pairs(raw), out, SHAPE, heldout=2, seed=0)
-    return out
+    return random_prepared_dataset(tmp_path_factory, SHAPE, cases=4, heldout=2, seed=1, tumour_start=2)
 
 
 def workload() -> Workload:
@@ -570,12 +559,6 @@ def test_peak_memory_of_a_cpu_run_and_of_a_gpu_run(monkeypatch):
     assert asked == []
 
 
-def _layout(x: torch.Tensor) -> str:
-    if x.is_contiguous():
-        return "contiguous"
-    if x.ndim == 5 and x.is_contiguous(memory_format=torch.channels_last_3d):
-        return "channels_last_3d"
-    return f"strides {x.stride()}"
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -598,7 +581,7 @@ def test_what_the_unet_receives_under_each_variant(variant, dataset):
     def record(module, args, output):
         if isinstance(module, UNet3D):
             weight = module.input_blocks[0][0].weight
-            calls.append(([(_layout(a), a.dtype, tuple(a.shape)) for a in args], _layout(weight), weight.dtype,
+            calls.append(([(memory_layout(a), a.dtype, tuple(a.shape)) for a in args], memory_layout(weight), weight.dtype,
                           torch.is_grad_enabled()))
         elif getattr(module, "_first_conv", False):
             convolved.append(output.dtype)
