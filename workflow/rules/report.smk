@@ -1,7 +1,7 @@
 # The study's figures and tables. Every result (measured here or shipped, data/reference/<workload>/<label>/) is read
 # once into the collected tables (collect_results); one rule per registered output (reporting.registry) renders it
 # from the tables it declares; the manifest lists them all with their sha256 (`paper/figures/all`).
-from reporting.registry import BUNDLE, OUTPUTS, registered_files
+from reporting.registry import ARTICLE_TABLES, BUNDLE, OUTPUTS, registered_files
 
 
 rule collect_results:
@@ -55,7 +55,7 @@ rule article:
     input:
         # The collected results the text is written from: step-time quartiles (faster, slower or within noise),
         # kernels, Nsight Compute counters and rule results.
-        **{name: layout.collected_table(name, WORKLOAD) for name in ("runs", "kernels", "ncu_kernels", "rules")},
+        **{name: layout.collected_table(name, WORKLOAD) for name in ARTICLE_TABLES},
         outputs=registered_files(),
         captions=[output.caption for output in OUTPUTS],
         peaks="data/gpu_peaks.yaml",

@@ -2,13 +2,12 @@
 (reporting.article)."""
 
 from reporting.article import typeset
+from reporting.registry import ARTICLE_TABLES
 from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
-COLLECTED = ("runs", "kernels", "ncu_kernels", "rules")
-
 run_job(snakemake.log[0], lambda: typeset(
     ".", snakemake.input.template, snakemake.params.settings, snakemake.output.pdf,
-    collected={name: snakemake.input[name] for name in COLLECTED},
+    collected={name: snakemake.input[name] for name in ARTICLE_TABLES},
     peaks=snakemake.input.peaks, references=snakemake.input.references), snakemake.output)

@@ -21,6 +21,8 @@ CATEGORIES = ("Setup", "Profiling", "Optimization", "Quality", "Conformance")
 # study_losses the quality study's runs.
 BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
           "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
+# The collected tables the article's text is written from (inputs of the article rule besides the outputs).
+ARTICLE_TABLES = ("runs", "kernels", "ncu_kernels", "rules")
 
 
 @dataclass(frozen=True)
