@@ -54,8 +54,9 @@ GROUPS: dict[str, tuple] = {
                     ["scale_slices", "scale_volume", "_resize", "one_hot", "check_labels", "check_finite",
                      "check_same_grid", "as_shape", "case_id", "split_cases", "*WholeHeadReader*", "crop_or_pad*",
                      "shifted_affine", "*BratsReader*", "_parse"]),
-    "claims": (["reporting/claims.py"],
-               ["tests/test_claims.py", "tests/test_reporting.py", "-k", "(claim or threshold) and not tables"]),
+    "claims": (["reporting/claims.py", "reporting/equivalence.py"],
+               ["tests/test_claims.py", "tests/test_claims_quality.py", "tests/test_reporting.py", "-k",
+                "(claim or threshold) and not tables"]),
     "devices": (["measurement/devices.py"], ["tests/test_devices.py", "tests/test_variants.py"]),
     # The timing core: what turns timed steps into train.json and sample.json, what the trainer feeds the U-Net, how
     # a variant is applied, and how the results become the tables' numbers (tests/test_timing_core.py recomputes

@@ -172,52 +172,7 @@ def test_tensor_utilisation_reports_baseline_and_the_best_variant():
     assert evaluate("tensor_utilisation", headline=above) == ("12 -> 11 % (tf32)", claims.CONTRADICTED)
 
 
-# --- quality: the study's distances against the baseline's seed band, trained models, switches that act -----------
-
-
-def study(idle=(), ssim=0.6, **runs) -> pd.DataFrame:
-    """Quality-study rows: `variant=distance` (seed 0) or `baseline=(distance at seed 0, at seed 1, ...)`."""
-    effective = {"cudnn_tf32": True, "channels_last": True, "autocast": True} | {s: False for s in idle}
-    rows = []
-    for variant, value in runs.items():
-        for seed, distance in enumerate(value if isinstance(value, tuple) else (value,)):
-            rows.append({"gpu": "g", "variant": variant, "seed": seed, "wasserstein_vs_real": distance,
-                         "ssim_vs_real": ssim, "optimizer_steps": 1200, "volume_shape": "32x32x32",
-                         "switches": json.dumps(SWITCHES[variant]), "switches_effective": json.dumps(effective)})
-    return pd.DataFrame(rows)
-
-
-def test_quality_judges_only_the_optimized_variants_against_the_band_around_the_shared_seed():
-    table = study(baseline=(0.10, 0.13), tf32=0.12, channels_last=0.07, bf16=0.5)  # bf16 is not the paper's
-    measured, verdict = evaluate("quality", study=table)
-    assert verdict == claims.REPRODUCED
-    assert measured == ("wasserstein_vs_real: baseline 0.1 +- 0.03 (seeds 0.1 / 0.13); tf32 0.12, channels_last "
-                        "0.07; beyond the paper: bf16 0.5 (outside)")
-    # The band is centred on the seed the variants trained from, not spanned by the seeds: 0.131 lies outside.
-    assert evaluate("quality", study=study(baseline=(0.10, 0.13), tf32=0.131))[1] == claims.CONTRADICTED
-    assert evaluate("quality", study=study(baseline=(0.10, 0.13), tf32=0.069))[1] == claims.CONTRADICTED
-
-
-ONE_SEED = "the baseline trained with one seed on g: no seed-to-seed spread to judge by"
-
-
-@pytest.mark.parametrize("table, reason", [
-    (study(baseline=0.1, tf32=0.1), ONE_SEED),
-    (study(baseline=(0.1, np.nan), tf32=0.1), ONE_SEED),
-    (study(baseline=(0.1, 0.12), tf32=0.1, ssim=0.2999), "the baseline's samples are not brain-like: 3D SSIM "
-     "against the held-out real images 0.3 / 0.3 (seeds 0 / 1) < 0.3 after 1200 optimizer steps at 32x32x32"),
-    (study(baseline=(0.1, 0.12), bf16=0.1), "no optimized variant (tf32, channels_last, tf32_channels_last) in the "
-     "quality study on g"),
-    (pd.DataFrame(), "no quality study on g"),
-])
-def test_quality_without_a_spread_or_trained_models_is_not_measurable(table, reason):
-    assert evaluate("quality", study=table) == (reason, claims.NOT_MEASURABLE)
-
-
-def test_quality_of_a_variant_whose_switch_did_nothing_is_not_measurable_and_names_it():
-    table = study(baseline=(0.1, 0.12), tf32=0.1, channels_last=0.1, idle=["cudnn_tf32"])
-    assert evaluate("quality", study=table) == (
-        "cudnn_tf32 had no effect on this device (tf32 ran as baseline does)", claims.NOT_MEASURABLE)
+# --- quality: tests/test_claims_quality.py (the equivalence test, its edges and its not-measurable reasons) --------
 
 
 # --- kernel-time shares: GPU only, baseline first, the largest layout share -------------------------------------

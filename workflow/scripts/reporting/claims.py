@@ -1,8 +1,9 @@
 """The paper's abstract claims against what was measured (tab05): one verdict per claim and hardware label.
 
 Published values come only from data/paper_claims.yaml and go only into the "published" columns. A verdict is one of
-four kinds: the measured value reproduces the claim (within the stated factor), goes the same way with another
-magnitude, contradicts it, or cannot be measured here (the missing input or the switch without effect is named).
+five kinds: the measured value reproduces the claim (within the stated factor), goes the same way with another
+magnitude, contradicts it, leaves it undecided (inconclusive: the quality claim's equivalence test, whose interval
+straddles its margin), or cannot be measured here (the missing input or the switch without effect is named).
 
 The evidence is the paper's: every verdict is over `baseline` and the paper's optimized variants (the claims file's
 `optimized_variants`), never over a variant beyond the paper; the claims about Nsight Compute metrics read Nsight
@@ -12,20 +13,25 @@ so where torch.profiler stood in. Each rule's text (the table's note) names the 
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from . import equivalence
 from .derived import CONV_CLASSES, class_totals, differing_switches, exercised, ncu_headline
 from .results import Results, preferred_tool, variant_order
 
 REPRODUCED = "reproduced"
 SAME_DIRECTION = "same direction, other magnitude"
 CONTRADICTED = "contradicted"
+# The quality claim only: its equivalence test could not decide (an interval straddling the margin).
+INCONCLUSIVE = "inconclusive"
 NOT_MEASURABLE = "not measurable here"
-VERDICTS = (REPRODUCED, SAME_DIRECTION, CONTRADICTED, NOT_MEASURABLE)
+VERDICTS = (REPRODUCED, SAME_DIRECTION, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)
 
 
 DEFAULT_OPTIMIZED = ["tf32", "channels_last", "tf32_channels_last"]
@@ -63,7 +69,7 @@ def magnitude_verdict(improved: bool, measured: float, published: float, factor:
 
 
 def _not_measurable(why: str) -> tuple[str, str]:
-    """The reason goes where the measured value would be, so that the verdict column holds one of four words."""
+    """The reason goes where the measured value would be, so that the verdict column holds one of the verdicts alone."""
     return why, NOT_MEASURABLE
 
 
@@ -109,61 +115,190 @@ def reference_seed(study: pd.DataFrame) -> int | None:
     return int(counts[counts == counts.max()].index.min())
 
 
-def study_band(claim: dict, study: pd.DataFrame) -> dict | None:
-    """The baseline's seed-to-seed band of the claim's distance to the real images: centred on the baseline's
-    distance at the reference seed (the one every variant trained from), half as wide as the spread of the
-    baseline's distances over its seeds (largest minus smallest) times `spread_factor`. None without two baseline
-    seeds with that distance."""
-    column = claim["distance"]
-    base = study[study["variant"] == "baseline"].dropna(subset=[column]) if len(study) else study
-    seed = reference_seed(study)
-    if len(base) < 2 or seed not in set(base["seed"]):
+def seed_list(seeds) -> str:
+    """'0', '0-4' (three or more consecutive seeds), '0, 2, 5'."""
+    seeds = sorted(int(s) for s in seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def seeds_text(seeds) -> str:
+    """'seed 0', 'seeds 0-4', 'seeds 0, 2, 5'."""
+    seeds = list(seeds)
+    return f"seed{'s' if len(seeds) != 1 else ''} {seed_list(seeds)}"
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """The baseline's seed trained twice in one job (run.json's `rerun` block): what is left of run-to-run noise."""
+
+    seed: int
+    weights_identical: bool
+    max_abs_weight_difference: float
+    distance: float  # the rerun's distance to the real images (the claim's `distance`)
+    difference: float  # the rerun's distance minus the first training's
+    ssim: float  # the rerun's 3D SSIM against the real images
+
+    @property
+    def weights(self) -> str:
+        return ("weights bit-identical" if self.weights_identical else
+                f"weights differ (largest difference {self.max_abs_weight_difference:.2g})")
+
+    def text(self, column: str, decimals: int) -> str:
+        return (f"rerun of seed {self.seed}: {self.weights}, {column} {self.difference:+.{decimals}f} against the "
+                "first training")
+
+
+def study_rerun(study: pd.DataFrame, column: str) -> Rerun | None:
+    """The baseline's rerun (collected as the `rerun_*` columns of the seed that carries it), or None."""
+    if len(study) == 0 or "rerun_seed" not in study:
         return None
-    base = base.sort_values("seed")
-    values = base.set_index("seed")[column].astype(float)
-    spread = float(values.max() - values.min())
-    return {"column": column, "seeds": list(values.index), "values": list(values), "centre": float(values[seed]),
-            "spread": spread, "half_width": spread * claim["spread_factor"], "seed": seed}
+    rows = study[(study["variant"] == "baseline") & study["rerun_seed"].notna()]
+    if rows.empty or pd.isna(rows[f"rerun_{column}"].iloc[0]):
+        return None
+    row = rows.iloc[0]
+    distance = float(row[f"rerun_{column}"])
+    return Rerun(int(row["rerun_seed"]), bool(row["rerun_weights_identical"]),
+                 float(row["rerun_max_abs_weight_difference"]), distance, distance - float(row[column]),
+                 float(row["rerun_ssim_vs_real"]))
 
 
-def quality_verdict(claim: dict, gpu: str, study: pd.DataFrame, optimized: list[str]) -> tuple[str, str]:
-    """The quality claim from the quality study (the rule is the claim's in data/paper_claims.yaml): not measurable
-    without a study, where a judged variant's switches had no effect on the device, without two baseline seeds, or
-    while the baseline's samples are not brain-like (3D SSIM against the held-out real images under
-    `trained_ssim_min`); else reproduced when every optimized variant's distance to the real images lies within the
-    baseline's seed-to-seed band (study_band), contradicted when one lies outside."""
+@dataclass(frozen=True)
+class QualityJudgement:
+    """The quality claim on one hardware label (quality_judgement): every variant's paired comparison with the
+    baseline, the margin, the rerun, the verdict, and (`reason`) why it is not measurable where it is not: `short`
+    where that holds for every variant (no margin, samples that are not brain-like, ...), else each variant says its
+    own (shown)."""
+
+    column: str
+    verdict: str
+    reason: str | None  # the not-measurable reason as tab05 says it; None where judged
+    short: str | None  # a reason that holds for every variant, in a few words (tab06, fig09)
+    spread: float | None  # the baseline's seed-to-seed SD of `column`
+    margin: float | None
+    baseline_seeds: tuple[int, ...] = ()
+    comparisons: dict[str, equivalence.Comparison] = field(default_factory=dict)  # every variant but the baseline
+    judged: tuple[str, ...] = ()  # the paper's variants of the study: the evidence
+    idle: tuple[str, ...] = ()  # variants whose distinguishing switches had no effect on the device
+    rerun: Rerun | None = None
+    alpha: float = 0.05  # TOST's level: the intervals are two-sided 1 - 2 alpha
+    min_seeds: int = 3
+
+    @property
+    def interval_name(self) -> str:
+        """'90 %' (alpha 0.05)."""
+        return f"{100 * (1 - 2 * self.alpha):.3g} %"
+
+    def shown(self, variant: str) -> str:
+        """A variant's outcome as tab06 and fig09 write it: the test's, or why it was not judged."""
+        if variant == "baseline":
+            return "reference"
+        found = self.comparisons.get(variant)
+        if self.short is not None:
+            return f"not measurable here ({self.short})"
+        if variant in self.idle:
+            return "not measurable here (its switches had no effect on this device)"
+        if found is None or found.outcome is None:
+            count = found.n if found else 0
+            return f"not measurable here ({count} paired seed{'s' * (count != 1)}, fewer than {self.min_seeds})"
+        return found.outcome
+
+
+def _stop(column: str, reason: str, short: str | None, **known) -> QualityJudgement:
+    return QualityJudgement(column, NOT_MEASURABLE, reason, short, **{"spread": None, "margin": None} | known)
+
+
+def quality_judgement(claim: dict, gpu: str, study: pd.DataFrame, optimized: list[str]) -> QualityJudgement:
+    """The quality claim from the quality study by its rule (data/paper_claims.yaml, statistics in
+    reporting/equivalence.py). Not measurable, in this order: without a study, without one of the paper's variants
+    or the baseline in it, where a judged variant's switches had no effect on the device, while the baseline's
+    samples are not brain-like (3D SSIM against the held-out real images under `trained_ssim_min` for some seed; the
+    first thing to fix, whatever the seeds), with fewer than `min_seeds` seeds paired with the baseline for a judged
+    variant, or with a zero margin (the baseline's seeds agree exactly). Else reproduced when every judged variant is
+    equivalent, contradicted when one is different, inconclusive otherwise."""
+    column = claim["distance"]
     if len(study) == 0:
-        return _not_measurable(f"no quality study on {gpu}")
-    first = study[study["seed"] == reference_seed(study)]
-    judged = [v for v in variant_order(first["variant"]) if v in optimized]
-    if not judged:
-        return _not_measurable(f"no optimized variant ({', '.join(optimized)}) in the quality study on {gpu}")
-    idle = _unexercised({"runs": first}, gpu, judged)
+        return _stop(column, f"no quality study on {gpu}", "no quality study", alpha=claim["alpha"],
+                     min_seeds=claim["min_seeds"])
+    spread = equivalence.seed_spread(study, column)
+    margin = None if spread is None else claim["margin_factor"] * spread
+    variants = variant_order(study["variant"])
+    first = study.sort_values("seed", kind="stable").drop_duplicates("variant")  # switches: one run per variant
+    known = {"spread": spread, "margin": margin, "rerun": study_rerun(study, column), "alpha": claim["alpha"],
+             "min_seeds": claim["min_seeds"],
+             "idle": tuple(v for v in variants if v != "baseline" and not exercised(first, gpu, v)),
+             "baseline_seeds": tuple(int(s) for s in equivalence.by_seed(study, "baseline", column).index),
+             "comparisons": {v: equivalence.compare(study, v, column, margin, claim["alpha"], claim["min_seeds"])
+                             for v in variants if v != "baseline"},
+             "judged": tuple(v for v in variants if v in optimized)}
+    if not known["judged"]:
+        return _stop(column, f"no optimized variant ({', '.join(optimized)}) in the quality study on {gpu}",
+                     "no optimized variant", **known)
+    if "baseline" not in variants:
+        return _stop(column, f"no baseline in the quality study on {gpu}", "no baseline", **known)
+    idle = _unexercised({"runs": first}, gpu, known["judged"])
     if idle:
-        return idle
-    band = study_band(claim, study)
-    if band is None:
-        return _not_measurable(f"the baseline trained with one seed on {gpu}: no seed-to-seed spread to judge by")
+        return _stop(column, idle[0], None, **known)
     base = study[study["variant"] == "baseline"].sort_values("seed")
     ssim = base["ssim_vs_real"].astype(float)
     if ssim.isna().any() or float(ssim.min()) < claim["trained_ssim_min"]:
-        return _not_measurable(
-            f"the baseline's samples are not brain-like: 3D SSIM against the held-out real images "
-            f"{' / '.join(f'{v:.2g}' for v in ssim)} (seeds {' / '.join(map(str, base['seed']))}) < "
-            f"{claim['trained_ssim_min']} after {int(base['optimizer_steps'].iloc[0])} optimizer steps at "
-            f"{base['volume_shape'].iloc[0]}")
-    values = first.set_index("variant")[band["column"]].astype(float)
-    inside = {v: bool(abs(values[v] - band["centre"]) <= band["half_width"]) for v in values.index}
-    others = [v for v in variant_order(values.index) if v not in judged and v != "baseline"]
+        return _stop(column,
+                     f"the baseline's samples are not brain-like: 3D SSIM against the held-out real images "
+                     f"{' / '.join(f'{v:.2g}' for v in ssim)} (seeds {' / '.join(map(str, base['seed']))}) < "
+                     f"{claim['trained_ssim_min']} after {int(base['optimizer_steps'].iloc[0])} optimizer steps at "
+                     f"{base['volume_shape'].iloc[0]}", "the baseline's samples are not brain-like", **known)
+    few = [known["comparisons"][v] for v in known["judged"] if known["comparisons"][v].n < claim["min_seeds"]]
+    if few:
+        listed = ", ".join(f"{c.variant} {c.n}" + (f" ({seeds_text(c.seeds)})" if c.n else "") for c in few)
+        return _stop(column, f"fewer than {claim['min_seeds']} seeds paired with the baseline on {gpu}: {listed}; "
+                     "every variant trains every seed of quality_study.seeds", None, **known)
+    if not margin:
+        values = equivalence.by_seed(study, "baseline", column)
+        return _stop(column, f"the baseline's seeds agree exactly on {gpu} ({column} {_fmt(values.iloc[0])} at "
+                     f"{seeds_text(values.index)}): no seed-to-seed spread, so no margin to judge by",
+                     "the baseline's seeds agree exactly: no margin", **known)
+    outcomes = {known["comparisons"][v].outcome for v in known["judged"]}
+    verdict = (REPRODUCED if outcomes == {equivalence.EQUIVALENT} else
+               CONTRADICTED if equivalence.DIFFERENT in outcomes else INCONCLUSIVE)
+    return QualityJudgement(column, verdict, None, None, **known)
 
-    def listed(variants):
-        return ", ".join(f"{v} {_fmt(values[v])}{'' if inside[v] else ' (outside)'}" for v in variants)
 
-    text = (f"{band['column']}: baseline {_fmt(band['centre'])} +- {_fmt(band['half_width'])} (seeds "
-            f"{' / '.join(_fmt(v) for v in band['values'])}); {listed(judged)}")
+def decimals(margin: float | None) -> int:
+    """Decimal places that give the margin three significant digits: the differences and intervals of a measured
+    text share them, so that their ends line up with the margin's."""
+    if not margin or not math.isfinite(margin):
+        return 3
+    return max(0, 2 - math.floor(math.log10(abs(margin))))
+
+
+def _compared(comparison: equivalence.Comparison, seeds: int, places: int) -> str:
+    """'tf32 -0.0021 [-0.0093, +0.0051] equivalent' (the paired seeds named where they are not all the baseline's)."""
+    count = "" if comparison.n == seeds else f" ({comparison.n} seeds)"
+    if comparison.outcome is None:
+        return f"{comparison.variant}{count} {comparison.mean:+.{places}f}: not judged"
+    return (f"{comparison.variant}{count} {comparison.mean:+.{places}f} [{comparison.low:+.{places}f}, "
+            f"{comparison.high:+.{places}f}] {comparison.outcome}")
+
+
+def quality_verdict(claim: dict, gpu: str, study: pd.DataFrame, optimized: list[str]) -> tuple[str, str]:
+    """(measured text, verdict) of the quality claim (quality_judgement). The measured text gives, per variant, the
+    mean paired difference and its 90 % interval, the margin and the outcome; variants beyond the paper are reported
+    apart, never judged; and the baseline's rerun where the study has one."""
+    judgement = quality_judgement(claim, gpu, study, optimized)
+    if judgement.reason is not None:
+        return _not_measurable(judgement.reason)
+    seeds, places = len(judgement.baseline_seeds), decimals(judgement.margin)
+    text = (f"{judgement.column}, variant - baseline paired by seed, mean [{judgement.interval_name} interval] "
+            "against the margin "
+            f"+-{judgement.margin:.{places}f} ({_fmt(claim['margin_factor'])} x the SD of the baseline's {seeds} "
+            "seeds): " + "; ".join(_compared(judgement.comparisons[v], seeds, places) for v in judgement.judged))
+    others = [c for v, c in judgement.comparisons.items() if v not in judgement.judged]
     if others:
-        text += f"; beyond the paper: {listed(others)}"
-    return text, REPRODUCED if all(inside[v] for v in judged) else CONTRADICTED
+        text += "; beyond the paper: " + "; ".join(_compared(c, seeds, places) for c in others)
+    if judgement.rerun is not None:
+        text += f"; {judgement.rerun.text(judgement.column, places)}"
+    return text, judgement.verdict
 
 
 def _tool(tool: str) -> str:

@@ -274,8 +274,9 @@ def _per_file(files: pd.DataFrame, kind: str, read) -> pd.DataFrame:
 
 def _study(files: pd.DataFrame) -> pd.DataFrame:
     """One row per run of the quality study (gpu, variant, seed): its budget and wall times, its samples against the
-    real images, its float64 errors, its switches, and (comparison.json) its samples and loss curve against the
-    baseline's first seed."""
+    real images, its float64 errors, its switches, the rerun of its seed where it carries one, and (comparison.json)
+    its samples and loss curve against its reference (the baseline's run of the same seed; the baseline's own seeds
+    against its first)."""
     rows: dict[tuple, dict] = {}
     for row in files[files["kind"] == "study_run"].itertuples():
         data = _read_json(row.path)
@@ -309,15 +310,30 @@ def _study_row(row, data: dict) -> dict:
         "train_step_ms": training["step_time"]["median_ms"],
         "compile_s": training["compile_seconds"], "sample_s_per_volume": sampling["seconds_per_volume"],
         "final_loss": training["final_loss"],
-        "ssim_vs_real": real["ssim_mean"], "psnr_vs_real_db": real["psnr_db_mean"],
-        "wasserstein_vs_real": real["wasserstein_mean"],
+        **{column: real[key] for column, key in VS_REAL.items()},
         "lesion_contrast": real["lesion_contrast_mean"], "lesion_contrast_real": real["lesion_contrast_real_mean"],
         "forward_rel_error": numeric["forward_relative_error"],
         "gradient_rel_error": numeric["gradient_relative_error"],
         "sampling_forward_rel_error": numeric["sampling_forward_relative_error"],
         "switches": json.dumps(prov.get("switches", {}), sort_keys=True),
         "switches_effective": json.dumps(prov.get("switches_effective", {}), sort_keys=True),
+        **_rerun_columns(data.get("rerun")),
     }
+
+
+# The study table's columns of a run's comparison with the real images (run.json's `vs_real`), by vs_real's keys.
+VS_REAL = {"ssim_vs_real": "ssim_mean", "psnr_vs_real_db": "psnr_db_mean", "wasserstein_vs_real": "wasserstein_mean"}
+
+
+def _rerun_columns(rerun: dict | None) -> dict:
+    """The `rerun_*` columns of a study run: the same seed trained again in the same job (the baseline's first seed
+    carries it, where the study has `rerun` set), empty for every other run so that every row has the columns."""
+    if rerun is None:
+        return {"rerun_seed": None, "rerun_weights_identical": None, "rerun_max_abs_weight_difference": None,
+                **{f"rerun_{column}": None for column in VS_REAL}}
+    return {"rerun_seed": int(rerun["seed"]), "rerun_weights_identical": bool(rerun["weights_identical"]),
+            "rerun_max_abs_weight_difference": float(rerun["max_abs_weight_difference"]),
+            **{f"rerun_{column}": rerun["vs_real"][key] for column, key in VS_REAL.items()}}
 
 
 def _study_losses(files: pd.DataFrame) -> pd.DataFrame:

@@ -8,7 +8,8 @@ from ..render import Table
 
 CAPTION = ("Claims of the abstract of arXiv 2606.19365: the published value (from data/paper_claims.yaml), the value "
            "measured for each hardware label, and the verdict (reproduced; same direction, other magnitude; "
-           "contradicted; not measurable here) by the rule in the numbered note, over the paper's own variants "
+           "contradicted; inconclusive, for the quality claim's equivalence test; not measurable here) by the rule "
+           "in the numbered note, over the paper's own variants "
            "(baseline and its optimizations; variants beyond the paper are never the evidence), and from Nsight "
            "Compute where the claim is about its metrics")
 
