@@ -33,7 +33,7 @@ def write_study_run(root: Path, gpu: str, variant: str, seed: int, wasserstein: 
            "wall_seconds": 70.0,
            "settings": {}, "vs_real": vs_real,
            "training": {"optimizer_steps": steps, "seconds": 60.0, "compile_seconds": None, "final_loss": 0.1,
-                        "step_time": {"median_ms": 40.0}},
+                        "ms_per_step": 40.0},
            "sampling": {"seconds_per_volume": 1.5},
            "numeric": {"forward_relative_error": 1e-3, "gradient_relative_error": 2e-3,
                        "sampling_forward_relative_error": 1e-3}}

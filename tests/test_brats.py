@@ -496,7 +496,7 @@ def test_a_quality_study_run_takes_four_modalities_and_the_brats_lesion_labels(r
     from medddpm.runs import start_run
     from config_settings import configured
     from medddpm.settings import DeviceSpec, StudySettings, TrainSettings
-    from medddpm.study import run_study
+    from medddpm.study import RunFiles, run_study
     from medddpm.switches import Variant
 
     _, dataset, _ = raw_prepared
@@ -506,8 +506,10 @@ def test_a_quality_study_run_takes_four_modalities_and_the_brats_lesion_labels(r
     out = {name: tmp_path / name for name in ("run.json", "losses.csv", "slice.npy", "sample_000.nii.gz")}
     train = configured(TrainSettings, "train", lr=1e-3, gradient_accumulation=1)
     run_study(Workload.from_params(model, {"timesteps": 3}), train,
-              StudySettings(steps=1, masks=1, noise_seed=0, ssim_kernel=3), run, dataset, out["run.json"],
-              out["losses.csv"], out["slice.npy"], [out["sample_000.nii.gz"]])
+              StudySettings(steps=1, masks=1, noise_seed=0, ssim_kernel=3, sample_batch=1, deterministic=True,
+                            graphs=True),
+              run, dataset, {0: RunFiles(out["run.json"], out["losses.csv"], out["slice.npy"],
+                                         [out["sample_000.nii.gz"]])}, rerun=False)
     result = json.loads(out["run.json"].read_text())
     real = result["vs_real"]
     assert (real["lesion_labels"], real["tissue_label"]) == ([1, 2, 3], 4)

@@ -950,6 +950,16 @@ def test_the_export_command_a_cut_page_names_writes_it_again(name, tmp_path, dat
     assert all(path.is_file() for path in attempt.outputs)
 
 
+def test_profiled_kernels_reads_a_real_launch_count_log():
+    """With --launch-count ncu numbers its progress lines '- ID (K/N):'; a real log of 40 kernels (H200, ncu
+    2025.3.1, --set full, tests/fixtures/profiling/h200_set_full.yaml) counts 40, not 0."""
+    from profiling import ncu
+
+    log = (REPO / "tests/fixtures/profiling/ncu_log_h200_set_full_launch_count.txt").read_text()
+    assert "(40/40)" in log
+    assert ncu.profiled_kernels(log) == 40
+
+
 def test_profiled_kernels_reads_ncus_log():
     from profiling import ncu
 

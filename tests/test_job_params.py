@@ -63,7 +63,7 @@ def test_a_study_run_takes_the_study_keys_of_its_settings():
     fields = {f.name for f in dataclasses.fields(StudySettings)}
     assert fields <= set(SCHEMA["quality_study"]["properties"])
     rules = (REPO / "workflow/rules/quality_study.smk").read_text()
-    passed = re.search(r"study=\{key: STUDY\[key\] for key in \(([^)]*)\)\}", rules).group(1)
+    passed = re.search(r"study=\{\s*key: STUDY\[key\]\s*for key in \(([^)]*)\)\s*\}", rules).group(1)
     assert set(re.findall(r'"(\w+)"', passed)) == fields
     config = yaml.safe_load((REPO / "config.yaml").read_text())["quality_study"]
     assert set(config) == set(SCHEMA["quality_study"]["properties"])

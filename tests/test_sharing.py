@@ -66,8 +66,8 @@ def test_export_then_import_round_trips(finished_run, exported, tmp_path):
     for name, frame in original.items():
         pd.testing.assert_frame_equal(frame.drop(columns="origin", errors="ignore"),
                                       imported[name].drop(columns="origin", errors="ignore"), obj=name)
-    assert len(original["slices"]) == 2 * 3 and len(original["kernels"]) > 0 and len(original["bench"]) == 2
-    assert len(original["study"]) == 3  # the quality study's runs: baseline at two seeds, channels_last
+    assert len(original["slices"]) == 2 * 4 and len(original["kernels"]) > 0 and len(original["bench"]) == 2
+    assert len(original["study"]) == 4  # the quality study's runs: baseline and channels_last at two seeds each
     # The same drawings from both: the runs, the quality study (slices, losses, verdict) and the kernel table.
     for output_id in ("fig08_end_to_end", "fig09_quality", "tab03_kernels"):
         files = {name: finished_run / path for name, path in BY_ID[output_id].files.items()}  # fig09: the claims

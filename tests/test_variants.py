@@ -86,7 +86,8 @@ def test_defaults_are_upstream_behaviour():
     variant = Variant.from_config("baseline", PAPER)
     assert variant.switches() == {**PAPER, "cudnn_benchmark": False, "autocast": None, "compile": None,
                                   "fused_norm_act": False, "checkpointing": "attention", "fused_adam": False,
-                                  "foreach_ema": False, "cuda_graphs": False}
+                                  "foreach_ema": False, "cuda_graphs": False,
+                                  "gather_upsampling": False}
     model = prepare_model(UNet3D(paper_unet()), variant, CPU)
     assert parameter_count(model) == 40_226_433
     assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))

@@ -137,10 +137,16 @@ def study_model():
     return {**config["model"], **STUDY["model"]}
 
 
-def study_train(wildcards):
-    """The training loop's settings for one run: the config's `train`, the study's overrides, the run's seed."""
+def study_train():
+    """The training loop's settings of the study's runs: the config's `train` and the study's overrides (each run's
+    seed is its own: quality_study.seeds)."""
     loop = {key: config["train"][key] for key in STUDY_LOOP}
-    return {**loop, **STUDY["train"], "seed": int(wildcards.seed)}
+    return {**loop, **STUDY["train"]}
+
+
+def study_rerun(wildcards):
+    """Whether this variant's job trains its first seed a second time (quality_study.rerun: the baseline's)."""
+    return bool(STUDY["rerun"]) and wildcards.variant == "baseline"
 
 
 # -- profiling ----------------------------------------------------------------------------------------------------

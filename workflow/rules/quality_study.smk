@@ -1,6 +1,6 @@
-# The quality study (medddpm.study): every variant of `quality_study.variants` trains its own model from the same
-# seed, data and budget, samples the first held-out masks from the same noise, and is compared with the held-out real
-# images and with the baseline; the baseline trains once more per extra seed (the seed-to-seed spread). Target
+# The quality study (medddpm.study): every variant of `quality_study.variants` trains its own model from every seed of
+# `quality_study.seeds` on the same data and budget, samples the first held-out masks from the same noise, and is
+# compared with the held-out real images and with the baseline's run of the same seed (the verdict pairs them). Target
 # `quality_study` prints each label's summary and verdict; paper/figures/all collects the study too (fig09, tab05,
 # tab06). Sizes: config.yaml (a CPU miniature), config/paper.yaml (the H200 study and its budget). The runs and their
 # files: targets.Plan; the settings a run takes: common.smk.
@@ -28,18 +28,21 @@ rule study_dataset:
         "../scripts/study_dataset.py"
 
 
+# One job per (label, variant) trains every seed of the variant together (medddpm.ensemble: on CUDA each run's step
+# is replayed from a CUDA graph on its own stream), so that the study's thousands of small kernels reach the GPU as
+# a few launches and one compilation serves every seed.
 rule study_run:
     input:
         dataset=STUDY_PREPARED,
     output:
-        summary=layout.study_file("run.json"),
-        losses=layout.study_file("losses.csv"),
-        slice=layout.study_file("slice.npy"),
-        volumes=PLAN.study_volumes(),
+        summary=PLAN.study_variant_files("run.json"),
+        losses=PLAN.study_variant_files("losses.csv"),
+        slice=PLAN.study_variant_files("slice.npy"),
+        volumes=[volume for seed in STUDY["seeds"] for volume in PLAN.study_volumes(seed=seed)],
     log:
-        layout.study_file("logs/run.log"),
+        layout.study_label_file("logs/{variant}.log"),
     benchmark:
-        layout.study_file("logs/run.benchmark.tsv")
+        layout.study_label_file("logs/{variant}.benchmark.tsv")
     wildcard_constraints:
         gpu="|".join(PLAN.study_labels),
         variant="|".join(STUDY["variants"]),
@@ -52,16 +55,24 @@ rule study_run:
         variant=variant_params,
         model=study_model(),
         diffusion={"timesteps": STUDY["timesteps"]},
-        train=study_train,
-        study={key: STUDY[key] for key in ("steps", "masks", "noise_seed", "ssim_kernel")},
+        train=study_train(),
+        seeds=STUDY["seeds"],
+        rerun=study_rerun,
+        study={
+            key: STUDY[key]
+            for key in ("steps", "masks", "noise_seed", "ssim_kernel", "sample_batch", "deterministic", "graphs")
+        },
     message:
-        "Quality study: training {wildcards.variant} (seed {wildcards.seed}) on {wildcards.gpu}"
+        "Quality study: training {wildcards.variant} from seeds "
+        + ", ".join(map(str, STUDY["seeds"]))
+        + " on {wildcards.gpu}"
     script:
         "../scripts/study_run.py"
 
 
-# One job per label compares every run with the baseline's first seed: comparing is a few seconds of SSIM and loss
-# curves, while each job of its own paid seconds of start-up (torch, torchmetrics) and, on a cluster, a submission.
+# One job per label compares every run with the baseline's run of the same seed (study.reference_of): comparing is a
+# few seconds of SSIM and loss curves, while each job of its own paid seconds of start-up (torch, torchmetrics) and,
+# on a cluster, a submission.
 # A variant added later trains alone (study_run); the comparisons are all written again, the same bytes for the runs
 # that were there.
 rule study_compare:
@@ -85,10 +96,10 @@ rule study_compare:
         "../../envs/workload.yaml"
     params:
         runs=[[variant, seed] for variant, seed in PLAN.study_runs()],
-        reference_seed=STUDY["seeds"][0],
+        first_seed=STUDY["seeds"][0],
         ssim_kernel=STUDY["ssim_kernel"],
     message:
-        "Quality study on {wildcards.gpu}: every run against the baseline's samples and loss curve"
+        "Quality study on {wildcards.gpu}: every run against the baseline's run of its seed"
     script:
         "../scripts/study_compare.py"
 

@@ -1,5 +1,5 @@
-"""Snakemake job: every run of a hardware label's quality study against the baseline's first seed (samples from the
-same noise and masks, loss curves)."""
+"""Snakemake job: every run of a hardware label's quality study against the baseline's run of the same seed (the
+baseline's own runs against its first seed): samples from the same noise and masks, loss curves."""
 
 from pathlib import Path
 
@@ -14,8 +14,7 @@ def main() -> None:
     runs = [(variant, int(seed)) for variant, seed in snakemake.params.runs]
     outputs = {run: Path(path) for run, path in zip(runs, snakemake.output.comparisons, strict=True)}
     folders = {run: path.parent for run, path in outputs.items()}
-    reference = ("baseline", snakemake.params.reference_seed)
-    compare_runs(folders, reference, snakemake.params.ssim_kernel, outputs)
+    compare_runs(folders, snakemake.params.first_seed, snakemake.params.ssim_kernel, outputs)
 
 
 run_job(snakemake.log[0], main, snakemake.output)

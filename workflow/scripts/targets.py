@@ -129,9 +129,13 @@ class Plan:
         return self.labels if self.study["gpus"] is None else list(self.study["gpus"])
 
     def study_runs(self) -> list[tuple[str, int]]:
-        """(variant, seed) of every run: each variant with the first seed, the baseline with every seed."""
-        first, *others = self.study["seeds"]
-        return [(variant, first) for variant in self.study["variants"]] + [("baseline", seed) for seed in others]
+        """(variant, seed) of every run of the study: every variant trains every seed."""
+        return [(variant, seed) for variant in self.study["variants"] for seed in self.study["seeds"]]
+
+    def study_variant_files(self, name: str, label: str = "{gpu}", variant: str = "{variant}",
+                            workload: str = "{workload}") -> list[str]:
+        """The file `name` of every seed's run of one variant (the outputs of its job; a pattern by default)."""
+        return [layout.study_file(name, workload, label, variant, seed) for seed in self.study["seeds"]]
 
     def study_run_files(self, label: str, name: str) -> list[str]:
         return [layout.study_file(name, self.workload, label, variant, seed) for variant, seed in self.study_runs()]

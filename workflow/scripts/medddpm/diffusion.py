@@ -71,11 +71,19 @@ class GaussianDiffusion(nn.Module):
 
     def loss(self, x_start: torch.Tensor, condition: torch.Tensor, generator: torch.Generator | None = None):
         """L1 between the true and the predicted noise at a uniformly drawn step."""
+        return self.loss_at(x_start, condition, *self.draw(x_start, generator))
+
+    def draw(self, x_start: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The random numbers of one loss evaluation, in upstream's order: the step of each item, then the noise
+        (contiguous; `loss_at` gives it the layout of x_start)."""
         batch = x_start.shape[0]
         t = torch.randint(0, self.num_timesteps, (batch,), device=x_start.device, generator=generator)
-        noise = torch.randn(x_start.shape, device=x_start.device, generator=generator).to(
-            memory_format=_memory_format_of(x_start)
-        )
+        noise = torch.randn(x_start.shape, device=x_start.device, generator=generator)
+        return t, noise
+
+    def loss_at(self, x_start: torch.Tensor, condition: torch.Tensor, t: torch.Tensor, noise: torch.Tensor):
+        """The loss at drawn steps `t` and `noise` (`draw`): a CUDA graph replays this with new draws copied in."""
+        noise = noise.to(memory_format=_memory_format_of(x_start))
         x_noisy = self.q_sample(x_start, t, noise)
         return (noise - self.denoise(x_noisy, condition, t)).abs().mean()
 

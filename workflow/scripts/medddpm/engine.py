@@ -41,13 +41,17 @@ class Placement:
     """A variant on a device: where the model and its inputs live, in which layout, under which autocast, compiled
     or not, with which optimizer and EMA kernels."""
 
-    def __init__(self, variant: Variant, device: torch.device):
+    def __init__(self, variant: Variant, device: torch.device, graph_capture: bool = False):
         self.variant = variant
         self.device = device
+        # The training step will be captured in a CUDA graph (the quality study): Adam keeps its step count on the
+        # device (capturable), and autocast casts the weights afresh in every forward (its cache of casts cannot
+        # outlive a capture). Both compute the same function.
+        self.graph_capture = graph_capture
 
     @classmethod
-    def of(cls, run: Run) -> Placement:
-        return cls(run.variant, run.device)
+    def of(cls, run: Run, graph_capture: bool = False) -> Placement:
+        return cls(run.variant, run.device, graph_capture)
 
     @property
     def compiles(self) -> bool:
@@ -70,10 +74,12 @@ class Placement:
         return prepare_input(x.to(self.device, non_blocking=non_blocking), self.variant)
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        return autocast(self.variant, self.device)
+        return autocast(self.variant, self.device, cache=not self.graph_capture)
 
     def optimizer(self, parameters, lr: float) -> torch.optim.Adam:
         options = {"fused": True} if self.variant.fused_adam else {}
+        if self.graph_capture:
+            options["capturable"] = True
         return torch.optim.Adam(parameters, lr=lr, **options)
 
     def ema(self, decay: float) -> EMA:
@@ -87,8 +93,9 @@ class Placement:
 class Training:
     """The training step of a job: the trainer, with the model built from `train.seed`, placed and compiled."""
 
-    def __init__(self, workload: Workload, train: TrainSettings, run: Run, dataset_dir: Path):
-        self.placement = placement = Placement.of(run)
+    def __init__(self, workload: Workload, train: TrainSettings, run: Run, dataset_dir: Path,
+                 graph_capture: bool = False):
+        self.placement = placement = Placement.of(run, graph_capture)
         diffusion = placement.model(workload.build(train.seed))
         self.trainer = Trainer(
             diffusion,

@@ -20,6 +20,7 @@ from .diffusion import GaussianDiffusion
 from .engine import Placement
 from .runs import Run
 from .settings import QualitySettings
+from .unet import set_gather_upsampling
 
 DATA_RANGE = 2.0  # images live in [-1, 1]
 
@@ -89,6 +90,9 @@ def float64_reference(workload: Workload, state: dict, run: Run, inputs: dict,
     def build(weights: dict) -> GaussianDiffusion:
         diffusion = workload.build(0)
         diffusion.load_state_dict(weights)
+        # The variant's formulation of the upsampling (the same function): under deterministic algorithms (the
+        # quality study) F.interpolate's CUDA backward is refused.
+        set_gather_upsampling(diffusion, run.variant.gather_upsampling)
         return diffusion.to(run.device).double()
 
     as64 = lambda v: v.to(run.device, torch.float64)  # noqa: E731

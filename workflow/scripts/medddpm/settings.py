@@ -107,6 +107,9 @@ class StudySettings:
     masks: int
     noise_seed: int
     ssim_kernel: int
+    sample_batch: int
+    deterministic: bool
+    graphs: bool
 
     @classmethod
     def from_params(cls, mapping: dict) -> StudySettings:

@@ -1,25 +1,31 @@
 """The quality study: does a variant change what the trained model synthesises?
 
-Every variant trains its own model from the same seed and data for the same number of optimizer steps (the upstream
-loop: Adam, gradient accumulation, EMA), samples the first held-out masks from the same noise through its own sampling
-path, and is measured against the held-out real images of those masks; the baseline trains once more per extra seed,
-which gives the seed-to-seed spread that the verdict judges the variants by (data/paper_claims.yaml). A second job per
-hardware label compares every run with the baseline's first seed: its samples from the same noise and mask, and its
-loss curve.
+Every variant trains its own model from every seed of the study (the same seeds for every variant: the same initial
+weights, data order and training noise, so a variant and the baseline pair by seed), for the same number of optimizer
+steps of the upstream loop (Adam, gradient accumulation, EMA), with deterministic algorithms where the study asks for
+them (the same seed then gives the same model bit for bit, and a paired difference is the variant's effect alone).
+The seeds of one variant train together in one job (ensemble.Ensemble). Each run samples the first held-out masks
+from the same noise through its own sampling path and is measured against the held-out real images of those masks;
+a second job per hardware label compares every run with the baseline's run of the same seed (the baseline's own
+seeds with its first): samples from the same noise and mask, and the loss curve. The verdict pairs the runs by seed
+(data/paper_claims.yaml, reporting.claims).
 
 Files of one run, `<root>/<workload>/<label>/study/<variant>/seed<k>/` (`<root>` is results/ when measured,
 data/reference/ when shipped; the samples are never shipped):
-  run.json          budget and settings, training and sampling wall time, float64 errors at the trained weights, the
-                    samples against the real images (3D SSIM, PSNR, Wasserstein distance per label, lesion contrast)
-  losses.csv        the training loss of every optimizer step (and its micro-batches), the step time
+  run.json          budget and settings, the job's training time and this run's share, sampling time, float64 errors
+                    at the trained weights, the samples against the real images (3D SSIM, PSNR, Wasserstein distance
+                    per label, lesion contrast); the baseline's first seed also `rerun` (the same seed trained again)
+  losses.csv        the training loss of every optimizer step (and its micro-batches)
   slice.npy         float32 (2, H, W): the middle axial slice of the first sample and of the real image of its mask
-  comparison.json   against the baseline's first seed: samples from the same noise and mask, and the loss curve
+  comparison.json   against the baseline's run of the same seed: samples from the same noise and mask, loss curve
   samples/sample_<k>.nii.gz
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nibabel as nib
@@ -29,11 +35,11 @@ import torch
 from tqdm import tqdm
 
 from errors import writing
-from measurement.timing import DeviceTimer, summary
 
 from .build import Workload
 from .curves import final_loss, smoothed, smoothing_window
-from .engine import Sampling, Training, synchronize, timed_steps
+from .engine import Sampling, Training, synchronize
+from .ensemble import Ensemble, determinism_state, deterministic_algorithms, weights_identical
 from .jobs import _file_shape, _to_image_axes, held_out_conditions, write_json
 from .prepare import heldout_images, heldout_masks, read_manifest, write_nifti
 from .quality import compare_with_real, float64_reference, fidelity_inputs, image_similarity, summarise_similarity
@@ -56,44 +62,125 @@ def slices(sample: Path, image: Path) -> np.ndarray:
     return np.stack(planes)
 
 
-def run_study(workload: Workload, train: TrainSettings, study: StudySettings, run: Run, dataset_dir: Path,
-              out_json: Path, out_losses: Path, out_slice: Path, out_volumes: list[Path]) -> None:
-    """Train `study.steps` optimizer steps from `train.seed`, sample the first held-out masks with the EMA weights
-    from noise of `study.noise_seed`, and measure the run (module docstring)."""
-    begun_run = time.perf_counter()
-    training = Training(workload, train, run, dataset_dir)
-    trainer = training.trainer
-    reset_peak_memory(run.device)
-    compile_seconds = training.warm_up()
-    timer = DeviceTimer(run.device)
-    synchronize(run.device)
-    started = time.perf_counter()
-    rows = [losses for _, losses in timed_steps(
-        training.step, 0, study.steps, timer, prepare=training.prepare,
-        progress=lambda _, count: tqdm(range(count), desc="optimizer steps", mininterval=10))]
-    step_ms = timer.elapsed_ms()  # synchronises
-    train_seconds = time.perf_counter() - started
-    table = pd.DataFrame({"step": range(len(rows)), "loss": [float(np.mean(r)) for r in rows],
-                          **{f"loss_micro_{i}": [r[i] for r in rows] for i in range(len(rows[0]))},
-                          "step_ms": step_ms})
-    with writing(out_losses):
-        table.to_csv(out_losses, index=False, float_format="%.7g")
-    training_memory = peak_memory(run.device)
+@dataclass(frozen=True)
+class RunFiles:
+    """The files one run of the study writes."""
 
-    # Sampling: the EMA weights, as upstream samples, through the variant's sampling path.
-    sampling = Sampling.from_weights(workload, run, trainer.ema_model.state_dict(), train.seed)
+    summary: Path
+    losses: Path
+    slice: Path
+    volumes: list[Path]
+
+
+def study_run(run: Run, deterministic: bool) -> Run:
+    """The run as the study trains it: with deterministic algorithms, the upsampling computed as shifted sums (the
+    same function; F.interpolate's CUDA backward has no deterministic kernel), recorded in the provenance."""
+    if not deterministic:
+        return run
+    deterministic_algorithms()
+    variant = replace(run.variant, gather_upsampling=True)
+    record = {**run.provenance, "switches": variant.switches(), "switches_effective": variant.effective_on(run.device),
+              "determinism": determinism_state()}
+    return replace(run, variant=variant, provenance=record)
+
+
+def run_study(workload: Workload, train: TrainSettings, study: StudySettings, run: Run, dataset_dir: Path,
+              outputs: dict[int, RunFiles], rerun: bool) -> None:
+    """Train one variant from every seed of `outputs` for `study.steps` optimizer steps (together: ensemble.Ensemble),
+    then for each run sample the first held-out masks with its EMA weights from noise of `study.noise_seed`, and
+    measure it (module docstring). `rerun` trains the first seed twice and records how far the second lies from the
+    first in the first's run.json."""
+    begun = time.perf_counter()
+    run = study_run(run, study.deterministic)
+    seeds = list(outputs)
+    ensemble = Ensemble(workload, train, seeds + seeds[:1] * rerun, run, dataset_dir, study.steps, study.graphs)
+    reset_peak_memory(run.device)
+    compile_seconds = ensemble.warm_up()
+    train_seconds = ensemble.train(lambda count: tqdm(range(count), desc=f"optimizer steps of {len(seeds)} runs"
+                                                      f"{' and a rerun' if rerun else ''}", mininterval=10))
+    training_memory = peak_memory(run.device)
+    members = ensemble.members
+    shared = {
+        "optimizer_steps": study.steps,
+        "samples_seen": study.steps * train.gradient_accumulation,
+        # The runs of the job train together: each run's share of the job's training time.
+        "job_runs": len(members),
+        "job_seconds": train_seconds,
+        "seconds": train_seconds / len(members),
+        "ms_per_step": 1000 * train_seconds / (len(members) * study.steps),
+        "graphs": ensemble.graphs,
+        "capture_seconds": ensemble.capture_seconds,
+        "compile_seconds": compile_seconds,
+        **training_memory,
+    }
+    rerun_record = None
+    if rerun:
+        first, again = members[0].training.trainer, members[-1].training.trainer
+        identical, largest = weights_identical(first.diffusion, again.diffusion)
+        ema_identical, ema_largest = weights_identical(first.ema_model, again.ema_model)
+        rerun_record = {"seed": seeds[0], "weights_identical": identical and ema_identical,
+                        "max_abs_weight_difference": max(largest, ema_largest)}
+        # How far the run-to-run noise that is left moves the metrics: the rerun's samples (in a scratch folder),
+        # measured as every run's are.
+        with tempfile.TemporaryDirectory() as scratch:
+            volumes = [Path(scratch) / path.name for path in outputs[seeds[0]].volumes]
+            sample_run(workload, members[-1].training, study, run, dataset_dir, volumes)
+            rerun_record["vs_real"] = measure_samples(volumes, dataset_dir, study, run)
+    for member in members[: len(seeds)]:
+        write_run(workload, train, study, run, dataset_dir, member.training, ensemble.losses(member),
+                  outputs[member.seed], shared, rerun_record if member is members[0] else None, begun)
+
+
+def sample_run(workload: Workload, training: Training, study: StudySettings, run: Run, dataset_dir: Path,
+               out_volumes: list[Path]) -> tuple[Sampling, dict]:
+    """Sample the first held-out masks with the run's EMA weights, `study.sample_batch` masks at a time; a batch's
+    noise comes from a generator seeded `noise_seed + its first mask's index` (the same for every run). Returns the
+    sampling (its evaluation, for the float64 check) and the sampling's record."""
+    trainer = training.trainer
+    sampling = Sampling.from_weights(workload, run, trainer.ema_model.state_dict(), trainer.settings.seed)
     masks, images = heldout_masks(dataset_dir)[: len(out_volumes)], heldout_images(dataset_dir)[: len(out_volumes)]
     conditions = held_out_conditions(sampling, dataset_dir, masks)
-    sample_compile = sampling.warm_up(conditions[0], study.noise_seed)
+    batches = [range(start, min(start + study.sample_batch, len(conditions)))
+               for start in range(0, len(conditions), study.sample_batch)]
+    warm_up = sampling.warm_up(torch.cat([conditions[i] for i in batches[0]]), study.noise_seed)
     synchronize(run.device)
     started = time.perf_counter()
-    for index, (condition, image, out_path) in enumerate(zip(conditions, images, out_volumes)):
-        generator = torch.Generator(device=run.device).manual_seed(study.noise_seed + index)
+    for batch in batches:
+        generator = torch.Generator(device=run.device).manual_seed(study.noise_seed + batch[0])
         with sampling.running():
-            for _, volume in sampling.chain(condition, generator, None):
+            for _, volume in sampling.chain(torch.cat([conditions[i] for i in batch]), generator, None):
                 pass
-        write_nifti(_to_image_axes(volume), nib.load(images[index]).affine, out_path)
-    sample_seconds = time.perf_counter() - started
+        for offset, index in enumerate(batch):
+            write_nifti(_to_image_axes(volume[offset: offset + 1]), nib.load(images[index]).affine,
+                        out_volumes[index])
+    seconds = time.perf_counter() - started
+    return sampling, {
+        "volumes": len(out_volumes),
+        "batch": study.sample_batch,
+        "chain_steps": workload.diffusion.timesteps,
+        "seconds": seconds,
+        "seconds_per_volume": seconds / len(out_volumes),
+        "warm_up_seconds": warm_up,
+    }
+
+
+def measure_samples(volumes: list[Path], dataset_dir: Path, study: StudySettings, run: Run) -> dict:
+    """The samples against the held-out real images of their masks (quality.compare_with_real)."""
+    masks, images = heldout_masks(dataset_dir)[: len(volumes)], heldout_images(dataset_dir)[: len(volumes)]
+    return compare_with_real(volumes, images, masks, read_manifest(dataset_dir)["workload"], study.ssim_kernel,
+                             run.device)
+
+
+def write_run(workload: Workload, train: TrainSettings, study: StudySettings, run: Run, dataset_dir: Path,
+              training: Training, losses: list[list[float]], files: RunFiles, shared: dict, rerun: dict | None,
+              begun: float) -> None:
+    """Sample, check against float64 and measure one trained run, and write its files."""
+    trainer = training.trainer
+    table = pd.DataFrame({"step": range(len(losses)), "loss": [float(np.mean(r)) for r in losses],
+                          **{f"loss_micro_{i}": [r[i] for r in losses] for i in range(len(losses[0]))}})
+    with writing(files.losses):
+        table.to_csv(files.losses, index=False, float_format="%.7g")
+    sampling, sampled = sample_run(workload, training, study, run, dataset_dir, files.volumes)
 
     # float64 at the trained weights, through the very modules that trained (forward and gradients) and sampled.
     inputs = fidelity_inputs(workload, QualitySettings(reference_shape=None, seed=study.noise_seed), run,
@@ -103,50 +190,47 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
     numeric = variant_errors(trainer.diffusion, lambda: sampling.evaluate, run, inputs, reference)
     del reference
 
-    vs_real = compare_with_real(out_volumes, images, masks, read_manifest(dataset_dir)["workload"],
-                                study.ssim_kernel, run.device)
-    with writing(out_slice):
-        np.save(out_slice, slices(out_volumes[0], images[0]))
-    per_step = summary(step_ms)
-    write_json(out_json, {
+    vs_real = measure_samples(files.volumes, dataset_dir, study, run)
+    images = heldout_images(dataset_dir)
+    with writing(files.slice):
+        np.save(files.slice, slices(files.volumes[0], images[0]))
+    settings = replace(train, seed=trainer.settings.seed)
+    record = {
         "provenance": run.provenance,
         "parameters": parameter_count(trainer.diffusion.denoiser),
         "volume_shape": _file_shape(images[0]),
         "timesteps": workload.diffusion.timesteps,
-        "settings": {"train": as_dict(train), "study": as_dict(study)},
-        # The whole run after start-up: building, compiling, training, sampling, the float64 check, the metrics.
-        "wall_seconds": time.perf_counter() - begun_run,
-        "training": {
-            "optimizer_steps": study.steps,
-            "samples_seen": study.steps * train.gradient_accumulation,
-            "seconds": train_seconds,
-            "compile_seconds": compile_seconds,
-            "step_time": per_step,
-            "final_loss": final_loss(table["loss"]),
-            **training_memory,
-        },
-        "sampling": {
-            "volumes": len(out_volumes),
-            "chain_steps": workload.diffusion.timesteps,
-            "seconds": sample_seconds,
-            "seconds_per_volume": sample_seconds / len(out_volumes),
-            "warm_up_seconds": sample_compile,
-        },
+        "settings": {"train": as_dict(settings), "study": as_dict(study)},
+        # Since the job started: building, compiling, training every run, and this run's sampling and checks.
+        "wall_seconds": time.perf_counter() - begun,
+        "training": shared | {"final_loss": final_loss(table["loss"])},
+        "sampling": sampled,
         "numeric": numeric,
         "vs_real": vs_real,
-    })
+    }
+    if rerun is not None:
+        record["rerun"] = rerun
+    write_json(files.summary, record)
 
 
-def compare_runs(runs: dict[tuple[str, int], Path], reference: tuple[str, int], kernel: int,
+def reference_of(run: tuple[str, int], first_seed: int) -> tuple[str, int]:
+    """The run a study run is compared with: the baseline's run of the same seed (the pair the verdict judges); for
+    the baseline's own runs, its first seed (the seed-to-seed difference)."""
+    variant, seed = run
+    return ("baseline", first_seed) if variant == "baseline" else ("baseline", seed)
+
+
+def compare_runs(runs: dict[tuple[str, int], Path], first_seed: int, kernel: int,
                  outputs: dict[tuple[str, int], Path], device: torch.device = torch.device("cpu")) -> None:
-    """The runs of `outputs` against the reference run (the baseline's first seed): samples against the reference's
-    from the same noise and masks (3D SSIM, PSNR, largest absolute difference), and the smoothed loss curve against
-    the reference's. `runs`: (variant, seed) -> the run's folder (the reference's among them); `outputs`: (variant,
+    """The runs of `outputs` against their reference runs (`reference_of`): samples against the reference's from
+    the same noise and masks (3D SSIM, PSNR, largest absolute difference), and the smoothed loss curve against the
+    reference's. `runs`: (variant, seed) -> the run's folder (the references among them); `outputs`: (variant,
     seed) -> the comparison.json to write."""
-    base = runs[reference]
-    base_losses = pd.read_csv(base / "losses.csv")
-    base_samples = sorted((base / "samples").glob("sample_*.nii.gz"))
     for key in outputs:
+        reference = reference_of(key, first_seed)
+        base = runs[reference]
+        base_losses = pd.read_csv(base / "losses.csv")
+        base_samples = sorted((base / "samples").glob("sample_*.nii.gz"))
         folder = runs[key]
         samples = sorted((folder / "samples").glob("sample_*.nii.gz"))
         if [p.name for p in samples] != [p.name for p in base_samples]:

@@ -31,6 +31,9 @@ class Variant:
     fused_adam: bool = False
     foreach_ema: bool = False
     cuda_graphs: bool = False
+    # Upstream's trilinear x2 upsampling written as separable shifted sums (unet.upsample_trilinear_x2): the same
+    # function, whose backward is slicing instead of F.interpolate's atomic scatter (deterministic on CUDA).
+    gather_upsampling: bool = False
 
     def __post_init__(self):
         problems = []
@@ -84,4 +87,5 @@ class Variant:
             "fused_adam": True,
             "foreach_ema": True,
             "cuda_graphs": cuda,
+            "gather_upsampling": True,
         }

@@ -134,8 +134,19 @@ class Trainer:
             loss = self.diffusion.loss(target, condition, generator)
         return loss.sum() / target.shape[0]
 
+    def loss_at(self, target: torch.Tensor, condition: torch.Tensor, t: torch.Tensor,
+                noise: torch.Tensor) -> torch.Tensor:
+        """`loss` at steps and noise drawn beforehand (GaussianDiffusion.draw): the step a CUDA graph replays."""
+        with self.placement.autocast():
+            loss = self.diffusion.loss_at(target, condition, t, noise)
+        return loss.sum() / target.shape[0]
+
+    def next_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(condition, target) of the next micro-batch, on the device in the variant's layout (consumed)."""
+        return self._to_device(self._next_batch())
+
     def micro_batch(self, index: int = 0) -> float:
-        condition, target = self._to_device(self._next_batch())
+        condition, target = self.next_inputs()
         loss = self.loss(target, condition, self.generator)
         # Upstream prints loss.item() every micro-batch: a host synchronisation that is part of the workload.
         value = loss.item()
@@ -148,10 +159,14 @@ class Trainer:
         losses = [self.micro_batch(index) for index in range(self.settings.gradient_accumulation)]
         self.optimizer.step()
         self.optimizer.zero_grad()
+        self.end_step()
+        return losses
+
+    def end_step(self) -> None:
+        """What follows the optimizer's update every step: the EMA rule, the step count."""
         if self.step_index % self.settings.ema_update_every == 0:
             self.step_ema()
         self.step_index += 1
-        return losses
 
     def step_ema(self) -> None:
         if self.step_index < self.settings.ema_start_step:

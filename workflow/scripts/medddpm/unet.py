@@ -158,16 +158,45 @@ class Downsample(nn.Module):
         return self.op(x)
 
 
+def _upsample_axis_x2(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Linear x2 upsampling along one axis with half-pixel centres (align_corners false): out[2i] = 0.25 x[i-1] +
+    0.75 x[i], out[2i+1] = 0.75 x[i] + 0.25 x[i+1], the neighbour index clamped at both edges."""
+    n = x.shape[dim]
+    before = torch.cat([x.narrow(dim, 0, 1), x.narrow(dim, 0, n - 1)], dim)
+    after = torch.cat([x.narrow(dim, 1, n - 1), x.narrow(dim, n - 1, 1)], dim)
+    even = 0.25 * before + 0.75 * x
+    odd = 0.75 * x + 0.25 * after
+    return torch.stack([even, odd], dim + 1).flatten(dim, dim + 1)
+
+
+def upsample_trilinear_x2(x: torch.Tensor) -> torch.Tensor:
+    """`F.interpolate(x, scale_factor=2, mode="trilinear")` as three separable shifted sums over a (N, C, D, H, W)
+    tensor. Its backward is slicing and addition, where F.interpolate's is a scatter with atomics: the same function
+    (tests compare both in float64, forward and backward) with a deterministic gradient on CUDA."""
+    for dim in (2, 3, 4):
+        x = _upsample_axis_x2(x, dim)
+    return x
+
+
 class Upsample(nn.Module):
-    """Trilinear x2 interpolation followed by a 3x3x3 convolution."""
+    """Trilinear x2 interpolation followed by a 3x3x3 convolution. `gather` (variants.prepare_model sets it for the
+    `gather_upsampling` switch) computes the interpolation as `upsample_trilinear_x2`; the parameters are the same."""
 
     def __init__(self, channels: int):
         super().__init__()
         self.conv = nn.Conv3d(channels, channels, 3, padding=1)
+        self.gather = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.interpolate(x, scale_factor=2, mode="trilinear")
+        x = upsample_trilinear_x2(x) if self.gather else F.interpolate(x, scale_factor=2, mode="trilinear")
         return self.conv(x)
+
+
+def set_gather_upsampling(model: nn.Module, enabled: bool) -> None:
+    """Switch every Upsample of `model` between F.interpolate and `upsample_trilinear_x2`."""
+    for module in model.modules():
+        if isinstance(module, Upsample):
+            module.gather = enabled
 
 
 class TimestepSequential(nn.Sequential):

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from .switches import Variant
-from .unet import fuse_norm_act, group_norm_silu, set_checkpointing
+from .unet import fuse_norm_act, group_norm_silu, set_checkpointing, set_gather_upsampling
 
 __all__ = ["Variant", "apply_backend", "backend_flags", "prepare_model", "prepare_input", "compile_model",
            "compiles_on", "autocast", "memory_format", "AUTOCAST_DTYPES"]
@@ -90,7 +90,8 @@ def _denoiser(model: nn.Module) -> nn.Module:
 
 
 def prepare_model(model: nn.Module, variant: Variant, device: torch.device | None = None) -> nn.Module:
-    """Apply the variant's model-level switches in place: checkpointing, fused GroupNorm + SiLU, memory format.
+    """Apply the variant's model-level switches in place: checkpointing, the upsampling's formulation, fused GroupNorm
+    + SiLU, memory format.
 
     `model` is the U-Net or the diffusion holding it. The fused norm is compiled on its own on CUDA when the U-Net
     itself is not compiled (inside a compiled U-Net, torch.compile fuses the plain function with everything else).
@@ -98,6 +99,7 @@ def prepare_model(model: nn.Module, variant: Variant, device: torch.device | Non
     """
     denoiser = _denoiser(model)
     set_checkpointing(denoiser, variant.checkpointing)
+    set_gather_upsampling(denoiser, variant.gather_upsampling)
     if variant.fused_norm_act:
         on_cuda = device is not None and torch.device(device).type == "cuda"
         fuse_norm_act(denoiser, compiled_group_norm_silu() if on_cuda and not variant.compiles else group_norm_silu)
@@ -125,9 +127,11 @@ def prepare_input(x: torch.Tensor, variant: Variant) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def autocast(variant: Variant, device: torch.device) -> Iterator[None]:
+def autocast(variant: Variant, device: torch.device, cache: bool = True) -> Iterator[None]:
+    """The variant's autocast; `cache` false recasts the weights in every forward (required inside a CUDA graph
+    capture; the same numbers)."""
     if variant.autocast is None:
         yield
         return
-    with torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[variant.autocast]):
+    with torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[variant.autocast], cache_enabled=cache):
         yield

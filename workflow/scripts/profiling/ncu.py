@@ -186,8 +186,9 @@ def _id_gap(ids: list[str]) -> str | None:
     return None
 
 
-# ncu's progress line per profiled kernel: '==PROF== Profiling "NAME" - ID: 0%....50%....100% - N passes'.
-_PROFILED = re.compile(r'^==PROF== Profiling "(?P<name>.*)" - (?P<id>\d+):', re.M)
+# ncu's progress line per profiled kernel: '==PROF== Profiling "NAME" - ID: 0%....50%....100% - N passes', and with
+# --launch-count N: '==PROF== Profiling "NAME" - ID (K/N): 0%....' (recorded on the H200, ncu 2025.3.1).
+_PROFILED = re.compile(r'^==PROF== Profiling "(?P<name>.*)" - (?P<id>\d+)(?: \(\d+/\d+\))?:', re.M)
 
 
 def profiled_kernels(log_text: str) -> int | None:

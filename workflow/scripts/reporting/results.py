@@ -307,7 +307,8 @@ def _study_row(row, data: dict) -> dict:
         "volume_shape": "x".join(map(str, data["volume_shape"])), "parameters": data["parameters"],
         "timesteps": data["timesteps"], "optimizer_steps": training["optimizer_steps"],
         "run_s": data.get("wall_seconds"), "train_s": training["seconds"],
-        "train_step_ms": training["step_time"]["median_ms"],
+        # The runs of a variant train together: each run's share of the job's time per optimizer step.
+        "train_step_ms": training["ms_per_step"],
         "compile_s": training["compile_seconds"], "sample_s_per_volume": sampling["seconds_per_volume"],
         "final_loss": training["final_loss"],
         **{column: real[key] for column, key in VS_REAL.items()},

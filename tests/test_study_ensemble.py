@@ -1,0 +1,215 @@
+"""The quality study's training: the upsampling as shifted sums (the same function as F.interpolate), the seeds of a
+variant trained together (ensemble.Ensemble) with the numbers of each seed trained alone, the rerun that checks
+determinism, and on a GPU the CUDA-graph replay against the eager loop it replaces (bit for bit)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import REPO, random_prepared_dataset
+
+from medddpm import engine
+from medddpm.build import Workload
+from medddpm.ensemble import Ensemble, deterministic_algorithms, determinism_state, weights_identical
+from medddpm.runs import start_run
+from medddpm.settings import DeviceSpec, TrainSettings, from_mapping
+from medddpm.study import reference_of, study_run
+from medddpm.switches import Variant
+from medddpm.training import NonFiniteLoss
+from medddpm.unet import Upsample, upsample_trilinear_x2
+
+MODEL = {"in_channels": 3, "out_channels": 1, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
+         "attention_downsample_rates": [2], "num_heads": 1, "dropout": 0.0}
+TRAIN = {"lr": 1e-3, "gradient_accumulation": 2, "ema_decay": 0.9, "ema_update_every": 2, "ema_start_step": 2,
+         "seed": 0}
+CPU = DeviceSpec("cpu", "cpu", None, False)
+GPU = DeviceSpec("gpu", "cuda", ".", False)
+PAPER = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
+on_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.fixture(autouse=True)
+def determinism_restored():
+    """deterministic_algorithms sets process-wide state: put it back after each test."""
+    yield
+    torch.use_deterministic_algorithms(False)
+    torch.backends.cudnn.deterministic = False
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return random_prepared_dataset(tmp_path_factory, (8, 8, 8), cases=4, heldout=1, seed=3, tumour_start=2)
+
+
+def workload() -> Workload:
+    return Workload.from_params(MODEL, {"timesteps": 6})
+
+
+def run_of(spec: DeviceSpec, switches: dict, name: str = "baseline"):
+    return start_run(spec, Variant.from_config(name, switches), REPO, {})
+
+
+def train_settings(**changes) -> TrainSettings:
+    return from_mapping(TrainSettings, TRAIN | changes, "train")
+
+
+# -- the upsampling ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 4, 4, 4), (2, 3, 1, 2, 5), (1, 4, 3, 6, 2)])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_shifted_sums_are_trilinear_interpolation_forward_and_backward(shape, channels_last):
+    """float64, every edge case of the clamped neighbours (sides of 1, 2 and odd lengths), both layouts."""
+    generator = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, dtype=torch.float64, generator=generator)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last_3d)
+    upstream = x.clone().requires_grad_(True)
+    ours = x.clone().requires_grad_(True)
+    expected = F.interpolate(upstream, scale_factor=2, mode="trilinear")
+    got = upsample_trilinear_x2(ours)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-14)
+    weight = torch.randn(expected.shape, dtype=torch.float64, generator=generator)
+    (expected * weight).sum().backward()
+    (got * weight).sum().backward()
+    torch.testing.assert_close(ours.grad, upstream.grad, rtol=0, atol=1e-13)
+
+
+def test_the_switch_changes_the_formulation_not_the_parameters():
+    from medddpm.variants import prepare_model
+
+    torch.manual_seed(0)
+    diffusion = workload().build(0).double()
+    with torch.no_grad():  # the output convolution starts at zero: give every weight a value
+        for parameter in diffusion.parameters():
+            parameter.normal_(0, 0.1)
+    state = {k: v.clone() for k, v in diffusion.state_dict().items()}
+    x = torch.randn(1, 3, 8, 8, 8, dtype=torch.float64)
+    t = torch.tensor([2])
+    with torch.no_grad():
+        before = diffusion.denoiser(x, t)
+        prepare_model(diffusion, Variant.from_config("g", PAPER | {"gather_upsampling": True}))
+        after = diffusion.denoiser(x, t)
+    ups = [m for m in diffusion.modules() if isinstance(m, Upsample)]
+    assert ups and all(m.gather for m in ups)
+    assert diffusion.state_dict().keys() == state.keys()
+    assert all(torch.equal(diffusion.state_dict()[k], v) for k, v in state.items())
+    torch.testing.assert_close(after, before, rtol=0, atol=1e-12)
+    assert not torch.equal(after, torch.zeros_like(after))
+
+
+# -- the ensemble on the CPU ---------------------------------------------------------------------------------------
+
+
+def alone(run, dataset, seed: int, steps: int) -> engine.Training:
+    training = engine.Training(workload(), train_settings(seed=seed), run, dataset)
+    for _ in range(steps):
+        training.step()
+    return training
+
+
+def test_seeds_trained_together_equal_each_seed_trained_alone(dataset):
+    """Interleaving the runs' steps changes nothing: each run has its own generator, data order and optimizer."""
+    run = run_of(CPU, PAPER)
+    ensemble = Ensemble(workload(), train_settings(), [0, 1], run, dataset, steps=3, graphs=True)
+    assert ensemble.graphs is False  # no CUDA: the eager loop
+    ensemble.train()
+    for member in ensemble.members:
+        single = alone(run, dataset, member.seed, 3)
+        identical, largest = weights_identical(member.training.diffusion, single.diffusion)
+        assert identical and largest == 0.0, member.seed
+        assert weights_identical(member.training.trainer.ema_model, single.trainer.ema_model)[0]
+        assert member.training.trainer.step_index == 3
+    first, second = ensemble.members
+    assert not weights_identical(first.training.diffusion, second.training.diffusion)[0]  # seeds differ
+    losses = ensemble.losses(first)
+    assert len(losses) == 3 and all(len(row) == 2 and all(math.isfinite(v) for v in row) for row in losses)
+
+
+def test_a_rerun_of_a_seed_is_bit_identical_under_deterministic_algorithms(dataset):
+    run = study_run(run_of(CPU, PAPER), deterministic=True)
+    assert run.variant.gather_upsampling and run.provenance["switches"]["gather_upsampling"]
+    assert determinism_state()["deterministic_algorithms"] is True
+    assert run.provenance["determinism"]["cudnn_deterministic"] is True
+    ensemble = Ensemble(workload(), train_settings(), [0, 0], run, dataset, steps=2, graphs=False)
+    ensemble.train()
+    first, again = ensemble.members
+    assert weights_identical(first.training.diffusion, again.training.diffusion) == (True, 0.0)
+    assert ensemble.losses(first) == ensemble.losses(again)
+
+
+def test_weights_identical_reports_the_largest_difference():
+    a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    b.load_state_dict(a.state_dict())
+    assert weights_identical(a, b) == (True, 0.0)
+    with torch.no_grad():
+        b.bias[1] += 0.25
+    identical, largest = weights_identical(a, b)
+    assert not identical and largest == pytest.approx(0.25)
+
+
+def test_a_non_finite_loss_of_any_run_stops_the_study(dataset):
+    run = run_of(CPU, PAPER)
+    ensemble = Ensemble(workload(), train_settings(), [0, 1], run, dataset, steps=2, graphs=False)
+    ensemble.train()
+    ensemble.members[1].losses[1, 0] = float("nan")
+    with pytest.raises(NonFiniteLoss, match="optimizer step 1, micro-batch 0 of 2"):
+        ensemble._check_finite()
+
+
+def test_each_run_is_compared_with_the_baseline_of_its_own_seed():
+    assert reference_of(("tf32", 3), first_seed=0) == ("baseline", 3)
+    assert reference_of(("baseline", 3), first_seed=0) == ("baseline", 0)
+    assert reference_of(("baseline", 0), first_seed=0) == ("baseline", 0)
+
+
+# -- on a GPU ---------------------------------------------------------------------------------------------------------
+
+
+def eager_capturable(run, dataset, seed: int, steps: int) -> engine.Training:
+    """The eager loop with the placement the replay uses (capturable Adam, autocast without its cache)."""
+    training = engine.Training(workload(), train_settings(seed=seed), run, dataset, graph_capture=True)
+    for _ in range(steps):
+        training.step()
+    return training
+
+
+@on_gpu
+@pytest.mark.parametrize("switches", [PAPER, PAPER | {"channels_last": True},
+                                      {"cudnn_tf32": True, "matmul_tf32": True, "channels_last": False,
+                                       "autocast": "bfloat16", "fused_adam": True, "foreach_ema": True}],
+                         ids=["fp32", "channels_last", "bf16"])
+def test_replayed_steps_are_the_eager_steps_bit_for_bit(dataset, switches):
+    """Graph replay on per-run streams (with a rerun of seed 0) gives the weights, EMA and losses of the eager loop."""
+    run = study_run(run_of(GPU, switches), deterministic=True)
+    ensemble = Ensemble(workload(), train_settings(), [0, 1, 0], run, dataset, steps=5, graphs=True)
+    ensemble.train()
+    assert ensemble.graphs and all(m.graph is not None for m in ensemble.members)
+    first, second, again = ensemble.members
+    assert weights_identical(first.training.diffusion, again.training.diffusion) == (True, 0.0)
+    for member in (first, second):
+        eager = eager_capturable(run, dataset, member.seed, 5)
+        assert weights_identical(member.training.diffusion, eager.diffusion) == (True, 0.0), member.seed
+        assert weights_identical(member.training.trainer.ema_model, eager.trainer.ema_model)[0]
+    assert not weights_identical(first.training.diffusion, second.training.diffusion)[0]
+
+
+@on_gpu
+def test_the_shifted_sums_have_a_deterministic_cuda_backward():
+    deterministic_algorithms()
+    x = torch.randn(2, 8, 6, 6, 6, device="cuda", dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(2, 8, 12, 12, 12, device="cuda", dtype=torch.float64)
+    (upsample_trilinear_x2(x) * weight).sum().backward()
+    first = x.grad.clone()
+    x.grad = None
+    (upsample_trilinear_x2(x) * weight).sum().backward()
+    assert torch.equal(first, x.grad)
+    reference = x.detach().clone().requires_grad_(True)
+    torch.use_deterministic_algorithms(False)
+    (F.interpolate(reference, scale_factor=2, mode="trilinear") * weight).sum().backward()
+    torch.testing.assert_close(first, reference.grad, rtol=0, atol=1e-12)
