@@ -304,6 +304,8 @@ def _study_row(row, data: dict) -> dict:
     training, sampling = data["training"], data["sampling"]
     return {
         "gpu": row.gpu, "variant": row.variant, "seed": int(row.seed),
+        # The study runs on its own day, not necessarily the label's timing runs' (the label's date elsewhere).
+        "date": date_of(prov),
         "volume_shape": "x".join(map(str, data["volume_shape"])), "parameters": data["parameters"],
         "timesteps": data["timesteps"], "optimizer_steps": training["optimizer_steps"],
         "run_s": data.get("wall_seconds"), "train_s": training["seconds"],
@@ -368,6 +370,8 @@ def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.D
     info = hardware.set_index("gpu")
     frame = frame.copy()
     for key in ("origin", "device", "date"):
+        if key == "date" and "date" in frame:  # rows that carry their own date (the quality study's runs)
+            continue
         frame[key] = frame["gpu"].map(info[key])
     order = {g: k for k, g in enumerate(labels)}
     variants = {v: k for k, v in enumerate(variant_order(frame["variant"].dropna().unique()))}

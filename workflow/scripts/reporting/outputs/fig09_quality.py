@@ -54,8 +54,11 @@ NOT_JUDGED = "not judged"  # what (b) writes beside a variant that was not judge
 def study_workload(rows) -> str:
     """The quality study's own workload (smaller than the timed runs'): volume, parameters, T and training length."""
     first = rows.iloc[0]
-    return (f"quality study: {shape_text(first['volume_shape'])} voxels, {float(first['parameters']) / 1e6:.1f} M "
-            f"parameters, T = {int(first['timesteps'])}, {int(first['optimizer_steps'])} optimizer steps")
+    dates = sorted(set(rows["date"].dropna())) if "date" in rows else []
+    # The study's own days: the label's date in the header is its timing runs'.
+    of = f" of {' to '.join(dict.fromkeys([dates[0], dates[-1]]))}" if dates else ""
+    return (f"quality study{of}: {shape_text(first['volume_shape'])}, {float(first['parameters']) / 1e6:.1f} M "
+            f"parameters, T = {int(first['timesteps'])}, {int(first['optimizer_steps'])} steps")
 
 
 # -- what each panel writes: row labels, outcomes and legend entries, known before anything is drawn ---------------
