@@ -20,7 +20,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -85,7 +85,7 @@ class Ensemble:
         self.members: list[Member] = []
         for seed in seeds:
             stream = torch.cuda.Stream(run.device) if self.graphs else None
-            settings = TrainSettings(**{**train.__dict__, "seed": seed})
+            settings = replace(train, seed=seed)
             with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                 training = Training(workload, settings, run, dataset_dir, graph_capture=self.graphs)
                 losses = torch.full((steps, self.accumulation), math.nan, device=run.device)
@@ -127,6 +127,7 @@ class Ensemble:
         return seconds
 
     def losses(self, member: Member) -> list[list[float]]:
+        """A run's loss of every optimizer step and micro-batch."""
         return member.losses.cpu().tolist()
 
     # -- steps -------------------------------------------------------------------------------------------------------
