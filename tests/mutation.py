@@ -58,12 +58,21 @@ GROUPS: dict[str, tuple] = {
                ["tests/test_claims.py", "tests/test_claims_quality.py", "tests/test_reporting.py", "-k",
                 "(claim or threshold) and not tables"]),
     "devices": (["measurement/devices.py"], ["tests/test_devices.py", "tests/test_variants.py"]),
+    # The quality study's training: the seeds of a variant trained together, determinism, the upsampling as shifted
+    # sums, the pairing of runs. The CUDA-graph capture and replay run on a GPU only (tests/test_study_ensemble.py's
+    # GPU tests), so their mutants are left out here rather than counted as surviving.
+    "study": (["medddpm/ensemble.py", "medddpm/unet.py", "medddpm/study.py"], ["tests/test_study_ensemble.py"],
+              ["*Ensemble*__init__*", "*Ensemble*train*", "*Ensemble*_eager_step*", "*Ensemble*_check_finite*",
+               "*Ensemble*losses*", "*Ensemble*warm_up*", "weights_identical", "deterministic_algorithms",
+               "determinism_state", "_upsample_axis_x2", "upsample_trilinear_x2", "set_gather_upsampling",
+               "reference_of", "study_run"]),
     # The timing core: what turns timed steps into train.json and sample.json, what the trainer feeds the U-Net, how
     # a variant is applied, and how the results become the tables' numbers (tests/test_timing_core.py recomputes
     # them by another route: from the per-step records, on a clock of its own, on hand-made result files).
-    "timing": (["measurement/timing.py", "medddpm/engine.py", "medddpm/jobs.py"],
-               [CORE, "tests/test_engine.py", "-k", "timed_steps or json or timer or summary"],
-               ["*DeviceTimer*", "summary", "timed_steps", "bare_loop", "run_training", "run_sampling"]),
+    "timing": (["measurement/timing.py", "medddpm/engine.py", "medddpm/jobs.py", "measurement/throughput.py"],
+               [CORE, "tests/test_engine.py", "-k", "timed_steps or json or timer or summary or throughput"],
+               ["*DeviceTimer*", "summary", "timed_steps", "bare_loop", "run_training", "run_sampling",
+                "throughput_sweep", "timed_batch", "volumes_per_hour", "best_batch", "run_columns"]),
     "trainer": (["medddpm/training.py", "medddpm/engine.py"],
                 [CORE, "-k",
                  "optimizer_step or batch or bare_step or ema or non_finite or train_json or receives or warm_up"],

@@ -4,8 +4,8 @@ determinism, and on a GPU the CUDA-graph replay against the eager loop it replac
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
+import os
+import time
 
 import pytest
 import torch
@@ -106,36 +106,45 @@ def test_the_switch_changes_the_formulation_not_the_parameters():
 # -- the ensemble on the CPU ---------------------------------------------------------------------------------------
 
 
-def alone(run, dataset, seed: int, steps: int) -> engine.Training:
+def alone(run, dataset, seed: int, steps: int) -> tuple[engine.Training, list[list[float]]]:
     training = engine.Training(workload(), train_settings(seed=seed), run, dataset)
-    for _ in range(steps):
-        training.step()
-    return training
+    return training, [training.step() for _ in range(steps)]
 
 
 def test_seeds_trained_together_equal_each_seed_trained_alone(dataset):
-    """Interleaving the runs' steps changes nothing: each run has its own generator, data order and optimizer."""
+    """Interleaving the runs' steps changes nothing: each run has its own generator, data order and optimizer; its
+    losses are recorded step by step, and the gradients are dropped at the end (the float64 check starts from none)."""
     run = run_of(CPU, PAPER)
     ensemble = Ensemble(workload(), train_settings(), [0, 1], run, dataset, steps=3, graphs=True)
     assert ensemble.graphs is False  # no CUDA: the eager loop
-    ensemble.train()
+    assert ensemble.warm_up() is None  # nothing compiles
+    started = time.perf_counter()
+    seconds = ensemble.train()
+    assert 0 < seconds <= time.perf_counter() - started and ensemble.capture_seconds == 0.0
     for member in ensemble.members:
-        single = alone(run, dataset, member.seed, 3)
+        single, losses = alone(run, dataset, member.seed, 3)
         identical, largest = weights_identical(member.training.diffusion, single.diffusion)
         assert identical and largest == 0.0, member.seed
         assert weights_identical(member.training.trainer.ema_model, single.trainer.ema_model)[0]
         assert member.training.trainer.step_index == 3
+        assert ensemble.losses(member) == losses  # the float32 losses of each step, as the eager loop returns them
+        assert all(p.grad is None for p in member.training.diffusion.parameters())
     first, second = ensemble.members
     assert not weights_identical(first.training.diffusion, second.training.diffusion)[0]  # seeds differ
-    losses = ensemble.losses(first)
-    assert len(losses) == 3 and all(len(row) == 2 and all(math.isfinite(v) for v in row) for row in losses)
+    assert ensemble.losses(first)[0] != ensemble.losses(first)[1]
 
 
-def test_a_rerun_of_a_seed_is_bit_identical_under_deterministic_algorithms(dataset):
+def test_a_rerun_of_a_seed_is_bit_identical_under_deterministic_algorithms(dataset, monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    assert study_run(run_of(CPU, PAPER), deterministic=False).variant.gather_upsampling is False
     run = study_run(run_of(CPU, PAPER), deterministic=True)
     assert run.variant.gather_upsampling and run.provenance["switches"]["gather_upsampling"]
-    assert determinism_state()["deterministic_algorithms"] is True
-    assert run.provenance["determinism"]["cudnn_deterministic"] is True
+    assert run.provenance["switches_effective"]["gather_upsampling"] is True
+    assert determinism_state() == {"deterministic_algorithms": True, "cudnn_deterministic": True,
+                                   "cublas_workspace_config": ":4096:8"}
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert torch.utils.deterministic.fill_uninitialized_memory is False
+    assert run.provenance["determinism"] == determinism_state()
     ensemble = Ensemble(workload(), train_settings(), [0, 0], run, dataset, steps=2, graphs=False)
     ensemble.train()
     first, again = ensemble.members
@@ -144,13 +153,19 @@ def test_a_rerun_of_a_seed_is_bit_identical_under_deterministic_algorithms(datas
 
 
 def test_weights_identical_reports_the_largest_difference():
+    """Any tensor that differs makes them differ, the first as much as the last; integer buffers count too."""
     a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    for model in (a, b):
+        model.register_buffer("count", torch.tensor([3, 4]))
     b.load_state_dict(a.state_dict())
     assert weights_identical(a, b) == (True, 0.0)
     with torch.no_grad():
-        b.bias[1] += 0.25
+        b.weight[0, 1] += 0.25  # the first tensor of the state_dict
     identical, largest = weights_identical(a, b)
     assert not identical and largest == pytest.approx(0.25)
+    b.load_state_dict(a.state_dict())
+    b.count[1] = 5  # the last, an integer buffer
+    assert weights_identical(a, b) == (False, 0.0)
 
 
 def test_a_non_finite_loss_of_any_run_stops_the_study(dataset):
@@ -158,7 +173,7 @@ def test_a_non_finite_loss_of_any_run_stops_the_study(dataset):
     ensemble = Ensemble(workload(), train_settings(), [0, 1], run, dataset, steps=2, graphs=False)
     ensemble.train()
     ensemble.members[1].losses[1, 0] = float("nan")
-    with pytest.raises(NonFiniteLoss, match="optimizer step 1, micro-batch 0 of 2"):
+    with pytest.raises(NonFiniteLoss, match="the loss is nan at optimizer step 1, micro-batch 0 of 2"):
         ensemble._check_finite()
 
 

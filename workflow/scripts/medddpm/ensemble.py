@@ -188,9 +188,7 @@ def weights_identical(first: torch.nn.Module, second: torch.nn.Module) -> tuple[
     identical = True
     for key, value in a.items():
         other = b[key]
+        identical &= bool(torch.equal(value, other))
         if value.is_floating_point():
-            identical &= bool(torch.equal(value, other))
             largest = max(largest, float((value.double() - other.double()).abs().max()))
-        else:
-            identical &= bool(torch.equal(value, other))
     return identical, largest
