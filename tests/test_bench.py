@@ -28,7 +28,7 @@ def _flops(shape, checkpointing):
             "checkpointing": checkpointing}
 
 
-def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare=None, peak=2**30):
+def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare=None, peak=2**30, sweep=None):
     folder = tmp_path / "results" / "h200" / variant
     folder.mkdir(parents=True)
     full = Variant.from_config(variant, switches).switches()
@@ -42,6 +42,12 @@ def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare
     sample = {"volume_shape": [8, 8, 8], "timesteps": 250, "step_time": {"median_ms": sample_ms, "q1_ms": sample_ms,
               "q3_ms": sample_ms}, "volume_seconds_estimate": sample_ms * 250 / 1e3, "peak_memory_bytes": peak // 2,
               "compile_seconds": compile_s}
+    if sweep:  # {batch: median step ms}: the throughput sweep (a sample.json without it predates the sweep)
+        batches = [{"batch": b, "fits": True, "step_time": {"median_ms": ms},
+                    "volumes_per_hour": 3600 * b / (250 * ms / 1e3)} for b, ms in sweep.items()]
+        best = max(batches, key=lambda r: r["volumes_per_hour"])
+        sample["throughput"] = {"timesteps": 250, "batches": batches, "best_batch": best["batch"],
+                                "volumes_per_hour_best": best["volumes_per_hour"]}
     (folder / "train.json").write_text(json.dumps(train))
     (folder / "sample.json").write_text(json.dumps(sample))
     return folder / "train.json", folder / "sample.json"
@@ -53,7 +59,7 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
         _write(tmp_path, "baseline", paper, 2400.0, 200.0),
         _write(tmp_path, "tf32", {**paper, "cudnn_tf32": True, "matmul_tf32": True}, 480.0, 90.0, bare=230.0),
         _write(tmp_path, "frontier", {**paper, "autocast": "bfloat16", "compile": "default", "cuda_graphs": True},
-               200.0, 25.0, compile_s=70.5, bare=98.0),
+               200.0, 25.0, compile_s=70.5, bare=98.0, sweep={1: 25.0, 2: 40.0}),
     ]
     rates = {"bf16_matmul_tflops": 800.0, "copy_gb_per_s": 4300.0, "device_kind": "cuda", "note": None,
              "matmul": [{"n": 8192, "time": {"n": 10}}]}
@@ -78,6 +84,14 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
     assert "| frontier | bfloat16 autocast, compile default, cuda graphs | 100.0 (99.0-101.0) | 160 | 20.0 % |" in text
     assert "| baseline | fp32 |" in text and "- / -" in text  # nothing compiled: no compile time
     assert "20 ms per training sample" in text  # the floor at the measured bf16 rate
+    # Volumes per hour: 3600 x batch / (T x step s) at batch 1 and at the best batch, from the sweep; a sampling run
+    # without one says so (nothing derived from its s/volume).
+    assert frame.loc["frontier", "sample_volumes_per_hour_b1"] == pytest.approx(576.0)
+    assert frame.loc["frontier", "sample_best_batch"] == 2
+    assert frame.loc["frontier", "sample_volumes_per_hour_best"] == pytest.approx(720.0)
+    assert "| volumes/h batch 1 | volumes/h best batch |" in text
+    assert "| 25.00 | 6.25 | 576 | 720 (batch 2) |" in text
+    assert "| 200.00 | 50 | not measured | not measured |" in text
 
 
 def test_switch_descriptions():

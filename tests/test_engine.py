@@ -34,7 +34,8 @@ SHAPE = (8, 8, 8)
 CPU = {"label": "cpu", "device": "cpu", "name_pattern": None, "emulate_gpus_on_cpu": False}
 TRAIN = {"lr": 1e-5, "gradient_accumulation": 2, "ema_decay": 0.995, "ema_update_every": 10, "ema_start_step": 2000,
          "warmup_steps": 1, "measured_steps": 2, "seed": 0, "bare_loop_steps": 0}
-SAMPLE = {"masks": 1, "max_steps": None, "warmup_steps": 1, "seed": 0}
+SAMPLE = {"masks": 1, "max_steps": None, "warmup_steps": 1, "seed": 0, "batch_sizes": [1, 2],
+          "throughput_warmup_steps": 2, "throughput_steps": 2}
 PAPER = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
 VARIANTS = {
     "baseline": PAPER,
@@ -159,9 +160,15 @@ def test_the_profiled_step_is_the_timed_step(variant, dataset, tmp_path, monkeyp
     # The steps the sample job summarises in step_time: those after the first `warmup_steps` of each chain. The first
     # step of a chain starts from noise drawn in the condition's layout; every later one (and the profiled step) from
     # the previous step's output, whose one channel diffusion.py keeps in the contiguous layout.
-    summarised = [call for call in timed_sampling if call[1] < DIFFUSION["timesteps"] - SAMPLE["warmup_steps"]]
+    chain, sweep = timed_sampling[:DIFFUSION["timesteps"]], timed_sampling[DIFFUSION["timesteps"]:]
+    summarised = [call for call in chain if call[1] < DIFFUSION["timesteps"] - SAMPLE["warmup_steps"]]
     assert len(summarised) == DIFFUSION["timesteps"] - SAMPLE["warmup_steps"]
     assert placed(profiled_sampling) == placed(summarised)
+    # The throughput sweep's timed steps (after its warm-up) are the summarised step at each batch size: the same
+    # step function and placement, the batch's size the only difference.
+    assert [call[2][0][0][2][0] for call in sweep] == [b for b in SAMPLE["batch_sizes"]
+                                                       for _ in range(SAMPLE["throughput_steps"])]
+    assert unbatched(placed(sweep)) == unbatched(placed(summarised))
     # One kind of evaluation per phase, under the step function and with the placement the variant asks for.
     (train_call,), (sample_call,) = placed(timed_training), placed(summarised)
     assert train_call[0] == "Training.step" and train_call[4] is True
@@ -174,6 +181,15 @@ def test_the_profiled_step_is_the_timed_step(variant, dataset, tmp_path, monkeyp
         assert x[1:] == (torch.float32, (1, 3, *SHAPE), "cpu") and t[1] == torch.int64
         assert weight == (weight_layout, torch.float32, trained)
         assert autocast_dtype == (autocast or False)
+
+
+def unbatched(calls: set[tuple]) -> set[tuple]:
+    """Placed calls (`placed` above) with the batch dimension left out of every input's shape."""
+    def strip(placement: tuple) -> tuple:
+        layout, dtype, shape, device = placement
+        return layout, dtype, shape[1:], device
+
+    return {(name, tuple(tuple(map(strip, group)) for group in inputs), *rest) for name, inputs, *rest in calls}
 
 
 # Calls that apply a variant (medddpm.variants), build the optimizer, the EMA or the evaluation of a sampling step, or

@@ -128,7 +128,8 @@ def sample_job(folder: Path, dataset: Path, checkpoint: Path, diffusion: dict = 
     out = Files(summary=folder / "sample.json", steps=folder / "sample_steps.csv",
                 volumes=[folder / "samples" / "sample_000.nii.gz"])
     params = Params(device=CPU, variant=BASELINE, model=MODEL, diffusion=diffusion,
-                    sample={"masks": 1, "max_steps": None, "warmup_steps": 1, "seed": 0})
+                    sample={"masks": 1, "max_steps": None, "warmup_steps": 1, "seed": 0, "batch_sizes": [1],
+                            "throughput_warmup_steps": 2, "throughput_steps": 1})
     return Attempt(lambda: run_script("sample.py", params=params, wildcards=SimpleNamespace(variant="baseline"),
                                       input=Files(dataset=dataset, checkpoint=checkpoint), output=out,
                                       log=Files(folder / "sample.log")),

@@ -1,6 +1,7 @@
 """The paths only a CUDA GPU exercises (skipped elsewhere): the fused norm compiled on its own, torch.compile with
 inductor's GPU code, CUDA graph capture and replay for sampling, fused Adam and pinned, non-blocking batch copies,
-and the device ceilings. Run on a GPU machine with `python3 -m pytest tests/test_gpu_paths.py` (about 2.5 minutes
+the sampling job's throughput sweep (graphs captured and shapes compiled outside its timed steps, a batch that runs
+out of device memory), and the device ceilings. Run on a GPU machine with `python3 -m pytest tests/test_gpu_paths.py` (about 2.5 minutes
 on an H200 with torch 2.11, most of it compiling the whole-head U-Net).
 """
 
@@ -159,6 +160,68 @@ def test_frontier_rung_trains_and_samples_the_whole_head_network():
         chain = [v for _, v in sampler.sample_steps(condition, torch.Generator(CUDA).manual_seed(0), 3, evaluate)]
     assert evaluate.captures == 1 and len(chain) == 3 and all(torch.isfinite(v).all() for v in chain)
     torch.testing.assert_close(replayed, direct, rtol=1e-2, atol=1e-3)
+
+
+SWEEP_VARIANTS = {"graphs": {"cuda_graphs": True},
+                  "compiled-graphs-cl3d": {"autocast": "bfloat16", "compile": "default", "cuda_graphs": True,
+                                           "cudnn_benchmark": True, "fused_norm_act": True}}
+
+
+def _sweep_settings(batch_sizes):
+    from medddpm.settings import SampleSettings
+
+    return SampleSettings(masks=1, max_steps=None, warmup_steps=1, seed=0, batch_sizes=tuple(batch_sizes),
+                          throughput_warmup_steps=2, throughput_steps=5)
+
+
+def _sampling(variant):
+    from medddpm.engine import Sampling
+
+    apply_backend(variant)
+    return Sampling(GaussianDiffusion(tiny_unet(), timesteps=8), Placement(variant, CUDA))
+
+
+@pytest.mark.parametrize("name", SWEEP_VARIANTS)
+def test_throughput_sweep_captures_and_compiles_outside_its_timed_steps(name, tmp_path_factory):
+    """Each batch size gets its CUDA graph (and its compiled graph) in its warm-up steps: the sweep fails if a graph
+    is captured in a timed step, and a compile or capture in one would show as an outlier among the timed steps."""
+    from conftest import random_prepared_dataset
+    from medddpm.jobs import throughput_sweep
+
+    dataset = random_prepared_dataset(tmp_path_factory, (16, 16, 16))
+    variant = Variant(name, True, True, name.endswith("cl3d"), **SWEEP_VARIANTS[name])
+    sweep = throughput_sweep(_sampling(variant), _sweep_settings((1, 2, 4)), dataset)
+    assert [(b["batch"], b["fits"]) for b in sweep["batches"]] == [(1, True), (2, True), (4, True)]
+    for record in sweep["batches"]:
+        assert record["cuda_graph_captures"] >= 1 and record["peak_memory_kind"] == "cuda_max_allocated"
+        time = record["step_time"]
+        assert time["n"] == 5 and time["max_ms"] < 20 * time["median_ms"], record
+        assert record["volumes_per_hour"] == pytest.approx(3600 * record["batch"] / (8 * time["median_ms"] / 1e3))
+    print(f"\n{name}: " + ", ".join(f"batch {b['batch']} {b['step_time']['median_ms']:.2f} ms "
+                                    f"({b['volumes_per_hour']:.0f}/h, warm-up {b['warmup_seconds']:.1f} s)"
+                                    for b in sweep["batches"]))
+
+
+def test_throughput_sweep_records_a_batch_that_runs_out_of_memory_and_frees_it(tmp_path_factory):
+    """With the allocator capped at what batch 1 needs plus 512 MiB, batch 4096 (2 GiB in its first convolution)
+    raises torch.cuda.OutOfMemoryError: recorded as not fitting, its memory released, batch 8192 skipped."""
+    from conftest import random_prepared_dataset
+    from medddpm.jobs import throughput_sweep
+
+    dataset = random_prepared_dataset(tmp_path_factory, (16, 16, 16))
+    sampling = _sampling(Variant("graphs", True, True, False, cuda_graphs=True))
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated()
+    total = torch.cuda.get_device_properties(CUDA).total_memory
+    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + 512 * 2**20) / total)
+    try:
+        sweep = throughput_sweep(sampling, _sweep_settings((1, 2, 4096, 8192)), dataset)
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert [(b["batch"], b["fits"]) for b in sweep["batches"]] == [(1, True), (2, True), (4096, False), (8192, None)]
+    assert "out of memory" in sweep["batches"][2]["error"].lower()
+    assert sweep["best_batch"] in (1, 2)
+    assert torch.cuda.memory_allocated() < before + 64 * 2**20  # the batch that did not fit holds nothing now
 
 
 def test_device_rates_on_the_gpu():

@@ -2,7 +2,9 @@
 
 - Small real training and sampling jobs on the CPU (8^3 volumes, gradient accumulation 3, so that a wrong per-sample
   divisor shows): every number of train.json and sample.json recomputed from the job's own per-step records
-  (train_steps.csv, sample_steps.csv), and the steps counted against the configured steps and warm-up.
+  (train_steps.csv, sample_steps.csv), and the steps counted against the configured steps and warm-up; the sampling
+  job's throughput sweep (volumes per hour at each batch size) recomputed from its recorded step times and T, its
+  batches checked step by step, a batch that does not fit in memory simulated.
 - The timers and the summary on clocks and values chosen by hand.
 - The trainer's data path on a stand-in model whose gradient is known: accumulation, zero_grad, the EMA schedule.
 - What the U-Net receives under each variant (a forward hook): layout and dtype of every input, layout of the
@@ -20,6 +22,7 @@ import json
 import math
 import resource
 import statistics
+import weakref
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -54,7 +57,9 @@ CPU = {"label": "cpu", "device": "cpu", "name_pattern": None, "emulate_gpus_on_c
 ACCUMULATION = 3
 TRAIN = {"lr": 1e-4, "gradient_accumulation": ACCUMULATION, "ema_decay": 0.9, "ema_update_every": 1,
          "ema_start_step": 1, "warmup_steps": 2, "measured_steps": 4, "seed": 0, "bare_loop_steps": 3}
-SAMPLE = {"masks": 2, "max_steps": None, "warmup_steps": 2, "seed": 0}
+# Batch sizes out of order (the job sorts them); batch 3 repeats the first of the two held-out masks.
+SAMPLE = {"masks": 2, "max_steps": None, "warmup_steps": 2, "seed": 0, "batch_sizes": [1, 3, 2],
+          "throughput_warmup_steps": 2, "throughput_steps": 3}
 PAPER = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
 VARIANTS = {
     "baseline": PAPER,
@@ -259,6 +264,166 @@ def test_sample_json_compile_seconds_are_the_warm_ups_where_something_compiles(t
                  [tmp_path / "volume.nii.gz"])
     result = json.loads((tmp_path / "sample.json").read_text())
     assert result["compile_seconds"] == 7.5 and result["step_time"]["n"] == 1
+
+
+# -- throughput: volumes per hour at each batch size ---------------------------------------------------------------
+def _sample(run, settings, checkpoint, dataset, folder) -> dict:
+    run_sampling(workload(), settings, run, checkpoint, dataset, folder / "sample.json", folder / "sample_steps.csv",
+                 [folder / f"volume_{i}.nii.gz" for i in range(settings.masks)])
+    return json.loads((folder / "sample.json").read_text())
+
+
+def test_sample_json_throughput_is_its_timed_steps_at_each_batch_size(trained, dataset, tmp_path, monkeypatch):
+    """The sweep of a real small job: per batch size, in increasing order, the summary of its timed steps, and its
+    volumes per hour recomputed here from the recorded median (and quartiles) and T. Each batch runs the chain's step
+    (Sampling.step) on the held-out masks' conditions in turn (two masks: batch 3 repeats the first), from noise of
+    the batch's size, t counting down from T - 1 as in a chain; warm-up steps first, untimed."""
+    calls = []
+    step = engine.Sampling.step
+
+    def spy(self, x, condition, t, generator=None):
+        calls.append((x.shape, t, condition.clone()))
+        return step(self, x, condition, t, generator)
+
+    monkeypatch.setattr(engine.Sampling, "step", spy)
+    run = start_job(params("baseline"), "baseline", REPO)
+    result = _sample(run, SampleSettings(**SAMPLE), trained[0] / "checkpoint.pt", dataset, tmp_path)
+    sweep = result["throughput"]
+    assert sweep["timesteps"] == TIMESTEPS and sweep["masks"] == 2
+    assert [(b["batch"], b["fits"]) for b in sweep["batches"]] == [(1, True), (2, True), (3, True)]
+    rates = {}
+    for record in sweep["batches"]:
+        batch, time = record["batch"], record["step_time"]
+        assert time["n"] == SAMPLE["throughput_steps"] and time["q1_ms"] <= time["median_ms"] <= time["q3_ms"]
+        hours = TIMESTEPS * time["median_ms"] / 1e3 / 3600  # one full chain of the batch, in hours
+        assert record["volumes_per_hour"] == pytest.approx(batch / hours, rel=1e-12)
+        assert record["volume_seconds"] == pytest.approx(3600 * hours / batch, rel=1e-12)
+        assert record["volumes_per_hour_iqr"] == pytest.approx(
+            [3600 * batch / (TIMESTEPS * time[q] / 1e3) for q in ("q3_ms", "q1_ms")], rel=1e-12)
+        assert record["cuda_graph_captures"] == 0 and record["warmup_seconds"] > 0
+        assert record["peak_memory_kind"] == "process_max_rss"
+        rates[batch] = record["volumes_per_hour"]
+    assert sweep["best_batch"] == max(rates, key=rates.get)
+    assert sweep["volumes_per_hour_best"] == max(rates.values())
+    # The steps: the job's warm-up (one step at batch 1, t = T // 2), then per batch its warm-up and timed steps.
+    per_batch = SAMPLE["throughput_warmup_steps"] + SAMPLE["throughput_steps"]
+    assert [(shape[0], t) for shape, t, _ in calls[1:]] == [
+        (batch, TIMESTEPS - 1 - k % (TIMESTEPS - 1)) for batch in (1, 2, 3) for k in range(per_batch)]
+    assert all(shape[1:] == (1, *SHAPE) for shape, _, _ in calls)
+    sampling = engine.Sampling.from_checkpoint(workload(), run, trained[0] / "checkpoint.pt", "ema")
+    first, second = held_out_conditions(sampling, dataset, heldout_masks(dataset))
+    for shape, _, condition in calls[1:]:
+        expected = torch.cat([first, second, first][: shape[0]])
+        assert torch.equal(condition, expected)
+    # The job's other numbers are the chains' alone (the other tests of sample.json check them).
+    assert result["cuda_graph_captures"] == 0 and result["step_time"]["n"] == 2 * (TIMESTEPS - SAMPLE["warmup_steps"])
+
+
+def test_the_throughput_timer_holds_one_step_of_the_batch_and_nothing_else(trained, dataset, tmp_path, monkeypatch):
+    """On a clock that only the sweep's steps advance (0.2 s + 0.1 s per volume of the batch), each batch's timed
+    steps are exactly its configured count of one step each (the warm-up steps not among them), and its volumes per
+    hour are those of that step: 3600 x b / (T x (0.2 + 0.1 b))."""
+    clock = {"now": 0.0}
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
+    step = engine.Sampling.step
+
+    def advancing(self, x, condition, t, generator=None):
+        clock["now"] += 0.2 + 0.1 * x.shape[0]
+        return step(self, x, condition, t, generator)
+
+    monkeypatch.setattr(engine.Sampling, "step", advancing)
+    run = start_job(params("baseline"), "baseline", REPO)
+    settings = SampleSettings(**(SAMPLE | {"masks": 1, "throughput_steps": 4, "throughput_warmup_steps": 3}))
+    sweep = _sample(run, settings, trained[0] / "checkpoint.pt", dataset, tmp_path)["throughput"]
+    for record in sweep["batches"]:
+        ms = 1e3 * (0.2 + 0.1 * record["batch"])
+        assert record["step_time"] | {"mean_ms": ms} == pytest.approx({
+            "n": 4, "median_ms": ms, "q1_ms": ms, "q3_ms": ms, "min_ms": ms, "max_ms": ms, "mean_ms": ms})
+        assert record["volumes_per_hour"] == pytest.approx(3600 * record["batch"] / (TIMESTEPS * ms / 1e3))
+    assert sweep["best_batch"] == 3 and sweep["masks"] == 2  # every held-out mask, not only the sampled ones
+    assert sweep["volumes_per_hour_best"] == pytest.approx(3600 * 3 / (TIMESTEPS * 0.5))
+
+
+def test_a_batch_that_does_not_fit_is_recorded_freed_and_the_larger_ones_skipped(trained, dataset, tmp_path,
+                                                                                  monkeypatch):
+    """A stand-in step that runs out of device memory at batch 3 and above: batch 3 is recorded as not fitting with
+    the error's first line and nothing of its steps, its tensors are released before the job goes on, the larger
+    batches are skipped without a step, the best batch is among those that fit, and sample.json is written whole."""
+    from medddpm import jobs
+
+    seen, held, freed = [], [], []
+    step = engine.Sampling.step
+
+    def out_of_memory(self, x, condition, t, generator=None):
+        seen.append(x.shape[0])
+        if x.shape[0] >= 3:
+            held.extend([weakref.ref(x), weakref.ref(condition)])
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (GPU 0; 139.8 GiB "
+                                              "total capacity)\nSee the documentation for memory management")
+        return step(self, x, condition, t, generator)
+
+    free = jobs._free_memory
+
+    def checked_free(device):
+        free(device)
+        freed.append([ref() is None for ref in held])
+
+    monkeypatch.setattr(engine.Sampling, "step", out_of_memory)
+    monkeypatch.setattr(jobs, "_free_memory", checked_free)
+    run = start_job(params("baseline"), "baseline", REPO)
+    settings = SampleSettings(**(SAMPLE | {"batch_sizes": [8, 1, 4, 2, 3]}))
+    result = _sample(run, settings, trained[0] / "checkpoint.pt", dataset, tmp_path)
+    sweep = result["throughput"]
+    assert [(b["batch"], b["fits"]) for b in sweep["batches"]] == [(1, True), (2, True), (3, False), (4, None),
+                                                                   (8, None)]
+    assert sweep["batches"][2] == {"batch": 3, "fits": False, "error": "CUDA out of memory. Tried to allocate 20.00 "
+                                                                       "GiB (GPU 0; 139.8 GiB total capacity)"}
+    assert sweep["batches"][3:] == [{"batch": b, "fits": None, "skipped": "batch 3 did not fit in memory"}
+                                    for b in (4, 8)]
+    per_batch = SAMPLE["throughput_warmup_steps"] + SAMPLE["throughput_steps"]
+    assert seen[1:] == [1] * per_batch + [2] * per_batch + [3]  # the first step of batch 3 failed; no step after
+    assert len(held) == 2 and freed == [[True, True]]  # released by the time the memory was freed
+    rates = {b["batch"]: b["volumes_per_hour"] for b in sweep["batches"][:2]}
+    assert sweep["best_batch"] == max(rates, key=rates.get) and sweep["volumes_per_hour_best"] == max(rates.values())
+    assert result["step_time"]["n"] == 2 * (TIMESTEPS - SAMPLE["warmup_steps"]) and result["volumes"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sample.json", "sample_steps.csv", "volume_0.nii.gz",
+                                                          "volume_1.nii.gz"]
+
+
+def test_an_error_other_than_memory_in_the_sweep_fails_the_job(trained, dataset, tmp_path, monkeypatch):
+    """Only running out of device memory means "does not fit": any other error stops the job before sample.json is
+    written (the job's wrapper then removes its other outputs)."""
+    def broken(self, x, condition, t, generator=None):
+        raise RuntimeError("cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
+
+    run = start_job(params("baseline"), "baseline", REPO)
+    sampling = engine.Sampling.from_checkpoint(workload(), run, trained[0] / "checkpoint.pt", "ema")
+    monkeypatch.setattr(engine.Sampling, "step", broken)
+    from medddpm.jobs import throughput_sweep
+
+    with pytest.raises(RuntimeError, match="CUDNN_STATUS_EXECUTION_FAILED"):
+        throughput_sweep(sampling, SampleSettings(**SAMPLE), dataset)
+
+
+def test_volumes_per_hour_and_the_best_batch_by_hand():
+    from measurement.throughput import best_batch, run_columns, volumes_per_hour
+
+    # The H200's numbers of 2026-12-01 (T = 250): 27.95 ms at batch 1, 202.3 ms at batch 8.
+    assert volumes_per_hour(1, 27.95, 250) == pytest.approx(515.2, abs=0.1)
+    assert volumes_per_hour(8, 202.3, 250) == pytest.approx(569.5, abs=0.1)
+    batches = [{"batch": 1, "fits": True, "volumes_per_hour": 500.0}, {"batch": 2, "fits": True,
+                                                                       "volumes_per_hour": 600.0},
+               {"batch": 4, "fits": True, "volumes_per_hour": 600.0}, {"batch": 8, "fits": False},
+               {"batch": 16, "fits": None, "skipped": "batch 8 did not fit in memory"}]
+    assert best_batch(batches) == (2, 600.0)  # a tie goes to the smaller batch
+    assert best_batch(batches[3:]) == (None, None)
+    sample = {"throughput": {"batches": batches, "best_batch": 2, "volumes_per_hour_best": 600.0}}
+    assert run_columns(sample) == {"sample_volumes_per_hour_b1": 500.0, "sample_best_batch": 2,
+                                   "sample_volumes_per_hour_best": 600.0}
+    # A sample.json of before the sweep (the shipped sets of 2026-12-01): not measured, nothing derived.
+    old = {"step_time": {"median_ms": 27.95}, "timesteps": 250, "volume_seconds_estimate": 6.99}
+    assert run_columns(old) == {"sample_volumes_per_hour_b1": None, "sample_best_batch": None,
+                                "sample_volumes_per_hour_best": None}
 
 
 # -- timers and the summary ---------------------------------------------------------------------------------------
@@ -637,6 +802,24 @@ STEP = {"baseline": {"n": 9, "median_ms": 100.0, "mean_ms": 130.0, "q1_ms": 90.0
 SAMPLE_STEP = {"baseline": {"n": 8, "median_ms": 10.0, "mean_ms": 13.0, "q1_ms": 9.0, "q3_ms": 12.0},
                "tf32": {"n": 8, "median_ms": 5.0, "mean_ms": 6.5, "q1_ms": 4.5, "q3_ms": 6.0}}
 SAMPLES_PER_STEP, SAMPLE_T = 4, 250
+# tf32's sampling job ran the throughput sweep (batch 2 the best, batch 4 out of memory, 8 skipped); baseline's is a
+# sample.json of before the sweep (no `throughput`): its volumes per hour are not measured.
+SWEEP = {"tf32": [(1, 5.0), (2, 8.0), (4, None), (8, None)]}
+
+
+def _sweep(batches) -> dict:
+    records = []
+    for batch, median in batches:
+        if median is None:
+            records.append({"batch": batch, "fits": False, "error": "CUDA out of memory."} if batch == 4 else
+                           {"batch": batch, "fits": None, "skipped": "batch 4 did not fit in memory"})
+            continue
+        records.append({"batch": batch, "fits": True, "step_time": {"n": 10, "median_ms": median, "q1_ms": median - 1,
+                                                                    "q3_ms": median + 1, "mean_ms": median + 0.5},
+                        "volumes_per_hour": 3600 * batch / (SAMPLE_T * median / 1e3)})
+    best = max((r for r in records if r["fits"]), key=lambda r: r["volumes_per_hour"])
+    return {"timesteps": SAMPLE_T, "masks": 2, "batches": records, "best_batch": best["batch"],
+            "volumes_per_hour_best": best["volumes_per_hour"]}
 
 
 def _result_files(root, steps=STEP, sample_steps=SAMPLE_STEP, origin_note="") -> list:
@@ -664,6 +847,8 @@ def _result_files(root, steps=STEP, sample_steps=SAMPLE_STEP, origin_note="") ->
                   "step_time": sample_step, "volume_seconds_estimate": sample_step["median_ms"] * SAMPLE_T / 1e3,
                   "volume_seconds_measured": [sample_step["mean_ms"] * SAMPLE_T / 1e3], "peak_memory_bytes": 2**30,
                   "peak_memory_kind": "cuda_max_allocated", "compile_seconds": None if variant == "baseline" else 3.5}
+        if variant in SWEEP:
+            sample["throughput"] = _sweep(SWEEP[variant])
         (folder / "train.json").write_text(json.dumps(train))
         (folder / "sample.json").write_text(json.dumps(sample))
         files += [folder / "train.json", folder / "sample.json"]
@@ -759,6 +944,12 @@ def test_runs_table_takes_the_median_and_quartiles(statistics_results):
         assert row["sample_timesteps"] == SAMPLE_T and bool(row["sample_chain_complete"])
         assert row["train_peak_memory_gib"] == 3.0 and row["sample_peak_memory_gib"] == 1.0
         assert row["volume_shape"] == "8x8x8" and row["parameters"] == 1000
+    # Volumes per hour: the recorded ones at batch 1 and at the best batch; a sample.json without the sweep: none.
+    assert runs.loc["tf32", "sample_volumes_per_hour_b1"] == 3600 / (SAMPLE_T * 5.0 / 1e3)
+    assert runs.loc["tf32", "sample_best_batch"] == 2
+    assert runs.loc["tf32", "sample_volumes_per_hour_best"] == 3600 * 2 / (SAMPLE_T * 8.0 / 1e3)
+    for column in ("sample_volumes_per_hour_b1", "sample_best_batch", "sample_volumes_per_hour_best"):
+        assert pd.isna(runs.loc["baseline", column]), column
 
 
 def test_tab04_takes_the_median_per_sample_and_the_quartile_range(statistics_results):
@@ -789,6 +980,42 @@ def test_tab07_takes_the_median_per_sample_and_the_quartiles_per_sample(statisti
         assert math.isnan(row["train_ms_other_run"])
     assert frame.loc["tf32", "train_speedup_low"] == pytest.approx(90.0 / 44.0)
     assert frame.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(2.5)
+
+
+def test_tab07_shows_volumes_per_hour_and_says_where_they_were_not_measured(statistics_results):
+    table = _build(statistics_results, "tab07_frontier")
+    frame = table.frame.set_index("variant")
+    columns = list(table.frame.columns)
+    assert columns[columns.index("sample_volume_s") + 1:][:3] == [
+        "sample_volumes_per_hour_b1", "sample_best_batch", "sample_volumes_per_hour_best"]
+    assert frame.loc["tf32", "sample_volumes_per_hour_b1"] == pytest.approx(3600 / (SAMPLE_T * 5.0e-3))
+    assert frame.loc["tf32", "sample_best_batch"] == 2
+    assert frame.loc["tf32", "sample_volumes_per_hour_best"] == pytest.approx(2 * 3600 / (SAMPLE_T * 8.0e-3))
+    # baseline's sample.json has no sweep: empty cells (nothing derived from its s/volume) and a note saying so.
+    assert frame.loc["baseline", ["sample_volumes_per_hour_b1", "sample_best_batch",
+                                  "sample_volumes_per_hour_best"]].isna().all()
+    assert frame.loc["baseline", "sample_volume_s"] == SAMPLE_STEP["baseline"]["median_ms"] * SAMPLE_T / 1e3
+    assert [n for n in table.notes if "volumes per hour" in n] == [
+        "g1: volumes per hour not measured for baseline: no throughput sweep in the sample.json (written before "
+        "sample.batch_sizes existed); running the sample jobs again measures them."]
+
+
+def test_fig11_draws_volumes_per_hour_at_the_best_batch_and_at_batch_1(statistics_results):
+    """The throughput panel: a bar at the best batch's volumes per hour labelled with its size, a line at batch 1,
+    the FLOP ceiling (3600 / the volume's FLOP floor) dashed, and "not measured" for a run without the sweep."""
+    fig = _build(statistics_results, "fig11_optimization_ladder")
+    try:
+        [ax] = [ax for ax in fig.get_axes() if ax.get_title(loc="left") == "volumes sampled per hour"]
+        widths = [r.get_width() for r in ax.patches if isinstance(r, Rectangle) and r.get_width() > 0]
+        assert widths == pytest.approx([2 * 3600 / (SAMPLE_T * 8.0e-3)])  # tf32 only: baseline not measured
+        [ticks] = [c for c in ax.collections if isinstance(c, LineCollection)]
+        assert [segment[0][0] for segment in ticks.get_segments()] == pytest.approx([3600 / (SAMPLE_T * 5.0e-3)])
+        floor_s = 5e12 / 800e12 * SAMPLE_T  # forward FLOPs at the bf16 rate, T times
+        assert [line.get_xdata()[0] for line in ax.get_lines()] == pytest.approx([3600 / floor_s])
+        labels = [t.get_text() for t in ax.texts]
+        assert "3,600 (batch 2)" in labels and "not measured" in labels
+    finally:
+        plt.close(fig)
 
 
 def test_fig08_draws_the_median_per_sample_with_the_quartiles_per_sample(statistics_results):
@@ -840,6 +1067,11 @@ def test_bench_frame_takes_every_column_from_its_run(tmp_path):
         assert row["memory_kind"] == "cuda_max_allocated"
     assert frame.loc["tf32", "train_compile_s"] == 12.5 and frame.loc["tf32", "sample_compile_s"] == 3.5
     assert frame.loc["tf32", "switches"] == "tf32" and frame.loc["baseline", "switches"] == "fp32"
+    assert frame.loc["tf32", "sample_volumes_per_hour_b1"] == pytest.approx(3600 / (SAMPLE_T * 5.0e-3))
+    assert frame.loc["tf32", "sample_best_batch"] == 2
+    assert frame.loc["tf32", "sample_volumes_per_hour_best"] == pytest.approx(2 * 3600 / (SAMPLE_T * 8.0e-3))
+    assert all(pd.isna(frame.loc["baseline", column]) for column in (
+        "sample_volumes_per_hour_b1", "sample_best_batch", "sample_volumes_per_hour_best"))
     assert frame.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(2.5)
     assert frame.loc["tf32", "sample_speedup_vs_baseline"] == pytest.approx(2.0)
     assert frame.loc["baseline", "train_speedup_vs_tf32"] == pytest.approx(0.4)
@@ -852,7 +1084,8 @@ def test_bench_frame_takes_every_column_from_its_run(tmp_path):
     assert alone["switches"] == "fp32"
     for column in ("sample_step_ms", "sample_step_q1_ms", "sample_step_q3_ms", "sample_model_tflops",
                    "sample_fraction_of_bf16_rate", "sample_volume_s", "timesteps", "sample_peak_gib",
-                   "sample_compile_s"):
+                   "sample_compile_s", "sample_volumes_per_hour_b1", "sample_best_batch",
+                   "sample_volumes_per_hour_best"):
         assert alone[column] is None or math.isnan(alone[column]), column
     train["provenance"] |= {"switches": {"autocast": "bfloat16", "fused_adam": True},
                             "switches_effective": {"fused_adam": False}}

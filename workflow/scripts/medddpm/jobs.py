@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+import itertools
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 import nibabel as nib
@@ -13,12 +16,13 @@ import torch
 from tqdm import tqdm
 
 from errors import writing
+from measurement import throughput
 from measurement.timing import DeviceTimer, summary
 
 from .build import Workload
 from .checkpoints import save_checkpoint, workload_record
 from .dataset import PreparedPairs, load_condition
-from .engine import Sampling, Training, timed_steps
+from .engine import Sampling, Training, synchronize, timed_steps
 from .flops import step_flops
 from .prepare import condition_values, heldout_images, heldout_masks
 from .prepare import write_nifti
@@ -175,6 +179,9 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
         for position, ms in enumerate(timer.elapsed_ms()):
             rows.append({"volume": index, "position": position, "t": timesteps - 1 - position, "step_ms": ms})
         write_nifti(_to_image_axes(volume), nib.load(images[index]).affine, out_path)
+    # What the chains measured, read before the throughput sweep adds its batches' memory and graph captures.
+    memory, captures = peak_memory(run.device), sampling.evaluate.captures
+    sweep = throughput_sweep(sampling, sample, dataset_dir)
     steps_table = pd.DataFrame(rows)
     with writing(out_steps):
         steps_table.to_csv(out_steps, index=False)
@@ -198,10 +205,109 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
             # Compilation (the U-Net, or the fused norm's kernels) and CUDA graph capture, with the few evaluations
             # they run, before any chain: null when the variant neither compiles nor captures on this device.
             "compile_seconds": warm_seconds if sampling.compiled or sampling.evaluate.graphs else None,
-            "cuda_graph_captures": sampling.evaluate.captures,
-            **peak_memory(run.device),
+            "cuda_graph_captures": captures,
+            **memory,
+            "throughput": sweep,
         },
     )
+
+
+# -- throughput: volumes per hour at several batch sizes -------------------------------------------------------------
+def throughput_sweep(sampling: Sampling, sample: SampleSettings, dataset_dir: Path) -> dict:
+    """sample.json's `throughput` (measurement.throughput describes it): the variant's sampling step timed at each of
+    `sample.batch_sizes`, in increasing order. A batch that raises torch.cuda.OutOfMemoryError is recorded as not
+    fitting (no time of it is kept), its memory is freed, and the larger batches are skipped."""
+    device = sampling.placement.device
+    values = condition_values(dataset_dir)
+    conditions = [load_condition(mask, values) for mask in heldout_masks(dataset_dir)]
+    if sampling.compiled:
+        _room_for_batch_shapes(len(sample.batch_sizes))
+    batches: list[dict] = []
+    too_large: int | None = None
+    for batch in sorted(sample.batch_sizes):
+        if too_large is not None:
+            batches.append({"batch": batch, "fits": None, "skipped": f"batch {too_large} did not fit in memory"})
+            continue
+        try:
+            record = timed_batch(sampling, conditions, batch, sample)
+        except torch.cuda.OutOfMemoryError as error:
+            message = str(error).strip().splitlines() or [type(error).__name__]
+            record = {"batch": batch, "fits": False, "error": message[0][:300]}
+            too_large = batch
+        if too_large == batch:  # out of the except block: its traceback, and the batch's tensors, are released
+            _free_memory(device)
+        batches.append(record)
+    best_batch, best_rate = throughput.best_batch(batches)
+    return {"timesteps": sampling.diffusion.num_timesteps, "masks": len(conditions), "batches": batches,
+            "best_batch": best_batch, "volumes_per_hour_best": best_rate}
+
+
+def timed_batch(sampling: Sampling, conditions: list[torch.Tensor], batch: int, sample: SampleSettings) -> dict:
+    """The sampling step at `batch` volumes: `batch` held-out conditions (repeated in turn where there are fewer),
+    noise drawn as a chain draws it, then `sample.throughput_warmup_steps` untimed steps (compilation and CUDA graph
+    capture for these shapes) and `sample.throughput_steps` timed ones through Sampling.step, the chain's step, at
+    t = T - 1, T - 2, ... as a chain runs them (never the cheaper last step, t = 0, unless T = 1)."""
+    device = sampling.placement.device
+    timesteps = sampling.diffusion.num_timesteps
+    condition = sampling.placement.input(torch.stack([conditions[k % len(conditions)] for k in range(batch)]))
+    generator = torch.Generator(device=device).manual_seed(sample.seed + batch)
+    shape = (batch, sampling.diffusion.channels, *condition.shape[2:])
+    x = [sampling.placement.input(torch.randn(shape, device=device, generator=generator))]
+    steps = itertools.cycle(range(timesteps - 1, 0, -1) if timesteps > 1 else [0])
+
+    def step() -> None:
+        x[0] = sampling.step(x[0], condition, next(steps), generator)
+
+    reset_peak_memory(device)
+    timer = DeviceTimer(device)
+    captures = sampling.evaluate.captures
+    with sampling.running():
+        synchronize(device)
+        started = time.perf_counter()
+        for _ in timed_steps(step, sample.throughput_warmup_steps, 0, timer):
+            pass
+        synchronize(device)
+        warmup_seconds = time.perf_counter() - started
+        captured = sampling.evaluate.captures - captures
+        for _ in timed_steps(step, 0, sample.throughput_steps, timer, progress=lambda _, count: tqdm(
+                range(count), desc=f"throughput at batch {batch}", mininterval=5)):
+            pass
+    step_ms = timer.elapsed_ms()
+    if sampling.evaluate.captures != captures + captured:
+        raise RuntimeError(f"batch {batch}: a CUDA graph was captured inside the timed steps (raise "
+                           "sample.throughput_warmup_steps)")
+    timing = summary(step_ms)
+    rate = lambda ms: throughput.volumes_per_hour(batch, ms, timesteps)  # noqa: E731
+    return {
+        "batch": batch,
+        "fits": True,
+        "step_time": timing,
+        "volume_seconds": timing["median_ms"] * timesteps / 1e3 / batch,  # a full chain's share of one volume
+        "volumes_per_hour": rate(timing["median_ms"]),
+        # Its spread: the rate at the step time's upper quartile, and at its lower one.
+        "volumes_per_hour_iqr": [rate(timing["q3_ms"]), rate(timing["q1_ms"])],
+        "warmup_seconds": warmup_seconds,
+        "cuda_graph_captures": captured,
+        **peak_memory(device),
+    }
+
+
+def _room_for_batch_shapes(batch_sizes: int) -> None:
+    """A compiled evaluation compiles one static-shape graph per shape (the U-Net's, or each fused norm's); every
+    batch size adds as many as the chains needed. Raise dynamo's per-function and total recompile limits to match, so
+    that no batch falls back to eager silently."""
+    config = torch._dynamo.config
+    names = ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit")
+    limits = {name: getattr(config, name) for name in names if hasattr(config, name)}  # some are aliases: read first
+    for name, limit in limits.items():
+        setattr(config, name, limit * (1 + batch_sizes))
+
+
+def _free_memory(device: torch.device) -> None:
+    """Release what a batch that did not fit left allocated, before the job goes on."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _file_shape(path: Path) -> list[int]:

@@ -82,6 +82,11 @@ class SampleSettings:
     max_steps: int | None  # None: every one of the T steps
     warmup_steps: int
     seed: int
+    # The throughput sweep after the chains (volumes per hour): the batch sizes it times the sampling step at (1
+    # among them), and per batch size its untimed and its timed steps.
+    batch_sizes: tuple[int, ...]
+    throughput_warmup_steps: int
+    throughput_steps: int
 
 
 @dataclass(frozen=True, kw_only=True)

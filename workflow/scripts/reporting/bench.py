@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from errors import ExpectedError
+from measurement.throughput import COLUMNS as THROUGHPUT, run_columns as throughput_columns
 from medddpm.switches import Variant
 
 from .derived import speedup
@@ -97,6 +98,7 @@ def bench_frame(train_files: list[Path], sample_files: list[Path], rates: dict) 
             "sample_model_tflops": None, "sample_fraction_of_bf16_rate": None, "sample_volume_s": None,
             "timesteps": None, "sample_peak_gib": None, "sample_compile_s": None,
             "memory_kind": train.get("peak_memory_kind"),
+            **dict.fromkeys(THROUGHPUT),
         }
         if sample is not None:
             step = sample["step_time"]["median_ms"]
@@ -114,6 +116,7 @@ def bench_frame(train_files: list[Path], sample_files: list[Path], rates: dict) 
                 timesteps=sample["timesteps"],
                 sample_peak_gib=sample["peak_memory_bytes"] / GIB,
                 sample_compile_s=sample.get("compile_seconds"),
+                **throughput_columns(sample),  # None where the sampling job ran no throughput sweep
             )
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -126,10 +129,29 @@ def bench_frame(train_files: list[Path], sample_files: list[Path], rates: dict) 
     return frame
 
 
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def _fmt(value, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return "-"
     return format(value, spec)
+
+
+def rate_text(value) -> str:
+    """Volumes per hour as written in the tables: three significant digits, no exponent (570, 14.6, 7,200)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def throughput_cells(row) -> list[str]:
+    """The bench's two throughput cells of a row: volumes per hour at batch 1, and at the best batch with its size;
+    "not measured" where the sampling job ran no throughput sweep, "-" where there is no sampling run."""
+    if _missing(row.sample_step_ms) and _missing(row.sample_volume_s):
+        return ["-", "-"]
+    one, best, batch = row.sample_volumes_per_hour_b1, row.sample_volumes_per_hour_best, row.sample_best_batch
+    return ["not measured" if _missing(one) else rate_text(one),
+            "not measured" if _missing(best) else f"{rate_text(best)} (batch {int(batch)})"]
 
 
 def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dict, model_flops: dict) -> str:
@@ -153,8 +175,8 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
         "",
     ]
     header = ["variant", "switches", "train ms/sample (q1-q3)", "TFLOP/s", "of bf16", "bare ms/sample",
-              "sample step ms", "s/volume", "peak GiB train/sample", "x baseline train/sample",
-              "x tf32 train/sample", "compile s train/sample"]
+              "sample step ms", "s/volume", "volumes/h batch 1", "volumes/h best batch", "peak GiB train/sample",
+              "x baseline train/sample", "x tf32 train/sample", "compile s train/sample"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for row in frame.itertuples(index=False):
@@ -168,6 +190,7 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
             _fmt(row.bare_loop_ms_per_sample, '.1f'),
             _fmt(row.sample_step_ms, '.2f'),
             _fmt(row.sample_volume_s, '.3g'),
+            *throughput_cells(row),
             f"{_fmt(row.train_peak_gib, '.2f')} / {_fmt(row.sample_peak_gib, '.2f')}",
             f"{_fmt(row.train_speedup_vs_baseline, '.2f')} / {_fmt(row.sample_speedup_vs_baseline, '.2f')}",
             f"{_fmt(row.train_speedup_vs_tf32, '.2f')} / {_fmt(row.sample_speedup_vs_tf32, '.2f')}",
@@ -179,7 +202,10 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
         "Training: median over the measured optimizer steps divided by the samples per step (quartiles in "
         "brackets); TFLOP/s are model FLOPs per second; bare = forward, backward and Adam on resident tensors "
         "(no loss.item(), EMA or data loading), as the upstream code was timed. Sampling: median U-Net "
-        "evaluation step; s/volume = that median x T. Peak memory: "
+        "evaluation step; s/volume = that median x T. Volumes per hour: 3600 x batch / (T x the median step "
+        "seconds), the sampling step timed at each batch size of sample.batch_sizes after warm-up steps (compilation "
+        "and CUDA graph capture apart), at batch 1 and at the batch that gives the most (best batch, among those "
+        "that fit in memory); not measured = a sampling run of before the throughput sweep. Peak memory: "
         + ("the CUDA allocator's peak." if kind == "a GPU" else "the process's peak RSS (a CPU).")
         + " Compile: seconds spent compiling (and capturing CUDA graphs) before the timed loops; - = nothing "
         "compiled.",
@@ -247,6 +273,11 @@ def bench_on_runs(bench: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         for column in OWN_RUN_ONLY[phase]:
             if column in frame:
                 frame[column] = frame[column].astype(float).mask(other)
+        if phase == "sample":  # volumes per hour are the run's too: missing there (not measured) stays missing
+            for column in THROUGHPUT:
+                if column in frame or column in run:
+                    ours = frame[column] if column in frame else pd.Series(math.nan, index=frame.index)
+                    frame[column] = ours.astype(float).mask(replace, of_run(column).astype(float))
         for column, source in RUN_TIMES[phase].items():
             if column in frame and source in run:
                 frame[column] = frame[column].mask(replace, run[source])

@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 import layout
+from measurement.throughput import run_columns as throughput_columns
 
 from .derived import cudnn_version
 from .results import variant_order
@@ -213,16 +214,21 @@ def _workload(records, variants, config) -> list[str]:
 def _measurements(records, variants) -> list[str]:
     lines = ["## Measurements (medians)", "",
              "| variant | training per sample (ms) | optimizer step IQR (ms) | sampling step (ms) | volume (s) | "
-             "peak memory, training (GiB) |",
-             "|---|---|---|---|---|---|"]
+             "volumes per hour, batch 1 / best batch | peak memory, training (GiB) |",
+             "|---|---|---|---|---|---|---|"]
     for variant in variants:
         train, sample = records[variant].get("train", {}), records[variant].get("sample", {})
         step = train.get("step_time", {})
         iqr = f"{_number(step.get('q1_ms'))}-{_number(step.get('q3_ms'))}" if step else "-"
         memory = train.get("peak_memory_bytes")
+        rates = throughput_columns(sample)
+        best = rates["sample_volumes_per_hour_best"]
+        rate = ("-" if not sample else "not measured" if best is None else
+                f"{_number(rates['sample_volumes_per_hour_b1'], '{:.0f}')} / {best:.0f} (batch "
+                f"{rates['sample_best_batch']})")
         lines.append(f"| {variant} | {_number(train.get('train_ms_per_sample'))} | {iqr} | "
                      f"{_number(sample.get('step_time', {}).get('median_ms'))} | "
-                     f"{_number(sample.get('volume_seconds_estimate'))} | "
+                     f"{_number(sample.get('volume_seconds_estimate'))} | {rate} | "
                      f"{_number(memory / 2**30 if memory else None, '{:.2f}')} |")
     return lines + [""]
 

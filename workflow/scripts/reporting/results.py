@@ -26,6 +26,7 @@ import pandas as pd
 
 from errors import ExpectedError
 from layout import file_keys
+from measurement.throughput import run_columns as throughput_columns
 
 MEASURED = "measured here"
 SHIPPED = "shipped reference"
@@ -203,7 +204,8 @@ def _hardware(files: pd.DataFrame, labels: list[str], provenance: dict) -> pd.Da
 
 
 def _runs(files: pd.DataFrame) -> pd.DataFrame:
-    """One row per (gpu, variant): training time per sample, sampling step and volume, peak memory, switches."""
+    """One row per (gpu, variant): training time per sample, sampling step and volume, volumes per hour, peak memory,
+    switches."""
     rows: dict[tuple[str, str], dict] = {}
     for row in files[files["kind"] == "train.json"].itertuples():
         with _reading(row.path, "train.json"):
@@ -235,6 +237,9 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
                 sample_timesteps=data["timesteps"],
                 sample_chain_complete=data["chain_complete"],
                 sample_peak_memory_gib=data["peak_memory_bytes"] / 2**30,
+                # Volumes per hour at batch 1 and at the best batch: None (not measured) in a sample.json written
+                # before the throughput sweep.
+                **throughput_columns(data),
             )
     return pd.DataFrame(list(rows.values()))
 

@@ -16,6 +16,8 @@ def write_table(frame: pd.DataFrame, csv: str | Path, tex: str | Path, md: str |
     for column in formatted.columns:
         if pd.api.types.is_float_dtype(formatted[column]):
             formatted[column] = formatted[column].map(lambda v: "" if pd.isna(v) else float_format.format(v))
+        elif pd.api.types.is_integer_dtype(formatted[column]) and formatted[column].hasnans:  # nullable (Int64)
+            formatted[column] = formatted[column].map(lambda v: "" if pd.isna(v) else str(v))
     latex = formatted.to_latex(index=False, caption=caption, escape=True, column_format="l" * len(frame.columns))
     if notes:
         escaped = [_latex_escape(text) for text in notes]

@@ -1,6 +1,7 @@
 """fig11 (beyond the paper): the optimization ladder, from baseline to the fastest variant. Per hardware label:
 training time per sample and sampling time per volume of every rung against the FLOP floor (the model's FLOPs at the
-device's measured bf16 matrix-product rate), and what each rung changed in the training step's kernel mix."""
+device's measured bf16 matrix-product rate), the volumes per hour each rung samples (at its best batch size, and at
+batch 1) against the FLOP ceiling, and what each rung changed in the training step's kernel mix."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pandas as pd
 
 from profiling.kernels import CLASS_NAMES
 
-from ..bench import bench_on_runs
-from ..panels import (CLASS_COLORS, OWN_SCALES, bars_height, class_legend, log_ticks, panel_title, rows_figure, say,
-                      significant, variant_barh)
+from ..bench import bench_on_runs, rate_text
+from ..panels import (BAR_LABEL_SIZE, CLASS_COLORS, OWN_SCALES, bars_height, class_legend, label_room, log_ticks,
+                      panel_title, rows_figure, say, significant, variant_barh)
 from ..results import preferred_tool
 
 # The rungs' order, as ladder() builds it (the caption says so; tests/test_reporting.py checks the caption).
@@ -45,6 +46,69 @@ def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, 
     ax.set_xlabel(f"{what} ({unit}, log scale){floor_text}")
 
 
+LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.6}
+
+
+def _compact(value: float) -> str:
+    """A tick's volumes per hour: 500, 2k, 50k, 1M."""
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:g}{unit}"
+    return f"{value:g}"
+
+
+def _rate_ticks(ax) -> None:
+    """Log ticks at 1, 2 and 5 times each power of ten over up to three decades, at the powers of ten alone over
+    more (a CPU's tiny volumes reach hundreds of thousands per hour, its FLOP ceiling millions), written compactly."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    low, high = ax.get_xlim()
+    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if np.log10(high / low) <= 3 else (1,)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _compact(value)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
+    """Volumes per hour of every rung: a bar at its best batch size (the size after the rate), a black line across it
+    at batch 1, the FLOP ceiling dashed (the model's FLOPs of a full chain at the measured bf16 rate, whatever the batch).
+    Rungs without a throughput sweep say "not measured"; nothing is derived from their time per volume."""
+    column = lambda name: run.loc[order, name].astype(float) if name in run else pd.Series(np.nan, order)  # noqa: E731
+    best, one, batch = (column(name) for name in ("sample_volumes_per_hour_best", "sample_volumes_per_hour_b1",
+                                                  "sample_best_batch"))
+    if best.isna().all() and one.isna().all():
+        say(ax, f"volumes per hour not measured on {gpu}: its sampling runs predate the throughput sweep "
+                "(sample.batch_sizes)")
+        return
+    variant_barh(ax, order, best, log=True)
+    y = np.arange(len(order))
+    measured = np.isfinite(one.to_numpy())
+    ax.vlines(one.to_numpy()[measured], y[measured] - 0.35, y[measured] + 0.35, color="black", linewidth=2, zorder=3)
+    texts, ends = [], []
+    for yi, rate, size, single in zip(y, best, batch, one):
+        if np.isfinite(rate):
+            texts.append(f"{rate_text(rate)} (batch {int(size)})")
+            ends.append(max(rate, single if np.isfinite(single) else rate))
+            ax.annotate(texts[-1], (ends[-1], yi), xytext=(4, 0), textcoords="offset points", va="center", ha="left",
+                        fontsize=BAR_LABEL_SIZE, bbox=LABEL_BOX, zorder=4)  # over the ceiling's line
+        else:
+            ax.annotate("not measured", (0.02, yi), xycoords=("axes fraction", "data"), va="center", ha="left",
+                        fontsize=BAR_LABEL_SIZE, color="0.35")
+    floors = (run.loc[order, "sample_volume_s"].astype(float)
+              * run.loc[order, "sample_fraction_of_bf16_rate"].astype(float)).dropna()
+    ceiling_text = ""
+    if len(floors):
+        ceiling = 3600 / float(floors.median())  # volumes per hour with every evaluation at the FLOP floor
+        ax.axvline(ceiling, color="black", linestyle="--", linewidth=1, zorder=2)
+        ends.append(ceiling)
+        ceiling_text = f"; dashed: FLOP ceiling {rate_text(ceiling)}"
+    low = float(np.nanmin(np.concatenate([best.to_numpy(), one.to_numpy()])))
+    ax.set_xlim(low / 1.5, max(ends) * 1.05)
+    label_room(ax, ends, texts, log=True, axis_in=2.6)
+    _rate_ticks(ax)
+    ax.set_yticks(y, [])
+    ax.set_xlabel(f"volumes per hour (log scale); bar: best batch,\nblack line: batch 1{ceiling_text}")
+
+
 def build(job):
     results = job.results
     # Times from each run's own train.json/sample.json, the bench's rate and FLOPs (the numbers of tab04 and tab07).
@@ -52,16 +116,17 @@ def build(job):
     configured = list(job.settings.get("run_variants", []))
     labels = [g for g in results.labels() if len(bench) and (bench["gpu"] == g).any()] or results.labels()
     counts = [int((bench["gpu"] == g).sum()) if len(bench) else 0 for g in labels]
-    fig, axes = rows_figure([panel_title(results, g) for g in labels], 3, width=5.4, ratios=[1.25, 1, 1],
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], 4, width=4.8, ratios=[1.25, 1, 1, 1],
                             height=[bars_height(n) for n in counts], caveat=OWN_SCALES)
     used = set()
-    for gpu, (ax_train, ax_sample, ax_mix) in zip(labels, axes):
+    for gpu, (ax_train, ax_sample, ax_rate, ax_mix) in zip(labels, axes):
         ax_train.set_title("training per sample", loc="left")
         ax_sample.set_title("sampling per volume", loc="left")
+        ax_rate.set_title("volumes sampled per hour", loc="left")
         ax_mix.set_title("training step: kernel time by class", loc="left")
         run = bench[bench["gpu"] == gpu] if len(bench) else bench
         if run.empty:
-            for ax in (ax_train, ax_sample, ax_mix):
+            for ax in (ax_train, ax_sample, ax_rate, ax_mix):
                 say(ax, f"no bench table for {gpu} (its bench.csv: `snakemake bench`)")
             continue
         order = ladder(run, configured)
@@ -70,8 +135,10 @@ def build(job):
         if run["sample_volume_s"].notna().any():
             _times(ax_sample, run, order, "sample_volume_s", "sample_fraction_of_bf16_rate", "s", "per volume")
             ax_sample.set_yticklabels([])
+            _throughput(ax_rate, run, order, gpu)
         else:
             say(ax_sample, f"no sampling run for {gpu}")
+            say(ax_rate, f"no sampling run for {gpu}")
         train = summaries[(summaries["gpu"] == gpu) & (summaries["phase"] == "train")] if len(summaries) else summaries
         train = preferred_tool(train) if len(train) else train
         profiled = [v for v in order if len(train) and (train["variant"] == v).any()]

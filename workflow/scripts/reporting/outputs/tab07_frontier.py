@@ -1,6 +1,7 @@
 """tab07 (beyond the paper): per hardware label and variant, what the bench measured: ms per training sample with
 its interquartile range, the model's TFLOP/s and its share of the device's measured bf16 matrix-product rate, the
-sampling step and the full-chain volume, peak memory, compile seconds, speed-ups and the bare-loop time.
+sampling step and the full-chain volume, volumes per hour at batch 1 and at the best batch, peak memory, compile
+seconds, speed-ups and the bare-loop time.
 
 Times and peaks are the run's own (train.json, sample.json), the numbers tab04, fig08 and fig11 show; the bench adds
 the device's rate and the model's FLOPs (reporting.bench.bench_on_runs). Where a label's bench.csv holds another run
@@ -8,19 +9,23 @@ of a (gpu, variant), its time is in the *_other_run columns and the spread in a 
 
 from __future__ import annotations
 
+from measurement.throughput import COLUMNS as THROUGHPUT
+
 from ..bench import bench_on_runs, spread_notes
 from ..derived import speedup_verdict
 from ..render import Table
 
 COLUMNS = ["gpu", "variant", "origin", "device", "switches", "train_ms_per_sample", "train_ms_per_sample_q1",
            "train_ms_per_sample_q3", "train_ms_other_run", "train_model_tflops", "train_fraction_of_bf16_rate",
-           "sample_step_ms", "sample_step_ms_other_run", "sample_volume_s", "train_peak_gib", "sample_peak_gib",
-           "train_compile_s", "sample_compile_s", "train_speedup_vs_baseline", "train_speedup_low",
+           "sample_step_ms", "sample_step_ms_other_run", "sample_volume_s", *THROUGHPUT, "train_peak_gib",
+           "sample_peak_gib", "train_compile_s", "sample_compile_s", "train_speedup_vs_baseline", "train_speedup_low",
            "train_speedup_high", "train_verdict", "train_speedup_vs_tf32", "sample_speedup_vs_baseline",
            "bare_loop_ms_per_sample"]
 CAPTION = ("Frontier: every variant against its device's own ceilings. Model FLOPs (counted once on the U-Net's "
            "shapes, without recomputation) per measured time, as a share of the bf16 matrix-product rate measured on "
-           "the same device; sampling per volume = median step x T; compile time apart from every step time. Times "
+           "the same device; sampling per volume = median step x T; volumes per hour = 3600 x batch / (T x median "
+           "step seconds), at batch 1 and at the batch size that gives the most among those that fit in memory (its "
+           "size in sample_best_batch); compile time apart from every step time. Times "
            "are each run's own (train.json, sample.json), as in tab04; the speed-up's low-high range is its value "
            "between the two runs' step-time quartiles, and 'within noise' where those overlap")
 
@@ -32,7 +37,23 @@ def frontier_table(bench, runs):
     verdict = speedup_verdict(runs).rename(columns={"speedup": "_speedup", "low": "train_speedup_low",
                                                     "high": "train_speedup_high", "verdict": "train_verdict"})
     frame = frame.merge(verdict.drop(columns=["_speedup", "within_noise"]), on=["gpu", "variant"], how="left")
-    return frame.reindex(columns=COLUMNS), spread_notes(frame)
+    frame = frame.reindex(columns=COLUMNS)
+    frame["sample_best_batch"] = frame["sample_best_batch"].astype(float).round().astype("Int64")  # a count: 8, not 8.0
+    return frame, spread_notes(frame) + unmeasured_throughput_notes(frame)
+
+
+def unmeasured_throughput_notes(frame) -> list[str]:
+    """One line per label whose sampling runs have no volumes per hour (sample.json of before the throughput
+    sweep): which variants, and how to measure them. Their cells stay empty: nothing is derived from s/volume."""
+    sampled = frame["sample_step_ms"].notna() | frame["sample_volume_s"].notna()
+    missing = frame[sampled & frame["sample_volumes_per_hour_b1"].isna() & frame["sample_volumes_per_hour_best"].isna()]
+    notes = []
+    for gpu, rows in missing.groupby("gpu", sort=False):
+        every = len(rows) == int((sampled & (frame["gpu"] == gpu)).sum())
+        which = f"any of its {len(rows)} variants" if every else ", ".join(rows["variant"])
+        notes.append(f"{gpu}: volumes per hour not measured for {which}: no throughput sweep in the sample.json "
+                     "(written before sample.batch_sizes existed); running the sample jobs again measures them.")
+    return notes
 
 
 def build(job) -> Table:
