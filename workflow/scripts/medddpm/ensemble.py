@@ -67,7 +67,12 @@ class Member:
     static_losses: torch.Tensor | None = None
 
     def on_stream(self) -> contextlib.AbstractContextManager:
-        return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
+        return on_stream(self.stream)
+
+
+def on_stream(stream: torch.cuda.Stream | None) -> contextlib.AbstractContextManager:
+    """Work on `stream` (CUDA), or where it is (no stream: the CPU)."""
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
 class Ensemble:
@@ -86,7 +91,7 @@ class Ensemble:
         for seed in seeds:
             stream = torch.cuda.Stream(run.device) if self.graphs else None
             settings = replace(train, seed=seed)
-            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            with on_stream(stream):
                 training = Training(workload, settings, run, dataset_dir, graph_capture=self.graphs)
                 losses = torch.full((steps, self.accumulation), math.nan, device=run.device)
             self.members.append(Member(seed, training, losses, stream))

@@ -29,6 +29,7 @@ from .prepare import write_nifti
 from .runs import Run, peak_memory, reset_peak_memory
 from .settings import SampleSettings, TrainSettings, as_dict
 from .unet import parameter_count
+from .variants import raise_recompile_limit, recompile_limit
 
 
 def _non_finite(value, key: str = "") -> str | None:
@@ -296,11 +297,8 @@ def _room_for_batch_shapes(batch_sizes: int) -> None:
     """A compiled evaluation compiles one static-shape graph per shape (the U-Net's, or each fused norm's); every
     batch size adds as many as the chains needed. Raise dynamo's per-function and total recompile limits to match, so
     that no batch falls back to eager silently."""
-    config = torch._dynamo.config
-    names = ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit")
-    limits = {name: getattr(config, name) for name in names if hasattr(config, name)}  # some are aliases: read first
-    for name, limit in limits.items():
-        setattr(config, name, limit * (1 + batch_sizes))
+    for accumulated in (False, True):
+        raise_recompile_limit(recompile_limit(accumulated) * (1 + batch_sizes), accumulated)
 
 
 def _free_memory(device: torch.device) -> None:

@@ -127,7 +127,7 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
             sample_run(workload, members[-1].training, study, run, dataset_dir, volumes)
             rerun_record["vs_real"] = measure_samples(volumes, dataset_dir, study, run)
     for member in members[: len(seeds)]:
-        write_run(workload, train, study, run, dataset_dir, member.training, ensemble.losses(member),
+        write_run(workload, study, run, dataset_dir, member.training, ensemble.losses(member),
                   outputs[member.seed], shared, rerun_record if member is members[0] else None, begun)
 
 
@@ -171,8 +171,8 @@ def measure_samples(volumes: list[Path], dataset_dir: Path, study: StudySettings
                              run.device)
 
 
-def write_run(workload: Workload, train: TrainSettings, study: StudySettings, run: Run, dataset_dir: Path,
-              training: Training, losses: list[list[float]], files: RunFiles, shared: dict, rerun: dict | None,
+def write_run(workload: Workload, study: StudySettings, run: Run, dataset_dir: Path, training: Training,
+              losses: list[list[float]], files: RunFiles, shared: dict, rerun: dict | None,
               begun: float) -> None:
     """Sample, check against float64 and measure one trained run, and write its files."""
     trainer = training.trainer
@@ -194,13 +194,12 @@ def write_run(workload: Workload, train: TrainSettings, study: StudySettings, ru
     images = heldout_images(dataset_dir)
     with writing(files.slice):
         np.save(files.slice, slices(files.volumes[0], images[0]))
-    settings = replace(train, seed=trainer.settings.seed)
     record = {
         "provenance": run.provenance,
         "parameters": parameter_count(trainer.diffusion.denoiser),
         "volume_shape": _file_shape(images[0]),
         "timesteps": workload.diffusion.timesteps,
-        "settings": {"train": as_dict(settings), "study": as_dict(study)},
+        "settings": {"train": as_dict(trainer.settings), "study": as_dict(study)},
         # Since the job started: building, compiling, training every run, and this run's sampling and checks.
         "wall_seconds": time.perf_counter() - begun,
         "training": shared | {"final_loss": final_loss(table["loss"])},

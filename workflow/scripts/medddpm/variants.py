@@ -71,9 +71,22 @@ def memory_format(variant: Variant) -> torch.memory_format:
     return torch.channels_last_3d if variant.channels_last else torch.contiguous_format
 
 
-def _raise_recompile_limit(limit: int) -> None:
+# Dynamo's recompile limits, per compiled function and over all of them; the newer name first (both exist on 2.7+,
+# one an alias of the other).
+RECOMPILE_LIMITS = {False: ("recompile_limit", "cache_size_limit"),
+                    True: ("accumulated_recompile_limit", "accumulated_cache_size_limit")}
+
+
+def recompile_limit(accumulated: bool = False) -> int:
+    """Dynamo's recompile limit per function (`accumulated`: over all functions)."""
     config = torch._dynamo.config
-    for name in ("recompile_limit", "cache_size_limit"):  # the newer name first; both exist on 2.7+
+    return next(getattr(config, name) for name in RECOMPILE_LIMITS[accumulated] if hasattr(config, name))
+
+
+def raise_recompile_limit(limit: int, accumulated: bool = False) -> None:
+    """Raise dynamo's recompile limit per function (`accumulated`: over all functions) to at least `limit`."""
+    config = torch._dynamo.config
+    for name in RECOMPILE_LIMITS[accumulated]:
         if hasattr(config, name) and getattr(config, name) < limit:
             setattr(config, name, limit)
 
@@ -81,7 +94,7 @@ def _raise_recompile_limit(limit: int) -> None:
 @functools.cache
 def compiled_group_norm_silu():
     """`group_norm_silu` compiled on its own (static shapes, no graph break): one fused kernel per norm site."""
-    _raise_recompile_limit(NORM_RECOMPILE_LIMIT)
+    raise_recompile_limit(NORM_RECOMPILE_LIMIT)
     return torch.compile(group_norm_silu, dynamic=False, fullgraph=True)
 
 

@@ -375,7 +375,7 @@ def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.D
     info = hardware.set_index("gpu")
     frame = frame.copy()
     for key in ("origin", "device", "date"):
-        if key == "date" and "date" in frame:  # rows that carry their own date (the quality study's runs)
+        if key in frame:  # rows that carry their own (the quality study's runs their date) keep it
             continue
         frame[key] = frame["gpu"].map(info[key])
     order = {g: k for k, g in enumerate(labels)}
