@@ -26,7 +26,7 @@ DECISIONS = pd.read_csv(FIXTURES / "kernel_classes_h200.csv", keep_default_na=Fa
 SMALL = FIXTURES / "h200_small"
 H200 = ROOT / "data" / "reference" / "wholehead" / "h200"
 # The real exports whose names the decision table must cover.
-EXPORTS = sorted(SMALL.glob("*/*/*.gz")) + [
+EXPORTS = sorted(SMALL.glob("*/*/*.gz")) + sorted((FIXTURES / "h200_set_full").glob("ncu_raw*.csv.gz")) + [
     *sorted(H200.glob("*/profile/*/ncu_raw*.csv.gz")),
     *sorted(H200.glob("*/profile/*/torch_trace.json.gz")),
     FIXTURES / "ncu_raw_h200_tiny_train_step.csv",

@@ -25,8 +25,9 @@ from profiling import instructions, kernels, ncu, nsys, tables, torchprof
 from profiling.errors import ProfilingError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "profiling"
-NCU_RAW = sorted(FIXTURES.glob("ncu_raw*.csv"))
-NCU_DETAILS = sorted(FIXTURES.glob("ncu_details*.csv"))
+# The real exports kept gzipped in subfolders (h200_small/<variant>/<phase>/, h200_set_full/) are tested alike.
+NCU_RAW = sorted(FIXTURES.glob("ncu_raw*.csv")) + sorted(FIXTURES.glob("**/ncu_raw*.csv.gz"))
+NCU_DETAILS = sorted(FIXTURES.glob("ncu_details*.csv")) + sorted(FIXTURES.glob("**/ncu_details*.csv.gz"))
 NSYS_KERN_SUM = sorted(FIXTURES.glob("nsys_*kern*sum*.csv"))
 TORCH_TRACES = sorted(FIXTURES.glob("torch_trace*.json"))
 HANDMADE_RAW = FIXTURES / "ncu_raw_handmade_scaled_units.csv"
@@ -41,8 +42,31 @@ def plain_id(text: str) -> str:
 
 
 def by_name(paths: list[Path]) -> dict:
-    """parametrize arguments over fixture files, each test named after its file."""
-    return {"argvalues": paths, "ids": [p.name for p in paths]}
+    """parametrize arguments over fixture files, each test named after its file (its path in the fixture folder)."""
+    return {"argvalues": paths, "ids": [p.relative_to(FIXTURES).as_posix() for p in paths]}
+
+
+def page_text(path: Path) -> str:
+    """The text of an export, gzipped (.gz) or not."""
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode()
+
+
+@cache
+def plain_page(path: Path) -> pd.DataFrame:
+    """An ncu raw page as plain pandas reads it: header row, units row skipped, thousands separators removed."""
+    return pd.read_csv(path, skiprows=[1], thousands=",", low_memory=False).sort_values("ID").reset_index(drop=True)
+
+
+@cache
+def parsed_page(path: Path) -> pd.DataFrame:
+    """ncu.parse_raw of a raw page, once per test run (a test that changes it changes a copy)."""
+    return ncu.parse_raw(page_text(path))
+
+
+@cache
+def tidy_page(path: Path) -> pd.DataFrame:
+    return tables.from_ncu(parsed_page(path))
 
 
 # --- kernel classes ---------------------------------------------------------------------------------------------
@@ -232,8 +256,8 @@ def test_ncu_export_command() -> None:
 
 @pytest.mark.parametrize("path", **by_name(NCU_RAW))
 def test_ncu_raw_parses_one_row_per_kernel(path: Path) -> None:
-    text = path.read_text()
-    raw = ncu.parse_raw(text)
+    text = page_text(path)
+    raw = parsed_page(path)
     # One row per line that starts with a quoted kernel ID (the header starts with "ID", the units row with "").
     data_rows = sum(1 for line in text.splitlines() if re.match(r'^"\d+",', line))
     assert len(raw) == data_rows > 0
@@ -242,7 +266,7 @@ def test_ncu_raw_parses_one_row_per_kernel(path: Path) -> None:
     duration = raw["gpu__time_duration.sum"]
     assert duration.dtype == float and duration.gt(0).all()
     assert raw.attrs["units"]["gpu__time_duration.sum"] == "nsecond"
-    tidy = tables.from_ncu(raw)
+    tidy = tidy_page(path)
     assert list(tidy.columns[: len(tables.TIDY_COLUMNS)]) == tables.TIDY_COLUMNS
     assert tidy["kernel_class"].isin(kernels.CLASS_NAMES).all()
     assert (tidy["duration_ns"] == duration).all()
@@ -320,9 +344,9 @@ def with_no_data_columns(text: str, columns: list[str], unit: str = "inst") -> s
 def test_ncu_raw_reads_ncus_no_data_cells_as_missing() -> None:
     """ncu writes "no data" for every kernel in sass__inst_executed_register_spilling_mem_local and ..._shared of a
     --set full export (columns with a unit, inst); such a page is read, those values missing, the rest as without
-    them. Tested on a real H200 export with those two columns written in as ncu writes them: the real --set full
-    export is still to be recorded on the H200 and kept as a fixture here (a --set full recording of the 8^3
-    sampling step took more than 300 s at 38 passes per kernel; record it with --launch-count or a smaller step)."""
+    them. The edges, on a real H200 export with those two columns written in as ncu writes them: the page reads as
+    without them, "no data" in the duration is refused, and in a column without a unit it stays text. A real --set
+    full export read as it is: test_ncu_set_full_export_of_the_h200_reads_no_data_as_missing."""
     text = gzip.decompress(H200_SAMPLE_RAW.read_bytes()).decode()
     plain = ncu.parse_raw(text)
     raw = ncu.parse_raw(with_no_data_columns(text, SPILLING))
@@ -344,6 +368,110 @@ def test_ncu_raw_reads_ncus_no_data_cells_as_missing() -> None:
     # ... and in a column without a unit (not a metric) it is text, as any other word there.
     text_column = ncu.parse_raw(with_no_data_columns(text, ["launch__comment"], unit=""))
     assert text_column["launch__comment"].eq("no data").all()
+
+
+# A real --set full export (tests/fixtures/profiling/h200_set_full, recorded with h200_set_full.yaml): kernels 421 to
+# 460 of the bf16 training step of h200_small_steps.yaml's network, the end of the forward pass and the start of the
+# backward; the raw and details pages of one report and ncu's log. Expected values come from the files as plain pandas
+# and the csv module read them.
+SET_FULL = FIXTURES / "h200_set_full"
+SET_FULL_RAW = SET_FULL / "ncu_raw.csv.gz"
+SET_FULL_DETAILS = SET_FULL / "ncu_details.csv.gz"
+
+
+def test_ncu_set_full_export_of_the_h200_reads_no_data_as_missing() -> None:
+    raw, plain = parsed_page(SET_FULL_RAW), plain_page(SET_FULL_RAW)
+    header, units_row = list(csv.reader(io.StringIO(page_text(SET_FULL_RAW))))[:2]
+    assert len(raw) == len(plain) == 40 and list(raw["id"]) == list(range(40)) and len(header) == 2248
+    # ncu's "no data" for every kernel in the two register-spilling columns: missing values, their unit kept.
+    for column in SPILLING:
+        assert plain[column].eq("no data").all() and units_row[header.index(column)] == "inst"
+        assert raw[column].isna().all() and raw.attrs["units"][column] == "inst"
+    # Every column with a unit is numbers, missing exactly where ncu wrote no number ("no data", "nan", empty).
+    metrics = [c for c, unit in zip(header, units_row) if unit.strip()]
+    dtypes = raw.dtypes  # column by column, raw[c] would copy the units of all 2,230 metrics each time
+    assert len(metrics) == 1360 and (dtypes[metrics] == float).all()
+    gaps = plain[metrics].isna() | plain[metrics].eq("no data")
+    assert (raw[metrics].isna() == gaps).all().all()
+    assert sorted(c for c in metrics if gaps[c].all()) == sorted(
+        SPILLING + [c for c in metrics if ".TriageCompute." in c and plain[c].isna().all()]
+    )
+    # Of the columns without a unit, only the device's and launch's words stay text.
+    identity = header[: header.index("CC") + 1]
+    text = [c for c, unit in zip(header, units_row) if not unit.strip() and c not in identity and dtypes[c] != float]
+    assert text == ["device__attribute_confidential_computing_mode", "device__attribute_display_name",
+                    "launch__cluster_scheduling_policy", "launch__func_cache_config", "launch__tpc_enabled"]
+    # The metrics the profile job asked for (its --metrics, in the command line of ncu's log) and every metric the
+    # tidy table maps (the tensor-op counts have no unit): a value for every kernel, the one plain pandas reads (the
+    # page is in base units).
+    requested = re.search(r" --metrics (\S+) ", (SET_FULL / "ncu.log").read_text()).group(1).split(",")
+    mapped = [c for c in header if tables.maps_metric(c)]
+    assert set(requested) <= set(mapped) and len(mapped) == 56
+    assert raw[mapped].notna().all().all()
+    assert raw[mapped].to_numpy() == pytest.approx(plain[mapped].astype(float).to_numpy())
+    # The backward pass has begun: one dgrad and two wgrad convolutions; the dgrad takes 13,312 ns.
+    names = plain["Kernel Name"]
+    assert names.str.contains("_dgrad_").sum() == 1 and names.str.contains("_wgrad_").sum() == 2
+    ncu.validate_kernels(raw)
+    dgrad = raw["kernel_name"].str.startswith("sm80_xmma_dgrad_implicit_gemm_indexed_bf16bf16")
+    assert raw.loc[dgrad, ncu.DURATION].tolist() == plain.loc[dgrad, ncu.DURATION].tolist() == [13_312.0]
+    assert raw.attrs["units"][ncu.DURATION] == "nsecond"
+
+
+def test_ncu_set_full_export_of_the_h200_summarised() -> None:
+    plain, tidy = plain_page(SET_FULL_RAW), tidy_page(SET_FULL_RAW)
+    spilling = ["sass_inst_executed_register_spilling_mem_local", "sass_inst_executed_register_spilling_mem_shared"]
+    assert tidy[spilling].isna().all().all()  # kept, all missing: not an input of the summary
+    summary = tables.summarise(tidy).set_index("kernel_class")
+    everything = summary.loc["all"]
+    classes = summary.drop(index="all")
+    assert everything["kernels"] == classes["kernels"].sum() == 40
+    assert everything["time_ns"] == plain[ncu.DURATION].sum() == 164_704
+    assert classes["time_ns"].sum() == pytest.approx(everything["time_ns"])
+    assert classes["time_share"].sum() == pytest.approx(1.0) and everything["time_share"] == pytest.approx(1.0)
+    assert classes.loc["conv_dgrad", "time_ns"] == 13_312 and classes.loc["conv_wgrad", "kernels"] == 2
+    # cuDNN's transposes (nine of the 40) by name, without the classifier.
+    transposes = plain["Kernel Name"].str.contains("nchwToNhwcKernel|nhwcToNchwKernel|tensorTransformGeneric")
+    assert classes.loc["layout_conversion", "kernels"] == transposes.sum() == 9
+    assert classes.loc["layout_conversion", "time_ns"] == plain.loc[transposes, ncu.DURATION].sum()
+    assert everything["layout_conversion_share"] == pytest.approx(classes.loc["layout_conversion", "time_share"])
+    assert everything["dtype_cast_share"] == pytest.approx(classes.loc["dtype_cast", "time_share"])
+    assert everything["sm_cycles"] == plain["sm__cycles_elapsed.max"].sum()
+    assert everything["tensor_pipe_metric"] == "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+
+
+def test_ncu_set_full_export_of_the_h200_pages_and_log_agree() -> None:
+    raw_text, details_text = page_text(SET_FULL_RAW), page_text(SET_FULL_DETAILS)
+    rules = ncu.parse_details(details_text)
+    assert list(rules.columns) == ncu.RULE_COLUMNS
+    assert sorted(set(rules["kernel_id"])) == list(range(40))
+    assert (rules["rule"] == "SOLBottleneck").sum() == 40  # --set full runs the speed-of-light rule on every kernel
+    assert rules["estimated_speedup_pct"].dropna().between(0, 100).all()
+    ncu.check_pages_agree(raw_text, SET_FULL_RAW, details_text, SET_FULL_DETAILS)
+    # The raw page cut at a row boundary still parses; against the whole details page it is refused, named.
+    lines = raw_text.splitlines(keepends=True)
+    cut = "".join(lines[: 2 + 20])
+    assert ncu.check_raw_csv(cut) is None and ncu.exported_kernels(cut) == 20
+    with pytest.raises(ProfilingError, match=rf"^ncu raw CSV {re.escape(str(SET_FULL_RAW))} holds 20 kernels but the "
+                                             rf"other page of the same report, {re.escape(str(SET_FULL_DETAILS))}, "
+                                             r"holds 40: ncu_raw\.csv\.gz is cut short; fix:"):
+        ncu.check_pages_agree(cut, SET_FULL_RAW, details_text, SET_FULL_DETAILS)
+    # The details page cut inside its last kernel (its first 50 rows: 44 metric rows, 6 rules).
+    details = details_text.splitlines(keepends=True)
+    last = next(n for n, line in enumerate(details) if line.startswith('"39",'))
+    with pytest.raises(ProfilingError, match=rf"^ncu details CSV {re.escape(str(SET_FULL_DETAILS))} is cut short: its "
+                                             r"last kernel \(39\) has 44 metric rows, where kernels like it have 94;"):
+        ncu.check_pages_agree(raw_text, SET_FULL_RAW, "".join(details[: last + 50]), SET_FULL_DETAILS)
+    # ncu's log: one line per kernel, numbered "- ID (K/40)", a long name cut after 29 characters and "...".
+    log = (SET_FULL / "ncu.log").read_text()
+    profiled = re.findall(r'^==PROF== Profiling "(.*)" - (\d+) \((\d+)/40\):', log, re.M)
+    assert [(int(i), int(k)) for _, i, k in profiled] == [(i, i + 1) for i in range(40)]
+    short = parsed_page(SET_FULL_RAW)["kernel_name"].map(kernels.short_name)
+    assert all(full.startswith(name.removesuffix("...")) for (name, _, _), full in zip(profiled, short))
+    assert ncu.profiled_kernels(log) == 40
+    ncu.check_kernel_count(ncu.exported_kernels(raw_text), ncu.profiled_kernels(log), str(SET_FULL_RAW))
+    with pytest.raises(ProfilingError, match=r"holds 20 kernels but ncu profiled 40 .*cut short"):
+        ncu.check_kernel_count(ncu.exported_kernels(cut), ncu.profiled_kernels(log), str(SET_FULL_RAW))
 
 
 def test_ncu_h200_recording_has_backward_and_joins_torch_trace() -> None:
@@ -399,7 +527,7 @@ def test_ncu_truncated_csv_is_named(how: str) -> None:
 
 @pytest.mark.parametrize("path", **by_name(NCU_DETAILS))
 def test_ncu_details_rules(path: Path) -> None:
-    rules = ncu.parse_details(path.read_text())
+    rules = ncu.parse_details(page_text(path))
     assert list(rules.columns) == ncu.RULE_COLUMNS
     assert len(rules) > 0 and rules["rule"].str.len().gt(0).all()
     assert rules["estimated_speedup_pct"].dtype == float
@@ -855,21 +983,17 @@ def family(raw: pd.DataFrame, name: str) -> pd.Series:
     return raw[f"smsp__sass_thread_inst_executed_op_{name}_pred_on.sum"]
 
 
-@cache
 def raw_csv(variant: str, phase: str) -> pd.DataFrame:
     """The raw page as plain pandas reads it: header row, units row skipped, thousands separators removed."""
-    path = SMALL / variant / phase / "ncu_raw.csv.gz"
-    return pd.read_csv(path, skiprows=[1], thousands=",", low_memory=False).sort_values("ID").reset_index(drop=True)
+    return plain_page(SMALL / variant / phase / "ncu_raw.csv.gz")
 
 
-@cache
 def parsed(variant: str, phase: str) -> pd.DataFrame:
-    return ncu.parse_raw(gzip.decompress((SMALL / variant / phase / "ncu_raw.csv.gz").read_bytes()).decode())
+    return parsed_page(SMALL / variant / phase / "ncu_raw.csv.gz")
 
 
-@cache
 def tidy_small(variant: str, phase: str) -> pd.DataFrame:
-    return tables.from_ncu(parsed(variant, phase))
+    return tidy_page(SMALL / variant / phase / "ncu_raw.csv.gz")
 
 
 def test_ncu_counter_facts_the_mix_rests_on() -> None:
