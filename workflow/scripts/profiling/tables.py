@@ -179,10 +179,12 @@ def from_ncu(kernels: pd.DataFrame) -> pd.DataFrame:
     tensor_pipe_pct with tensor_pipe_metric (TENSOR_PIPE), tensor_flop and fp32_flop (instructions.py).
     """
     kernels = kernels.sort_values("id", kind="stable").reset_index(drop=True)
+    # From the dtypes, not column by column: selecting a column copies the frame's attrs (the units of every column
+    # of a --set full page), which made this quadratic in the number of columns.
     numeric = [
         column
-        for column in kernels.columns
-        if column not in {"id", "kernel_name"} and pd.api.types.is_numeric_dtype(kernels[column])
+        for column, dtype in kernels.dtypes.items()
+        if column not in {"id", "kernel_name"} and pd.api.types.is_numeric_dtype(dtype)
     ]
     metrics = {column: metric_column(column) for column in kept_metrics(numeric)}
     duration = kernels.get("gpu__time_duration.sum", pd.Series(math.nan, index=kernels.index))
