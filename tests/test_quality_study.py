@@ -386,16 +386,20 @@ def test_tab06_gives_each_variant_its_seeds_paired_difference_margin_and_outcome
 
 
 def test_the_shipped_h200_study_is_read_like_a_measured_one_and_judged_from_its_own_numbers():
-    """data/reference/wholehead/h200/study/ holds three of the four files per run that the reader takes, from an
-    H200 (not comparison.json: its jobs ran on machines that kept no samples for the comparison job; the reader leaves
-    the comparison's columns empty), and the claim's verdict follows the stated rule applied by hand (scipy's t
-    quantile) to the runs' own Wasserstein distances."""
+    """data/reference/wholehead/h200/study/ holds the four files per run that the reader takes, from an H200, each
+    run's comparison.json against the baseline's run of its seed (the baseline's own against its seed 0), and the
+    claim's verdict follows the stated rule applied by hand (scipy's t quantile) to the runs' own Wasserstein
+    distances."""
     root = REPO / "data" / "reference" / "wholehead" / "h200" / "study"
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.name.endswith(SHIPPED_NAMES))
     runs = {(p.parts[-3], int(p.parts[-2].removeprefix("seed"))): json.loads(p.read_text())
             for p in root.rglob("run.json")}
-    assert {names.name for names in files} == {"run.json", "losses.csv", "slice.npy"}
-    assert len(files) == 3 * len(runs) and ("baseline", 0) in runs and ("baseline", 1) in runs
+    assert {names.name for names in files} == {"run.json", "losses.csv", "slice.npy", "comparison.json"}
+    assert len(files) == 4 * len(runs) and ("baseline", 0) in runs and ("baseline", 1) in runs
+    for (variant, seed) in runs:
+        comparison = json.loads((root / variant / f"seed{seed}" / "comparison.json").read_text())
+        assert (comparison["variant"], comparison["seed"]) == (variant, seed)
+        assert comparison["reference"] == {"variant": "baseline", "seed": 0 if variant == "baseline" else seed}
     for run in runs.values():
         assert run["provenance"]["device_name"].startswith("NVIDIA H200")
         assert run["parameters"] == 40_226_433
@@ -404,6 +408,7 @@ def test_the_shipped_h200_study_is_read_like_a_measured_one_and_judged_from_its_
     tables = collect([], files, [])
     study = tables["study"]
     assert set(study["gpu"]) == {"h200"} and len(study) == len(runs)
+    assert study["ssim_vs_baseline"].notna().all()
     # The rule of data/paper_claims.yaml, by hand: paired differences by seed, their 90 % t-interval, the margin.
     distance_of = {key: run["vs_real"]["wasserstein_mean"] for key, run in runs.items()}
     base = {seed: value for (variant, seed), value in distance_of.items() if variant == "baseline"}
