@@ -10,8 +10,9 @@
 # Then commit the constraints file with the requirement files. Extra arguments go to pip-compile.
 #
 # It must run where pip finds the CPU build of torch that requirements.txt pins (pip's find-links on the
-# project's machines): resolved against the CUDA build, the file would pin the nvidia-* packages and triton, which
-# a CPU machine never installs. The CPU build's local label (+cpu) is dropped, so the same pin takes the CUDA wheel
+# project's machines): resolved against the CUDA build, the file would pin the nvidia-* packages, which a CPU
+# machine never installs. (triton is pinned anyway: requirements-test.txt asks for it, at the release that torch's
+# CUDA wheel pins, for the tests of the project's Triton kernels.) The CPU build's local label (+cpu) is dropped, so the same pin takes the CUDA wheel
 # of that release on a GPU machine, where pip adds the CUDA packages that wheel pins exactly itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ if ! grep -qxF "$pinned" envs/constraints.txt; then
     echo "lock.sh: envs/constraints.txt does not pin $pinned as envs/requirements.txt does" >&2
     exit 1
 fi
-if grep -nE '^(nvidia-|triton==)' envs/constraints.txt >&2; then
+if grep -nE '^nvidia-' envs/constraints.txt >&2; then
     echo "lock.sh: the lock resolved torch's CUDA build (lines above); run it where pip finds the CPU build" >&2
     exit 1
 fi

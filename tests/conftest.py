@@ -22,6 +22,13 @@ from reporting.registry import OUTPUTS
 # Set before any test module imports torch; a value the caller set is kept.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import torch  # noqa: E402 (after the thread setting above)
+
+# Triton kernels of the project (medddpm.ndhwc_norm) run in Triton's interpreter, on CPU tensors, where no CUDA GPU
+# is: Triton reads the setting when the kernels are defined, so it is set before any test module imports them.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "workflow" / "scripts"
 # What a clean checkout holds; results and caches of earlier runs stay behind.

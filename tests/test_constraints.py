@@ -24,7 +24,7 @@ def requirements(name):
 def pins():
     found = {}
     for line in (ENVS / "constraints.txt").read_text().splitlines():
-        match = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)", line.strip())
+        match = re.fullmatch(r"([A-Za-z0-9._-]+)==([^\s;]+)(?: ; .+)?", line.strip())  # a pin, with its marker
         if match:
             found[canonicalize_name(match[1])] = Version(match[2])
     return found
@@ -45,4 +45,10 @@ def test_the_lock_pins_the_release_of_torch_without_a_build_label_or_cuda_packag
     (torch,) = [req for req in requirements("requirements.txt") if req.name == "torch"]
     assert str(torch.specifier) == f"=={pinned['torch']}"
     assert not pinned["torch"].local  # the CPU build's +cpu would make pip refuse the CUDA wheel on a GPU machine
-    assert not [name for name in pinned if name.startswith("nvidia-") or name == "triton"]
+    assert not [name for name in pinned if name.startswith("nvidia-")]
+    # triton only as the tests' own requirement (torch's CPU build pulls in none), at the release that torch's CUDA
+    # wheel of the pinned version requires (triton==3.7.1 for torch 2.13.0), so that one lock fits a GPU machine.
+    (triton,) = [req for req in requirements("requirements-test.txt") if req.name == "triton"]
+    assert triton.specifier.contains(pinned["triton"])
+    text = (ENVS / "constraints.txt").read_text()
+    assert re.search(r"^triton==[^\n]*\n    # via -r envs/requirements-test.txt\n(?!    #)", text, re.M)

@@ -129,7 +129,8 @@ def variant_errors(diffusion: GaussianDiffusion, evaluation, run: Run, inputs: d
         "gradient_relative_error": relative_error(flat(grads), flat(reference["grads"])),
         "sampling_forward_relative_error": relative_error(sampled, reference["sampled"]),
         "execution": {"unet_compiled": variant.compile is not None, "cuda_graph": evaluate.graphs,
-                      "fused_norm_act": variant.fused_norm_act, "checkpointing": variant.checkpointing,
+                      "fused_norm_act": variant.fused_norm_act, "ndhwc_norm_act": variant.ndhwc_norm_act,
+                      "checkpointing": variant.checkpointing,
                       "autocast": variant.autocast, "channels_last": variant.channels_last},
         "reference_device": str(run.device),
         "input_shape": list(inputs["target"].shape[2:])[::-1],  # (D, W, H), as reference_shape

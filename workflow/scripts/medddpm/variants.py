@@ -113,8 +113,12 @@ def prepare_model(model: nn.Module, variant: Variant, device: torch.device | Non
     denoiser = _denoiser(model)
     set_checkpointing(denoiser, variant.checkpointing)
     set_gather_upsampling(denoiser, variant.gather_upsampling)
-    if variant.fused_norm_act:
-        on_cuda = device is not None and torch.device(device).type == "cuda"
+    on_cuda = device is not None and torch.device(device).type == "cuda"
+    if variant.ndhwc_norm_act and on_cuda:
+        from .ndhwc_norm import group_norm_silu_ndhwc  # Triton: imported where its kernels run
+
+        fuse_norm_act(denoiser, group_norm_silu_ndhwc)
+    elif variant.fused_norm_act or variant.ndhwc_norm_act:
         fuse_norm_act(denoiser, compiled_group_norm_silu() if on_cuda and not variant.compiles else group_norm_silu)
     return model.to(memory_format=memory_format(variant))
 

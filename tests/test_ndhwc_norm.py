@@ -1,0 +1,224 @@
+"""GroupNorm32 + SiLU by the NDHWC Triton kernels (medddpm.ndhwc_norm): the same values and gradients as the
+reference modules, in the activation's channels-last layout, through the custom op and its autograd.
+
+Without a CUDA GPU the kernels run in Triton's interpreter (conftest sets TRITON_INTERPRET=1 there) on CPU tensors:
+the same kernel code, tile by tile. The interpreter rounds float32 to bfloat16 by truncation where the GPU rounds to
+nearest, so bfloat16 is checked tightly only on the GPU (tests/test_gpu_paths.py); float64 and float32 are exact
+checks here."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from medddpm.ndhwc_norm import _tiles, group_norm_silu_ndhwc, runs_kernels
+from medddpm.unet import GroupNorm32, GroupNormSiLU, fuse_norm_act, group_norm_silu
+from medddpm.variants import Variant, prepare_model
+from unet_helpers import tiny_inputs, tiny_unet
+
+CL = torch.channels_last_3d
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.linalg.vector_norm((a - b).double()) / torch.linalg.vector_norm(b.double()))
+
+
+def reference_and_kernel(channels: int, dtype: torch.dtype, seed: int = 0):
+    """GroupNorm32 + SiLU as upstream's modules, and the same parameters in a GroupNormSiLU running the kernels."""
+    torch.manual_seed(seed)
+    norm = GroupNorm32(32, channels).to(torch.float64 if dtype == torch.float64 else torch.float32)
+    with torch.no_grad():
+        norm.weight.normal_(1.0, 0.5)
+        norm.bias.normal_(0.0, 0.5)
+    return nn.Sequential(norm, nn.SiLU()), GroupNormSiLU(copy.deepcopy(norm), group_norm_silu_ndhwc)
+
+
+def values_and_gradients(module, x, grad_out):
+    x = x.detach().clone().requires_grad_(True)
+    out = module(x)
+    out.backward(grad_out)
+    return out.detach(), [x.grad] + [p.grad for p in module.parameters()]
+
+
+# (channels, spatial shape): channels per group 2, 3 and 6 (three not a power of two, padded in the tile); more
+# than one tile per sample with a partial last one (210 rows in tiles of 128; 60 in tiles of 32), and a single
+# partial tile (24 rows in a tile of 32).
+SHAPES = [(64, (5, 6, 7)), (96, (4, 3, 5)), (192, (3, 4, 5)), (64, (2, 3, 4))]
+
+
+@pytest.mark.parametrize("channels, spatial", SHAPES, ids=lambda v: str(v))
+@pytest.mark.parametrize("dtype, bound", [(torch.float64, 1e-12), (torch.float32, 1e-4)], ids=["fp64", "fp32"])
+def test_values_and_gradients_equal_groupnorm32_then_silu(channels, spatial, dtype, bound):
+    reference, kernel = reference_and_kernel(channels, dtype)
+    # An offset large against the spread: statistics from sums of squares would lose the variance to cancellation.
+    x = (torch.randn(2, channels, *spatial, dtype=torch.float64) * 2 + 30).to(dtype).contiguous(memory_format=CL)
+    grad_out = torch.randn(x.shape, dtype=dtype).contiguous(memory_format=CL)
+    assert runs_kernels(x)
+    expected, expected_grads = values_and_gradients(reference, x, grad_out)
+    out, grads = values_and_gradients(kernel, x, grad_out)
+    assert out.dtype == dtype and out.is_contiguous(memory_format=CL)
+    assert grads[0].is_contiguous(memory_format=CL)
+    assert relative(out, expected) < bound
+    for name, grad, expected_grad in zip(("input", "weight", "bias"), grads, expected_grads):
+        assert grad.dtype == expected_grad.dtype, name
+        assert relative(grad, expected_grad) < bound, name
+    # In float32, against the float64 function: the kernels' error is of the order of the reference modules'.
+    if dtype == torch.float32:
+        exact, exact_grads = values_and_gradients(copy.deepcopy(reference).double(), x.double(), grad_out.double())
+        assert relative(out, exact) < 2 * relative(expected, exact) + 1e-7
+        for grad, expected_grad, exact_grad in zip(grads, expected_grads, exact_grads):
+            assert relative(grad, exact_grad) < 2 * relative(expected_grad, exact_grad) + 1e-7
+
+
+def test_tiles_cover_every_row_once():
+    """The tile shapes the tests above rely on: several tiles with a partial last one, and a single partial one."""
+    assert _tiles(64, 210) == (64, 128, 2)
+    assert _tiles(192, 60) == (256, 32, 2)
+    assert _tiles(64, 24) == (64, 32, 1)
+    assert _tiles(512, 128**3) == (512, 16, 128**3 // 16)
+
+
+def test_bfloat16_keeps_dtype_and_layout_and_is_within_rounding():
+    """bfloat16 under the interpreter (truncating casts): within a few rounding steps of the float64 function; the
+    GPU test holds it to the plain function's rounding."""
+    reference, kernel = reference_and_kernel(64, torch.float32)
+    x = (torch.randn(2, 64, 5, 6, 7) * 3 + 5).to(torch.bfloat16).contiguous(memory_format=CL)
+    grad_out = torch.randn(x.shape).to(torch.bfloat16).contiguous(memory_format=CL)
+    out, grads = values_and_gradients(kernel, x, grad_out)
+    expected, expected_grads = values_and_gradients(copy.deepcopy(reference).double(), x.double(), grad_out.double())
+    assert out.dtype == torch.bfloat16 and out.is_contiguous(memory_format=CL)
+    assert grads[0].dtype == torch.bfloat16 and grads[1].dtype == torch.float32
+    assert relative(out, expected) < 1.5e-2
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert relative(grad, expected_grad) < 1.5e-2
+
+
+def test_other_inputs_take_the_plain_function():
+    """A contiguous activation is not what the kernels read: it goes through group_norm_silu, unchanged."""
+    reference, kernel = reference_and_kernel(64, torch.float32)
+    x = torch.randn(1, 64, 3, 4, 5)
+    assert not runs_kernels(x)
+    norm = reference[0]
+    torch.testing.assert_close(kernel(x), group_norm_silu(x, norm.weight, norm.bias, 32, norm.eps), rtol=0, atol=0)
+
+
+def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
+    """Every norm site of the U-Net (channel counts from 32 to 192, the skip concatenations' among them): fusing
+    with the kernels changes no output or gradient beyond float64 rounding, and keeps the state_dict keys."""
+    plain = tiny_unet().double().to(memory_format=CL)
+    fused = copy.deepcopy(plain)
+    assert fuse_norm_act(fused, group_norm_silu_ndhwc) == 17
+    assert list(fused.state_dict()) == list(plain.state_dict())
+    x, t = tiny_inputs()
+    x = x.double().contiguous(memory_format=CL)
+    results = []
+    for model in (plain, fused):
+        model.zero_grad(set_to_none=True)
+        out = model(x, t)
+        out.abs().mean().backward()
+        results.append((out.detach(), {name: p.grad for name, p in model.named_parameters()}))
+    (out_plain, grads_plain), (out_fused, grads_fused) = results
+    assert relative(out_fused, out_plain) < 1e-12
+    # Per parameter against the scale of all gradients: a convolution's bias before a norm of one channel per group
+    # has a gradient of zero, and rounding-sized values there.
+    scale = float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads_plain.values()])))
+    for name, grad in grads_plain.items():
+        assert float(torch.linalg.vector_norm(grads_fused[name] - grad)) < 1e-12 * scale, name
+
+
+def test_the_switch_needs_channels_last_and_has_no_effect_on_a_cpu():
+    with pytest.raises(ValueError, match="ndhwc_norm_act needs channels_last: true"):
+        Variant("v", True, True, False, ndhwc_norm_act=True)
+    variant = Variant("v", True, True, True, ndhwc_norm_act=True)
+    assert variant.effective_on("cpu")["ndhwc_norm_act"] is False
+    assert variant.effective_on("cuda")["ndhwc_norm_act"] is True
+    # On a CPU the model takes the plain function (the kernels are for CUDA).
+    model = prepare_model(tiny_unet(), variant, torch.device("cpu"))
+    kernels = {m.kernel for m in model.modules() if isinstance(m, GroupNormSiLU)}
+    assert kernels == {group_norm_silu}
+
+
+# On the GPU: the kernels compiled for the device, bfloat16 rounded as the hardware rounds, and the op inside a
+# compiled U-Net (tests/test_gpu_paths.py covers the other CUDA-only paths).
+on_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+CUDA = torch.device("cuda")
+
+
+@on_gpu
+@pytest.mark.parametrize("channels, spatial", SHAPES + [(128, (32, 32, 32)), (512, (16, 16, 16))], ids=lambda v: str(v))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
+def test_on_the_gpu_values_and_gradients_equal_the_reference(channels, spatial, dtype):
+    reference, kernel = (module.to(CUDA) for module in reference_and_kernel(channels, dtype))
+    x = (torch.randn(2, channels, *spatial, dtype=torch.float64, device=CUDA) * 2 + 30).to(dtype)
+    x = x.contiguous(memory_format=CL)
+    grad_out = torch.randn(x.shape, dtype=dtype, device=CUDA).contiguous(memory_format=CL)
+    expected, expected_grads = values_and_gradients(reference, x, grad_out)
+    out, grads = values_and_gradients(kernel, x, grad_out)
+    assert out.is_contiguous(memory_format=CL) and grads[0].is_contiguous(memory_format=CL)
+    if dtype == torch.float64:
+        assert relative(out, expected) < 1e-12
+        for grad, expected_grad in zip(grads, expected_grads):
+            assert relative(grad, expected_grad) < 1e-12
+    else:
+        exact, exact_grads = values_and_gradients(copy.deepcopy(reference).double(), x.double(), grad_out.double())
+        assert relative(out, exact) < 2 * relative(expected, exact) + 1e-7
+        for grad, expected_grad, exact_grad in zip(grads, expected_grads, exact_grads):
+            assert relative(grad, exact_grad) < 2 * relative(expected_grad, exact_grad) + 1e-7
+
+
+@on_gpu
+def test_on_the_gpu_bfloat16_rounds_as_the_plain_function():
+    """The output is cast to bfloat16 before SiLU and after it, as the plain function does: the two differ at most
+    by one rounding step, where float32 arithmetic in another order lands on the other side of a rounding edge."""
+    reference, kernel = (module.to(CUDA) for module in reference_and_kernel(256, torch.float32))
+    x = (torch.randn(1, 256, 24, 20, 16, device=CUDA) * 3 + 2).to(torch.bfloat16).contiguous(memory_format=CL)
+    grad_out = torch.randn(x.shape, device=CUDA).to(torch.bfloat16).contiguous(memory_format=CL)
+    plain = GroupNormSiLU(copy.deepcopy(reference[0]))
+    expected, expected_grads = values_and_gradients(plain, x, grad_out)
+    out, grads = values_and_gradients(kernel, x, grad_out)
+    step = torch.finfo(torch.bfloat16).eps * expected.float().abs().clamp_min(2 ** -100)
+    differ = out != expected
+    assert float(differ.float().mean()) < 0.01
+    assert bool(((out.float() - expected.float()).abs() <= step + 1e-30)[differ].all())
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert grad.dtype == expected_grad.dtype
+        assert relative(grad, expected_grad) < 1e-2
+
+
+@on_gpu
+def test_compiled_unet_keeps_the_kernels_and_converts_no_layout_around_the_norms():
+    """The frontier_ndhwc switches on the tiny U-Net, compiled as one graph: the custom op is kept (its kernels run),
+    cuDNN gets NDHWC activations (no NCHW<->NHWC transposes), and the step matches the eager bfloat16 one."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from medddpm.variants import apply_backend, autocast, compile_model, prepare_input
+
+    switches = dict(autocast="bfloat16", compile="default", checkpointing="none", gather_upsampling=True)
+    fast = Variant("frontier_ndhwc", True, True, True, ndhwc_norm_act=True, **switches)
+    eager = Variant("bf16_channels_last", True, True, True, autocast="bfloat16", checkpointing="none")
+    x, t = tiny_inputs(shape=(16, 16, 16))
+    x, t = x.to(CUDA), t.to(CUDA)
+    results = {}
+    for variant in (eager, fast):
+        apply_backend(variant)
+        model = prepare_model(tiny_unet().to(CUDA), variant, CUDA)
+        compile_model(model, variant)
+        with autocast(variant, CUDA):
+            for _ in range(2):  # the first call compiles
+                out = model(prepare_input(x, variant), t)
+                out.float().abs().mean().backward()
+            model.zero_grad(set_to_none=True)
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                out = model(prepare_input(x, variant), t)
+                out.float().abs().mean().backward()
+                torch.cuda.synchronize()
+        kernels = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+        results[variant.name] = (out.detach(), {n: p.grad for n, p in model.named_parameters()}, kernels)
+    out, grads, kernels = results["frontier_ndhwc"]
+    for name in ("_forward_stats", "_forward_apply", "_backward_sums", "_backward_apply"):
+        assert any(name in k for k in kernels), name
+    assert not [k for k in kernels if "nchwToNhwc" in k or "nhwcToNchw" in k]
+    assert relative(out, results["bf16_channels_last"][0]) < 2e-2
+    for name, grad in grads.items():
+        assert torch.isfinite(grad).all(), name
