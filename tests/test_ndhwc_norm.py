@@ -128,11 +128,11 @@ def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
 
 
 def test_the_switch_needs_channels_last_and_has_no_effect_on_a_cpu():
-    with pytest.raises(ValueError, match="ndhwc_norm_act needs channels_last: true"):
-        Variant("v", True, True, False, ndhwc_norm_act=True)
-    variant = Variant("v", True, True, True, ndhwc_norm_act=True)
-    assert variant.effective_on("cpu")["ndhwc_norm_act"] is False
-    assert variant.effective_on("cuda")["ndhwc_norm_act"] is True
+    with pytest.raises(ValueError, match="ndhwc needs channels_last: true"):
+        Variant("v", True, True, False, ndhwc=True)
+    variant = Variant("v", True, True, True, ndhwc=True)
+    assert variant.effective_on("cpu")["ndhwc"] is False
+    assert variant.effective_on("cuda")["ndhwc"] is True
     # On a CPU the model takes the plain function (the kernels are for CUDA).
     model = prepare_model(tiny_unet(), variant, torch.device("cpu"))
     kernels = {m.kernel for m in model.modules() if isinstance(m, GroupNormSiLU)}
@@ -195,7 +195,7 @@ def test_compiled_unet_keeps_the_kernels_and_converts_no_layout_around_the_norms
     from medddpm.variants import apply_backend, autocast, compile_model, prepare_input
 
     switches = dict(autocast="bfloat16", compile="default", checkpointing="none", gather_upsampling=True)
-    fast = Variant("frontier_ndhwc", True, True, True, ndhwc_norm_act=True, **switches)
+    fast = Variant("frontier_ndhwc", True, True, True, ndhwc=True, **switches)
     eager = Variant("bf16_channels_last", True, True, True, autocast="bfloat16", checkpointing="none")
     x, t = tiny_inputs(shape=(16, 16, 16))
     x, t = x.to(CUDA), t.to(CUDA)
@@ -222,3 +222,105 @@ def test_compiled_unet_keeps_the_kernels_and_converts_no_layout_around_the_norms
     assert relative(out, results["bf16_channels_last"][0]) < 2e-2
     for name, grad in grads.items():
         assert torch.isfinite(grad).all(), name
+
+
+# -- channels-last end to end ---------------------------------------------------------------------------------------
+
+
+def channels_last(t: torch.Tensor) -> bool:
+    return t.is_contiguous(memory_format=CL) and not t.is_contiguous()
+
+
+def test_the_attention_sum_in_5d_keeps_a_batch_of_one_channels_last():
+    """Upstream's residual sum in 3-D gives a batch of one an odd batch stride, after which torch.cat sees no
+    channels-last (the decoder's concatenations turn contiguous); the same sum in 5-D keeps the input's strides."""
+    from medddpm.unet import AttentionBlock
+
+    torch.manual_seed(0)
+    block = AttentionBlock(64, 1, 32, use_checkpoint=False)
+    with torch.no_grad():
+        block.proj_out.weight.normal_()
+    x = torch.randn(1, 64, 4, 4, 4).contiguous(memory_format=CL)
+    upstream = block(x)
+    block.keep_layout = True
+    kept = block(x)
+    assert torch.equal(kept, upstream)
+    assert kept.stride() == x.stride()
+    assert channels_last(torch.cat([kept, x], dim=1))
+    assert not channels_last(torch.cat([upstream, x], dim=1))
+
+
+class CudnnLayout(torch.autograd.Function):
+    """A convolution's output as cuDNN gives it for a channels-last input: channels-last with its own strides (a
+    CPU convolution returns it contiguous)."""
+
+    @staticmethod
+    def forward(ctx, y):
+        return torch.empty(y.shape, dtype=y.dtype).contiguous(memory_format=CL).copy_(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+@pytest.mark.parametrize("ndhwc", [False, True], ids=["upstream", "ndhwc"])
+def test_with_ndhwc_every_activation_between_convolutions_stays_channels_last(ndhwc, monkeypatch):
+    """The tiny U-Net's forward in channels-last with the gather upsampling, its convolutions laying out their
+    outputs as cuDNN does: with the ndhwc switch every module's 5-D output is channels-last (the last convolution's,
+    of one channel, is both layouts); upstream's formulation turns the decoder contiguous."""
+    convolve = torch.nn.Conv3d._conv_forward
+
+    def cudnn_like(self, x, weight, bias):
+        y = convolve(self, x, weight, bias)
+        return CudnnLayout.apply(y) if channels_last(x) else y
+
+    monkeypatch.setattr(torch.nn.Conv3d, "_conv_forward", cudnn_like)
+    variant = Variant("v", False, False, True, gather_upsampling=True, ndhwc=ndhwc)
+    model = prepare_model(tiny_unet(), variant, torch.device("cpu"))
+    if ndhwc:  # the kernels too (on a CPU prepare_model keeps the plain function, which returns contiguous)
+        assert fuse_norm_act(model, group_norm_silu_ndhwc) == 0
+        for module in model.modules():
+            if isinstance(module, GroupNormSiLU):
+                module.kernel = group_norm_silu_ndhwc
+    turned = []
+    for name, module in model.named_modules():
+        module.register_forward_hook(lambda m, args, out, name=name: turned.append(name) if isinstance(
+            out, torch.Tensor) and out.ndim == 5 and out.shape[1] > 1 and not channels_last(out) else None)
+    x, t = tiny_inputs(shape=(16, 16, 16))
+    model(x.contiguous(memory_format=CL), t)
+    if ndhwc:
+        assert turned == []
+    else:
+        assert any(name.startswith("output_blocks") for name in turned)
+
+
+@on_gpu
+def test_on_the_gpu_the_eager_ndhwc_step_copies_fewer_layouts():
+    """The eager bfloat16 channels-last step of the tiny U-Net with and without the ndhwc switch (both with the gather
+    upsampling): with it, no cuDNN layout transposes and fewer copy kernels (layout conversions) than upstream's
+    formulation, and the same output to bfloat16 rounding."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from medddpm.variants import apply_backend, autocast, prepare_input
+
+    x, t = tiny_inputs(shape=(16, 16, 16))
+    x, t = x.to(CUDA), t.to(CUDA)
+    seen = {}
+    for ndhwc in (False, True):
+        variant = Variant("v", True, True, True, autocast="bfloat16", checkpointing="none", gather_upsampling=True,
+                          ndhwc=ndhwc)
+        apply_backend(variant)
+        model = prepare_model(tiny_unet().to(CUDA), variant, CUDA)
+        with autocast(variant, CUDA):
+            out = model(prepare_input(x, variant), t)  # warm-up
+            out.float().abs().mean().backward()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                out = model(prepare_input(x, variant), t)
+                out.float().abs().mean().backward()
+                torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+        seen[ndhwc] = (out.detach(), names)
+    copies = {ndhwc: sum("copy" in name for name in names) for ndhwc, (_, names) in seen.items()}
+    assert not [n for n in seen[True][1] if "nchwToNhwc" in n or "nhwcToNchw" in n]
+    assert copies[True] < copies[False], copies
+    assert relative(seen[True][0], seen[False][0]) < 2e-2

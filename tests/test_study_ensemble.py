@@ -80,6 +80,28 @@ def test_shifted_sums_are_trilinear_interpolation_forward_and_backward(shape, ch
     torch.testing.assert_close(ours.grad, upstream.grad, rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("shape", [(1, 2, 4, 4, 4), (2, 3, 1, 2, 5), (1, 4, 3, 6, 2)])
+def test_shifted_sums_in_memory_order_keep_channels_last_and_every_bit(shape):
+    """The ndhwc switch's order: over the axes of a channels-last input's memory, the same numbers bit for bit as
+    over its logical axes (the same arithmetic per element), forward and backward, and a channels-last result where
+    the logical order returns a contiguous one. A contiguous input is interpolated as before."""
+    generator = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, generator=generator).contiguous(memory_format=torch.channels_last_3d)
+    weight = torch.randn([n * (2 if k > 1 else 1) for k, n in enumerate(shape)], generator=generator)
+    results = []
+    for in_memory_order in (False, True):
+        leaf = x.clone().requires_grad_(True)
+        out = upsample_trilinear_x2(leaf, in_memory_order)
+        (out * weight).sum().backward()
+        results.append((out, leaf.grad))
+    (logical, logical_grad), (memory, memory_grad) = results
+    assert logical.is_contiguous() and not memory.is_contiguous()
+    assert memory.is_contiguous(memory_format=torch.channels_last_3d)
+    assert torch.equal(memory, logical) and torch.equal(memory_grad, logical_grad)
+    plain = torch.randn(shape, generator=generator)
+    assert torch.equal(upsample_trilinear_x2(plain, True), upsample_trilinear_x2(plain))
+
+
 def test_the_switch_changes_the_formulation_not_the_parameters():
     from medddpm.variants import prepare_model
 

@@ -87,7 +87,7 @@ def test_defaults_are_upstream_behaviour():
     assert variant.switches() == {**PAPER, "cudnn_benchmark": False, "autocast": None, "compile": None,
                                   "fused_norm_act": False, "checkpointing": "attention", "fused_adam": False,
                                   "foreach_ema": False, "cuda_graphs": False,
-                                  "gather_upsampling": False, "ndhwc_norm_act": False}
+                                  "gather_upsampling": False, "ndhwc": False}
     model = prepare_model(UNet3D(paper_unet()), variant, CPU)
     assert parameter_count(model) == 40_226_433
     assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))
@@ -101,7 +101,7 @@ def test_defaults_are_upstream_behaviour():
         ({"checkpointing": "some"}, "checkpointing 'some'"),
         ({"autocast": "float8"}, "autocast 'float8'"),
         ({"cuda_graphs": True, "compile": "reduce-overhead"}, "captures CUDA graphs itself"),
-        ({"ndhwc_norm_act": True}, "ndhwc_norm_act needs channels_last: true"),
+        ({"ndhwc": True}, "ndhwc needs channels_last: true"),
     ],
 )
 def test_invalid_switch_values_are_named(switches, message):
@@ -113,7 +113,7 @@ def test_switches_without_meaning_on_a_cpu_say_so():
     everything = Variant("all", True, True, True, True, "bfloat16", None, True, "all", True, True, True, True, True)
     effective = everything.effective_on(CPU)
     for switch in ("cudnn_tf32", "matmul_tf32", "cudnn_benchmark", "cuda_graphs", "fused_norm_act",
-                   "ndhwc_norm_act"):
+                   "ndhwc"):
         assert effective[switch] is False, switch
     for switch in ("channels_last", "autocast", "checkpointing", "fused_adam", "foreach_ema", "compile"):
         assert effective[switch] is True, switch

@@ -129,7 +129,7 @@ def variant_errors(diffusion: GaussianDiffusion, evaluation, run: Run, inputs: d
         "gradient_relative_error": relative_error(flat(grads), flat(reference["grads"])),
         "sampling_forward_relative_error": relative_error(sampled, reference["sampled"]),
         "execution": {"unet_compiled": variant.compile is not None, "cuda_graph": evaluate.graphs,
-                      "fused_norm_act": variant.fused_norm_act, "ndhwc_norm_act": variant.ndhwc_norm_act,
+                      "fused_norm_act": variant.fused_norm_act, "ndhwc": variant.ndhwc,
                       "checkpointing": variant.checkpointing,
                       "autocast": variant.autocast, "channels_last": variant.channels_last},
         "reference_device": str(run.device),

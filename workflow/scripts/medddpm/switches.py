@@ -34,9 +34,10 @@ class Variant:
     # Upstream's trilinear x2 upsampling written as separable shifted sums (unet.upsample_trilinear_x2): the same
     # function, whose backward is slicing instead of F.interpolate's atomic scatter (deterministic on CUDA).
     gather_upsampling: bool = False
-    # GroupNorm + SiLU through the project's Triton kernels for channels-last activations (medddpm.ndhwc_norm): the
-    # same function, read in tiles of whole NDHWC rows, never converted to NCDHW; a custom op that torch.compile keeps.
-    ndhwc_norm_act: bool = False
+    # Channels-last end to end by the project's own code: GroupNorm + SiLU through Triton kernels for NDHWC
+    # activations (medddpm.ndhwc_norm; a custom op that torch.compile keeps), and the gather upsampling computed in
+    # the activation's memory order; the same function, no activation converted to NCDHW between convolutions.
+    ndhwc: bool = False
 
     def __post_init__(self):
         problems = []
@@ -46,9 +47,9 @@ class Variant:
             problems.append(f"compile {self.compile!r} is not one of {list(COMPILE_MODES)} or null")
         if self.checkpointing not in CHECKPOINTING:
             problems.append(f"checkpointing {self.checkpointing!r} is not one of {list(CHECKPOINTING)}")
-        if self.ndhwc_norm_act and not self.channels_last:
-            problems.append("ndhwc_norm_act needs channels_last: true (its kernels read channels-last activations; "
-                            "a contiguous one would take the plain function, and the switch would do nothing)")
+        if self.ndhwc and not self.channels_last:
+            problems.append("ndhwc needs channels_last: true (its kernels read channels-last activations; "
+                            "contiguous ones would take the plain function, and the switch would do nothing)")
         if self.cuda_graphs and self.compile is not None and COMPILE_MODES[self.compile]:
             problems.append(f"cuda_graphs with compile mode {self.compile!r}, which captures CUDA graphs itself "
                             "(use 'default' or 'max-autotune-no-cudagraphs' with cuda_graphs)")
@@ -75,7 +76,7 @@ class Variant:
         """Which switches mean something on this device (a torch.device or its type, 'cpu' or 'cuda').
 
         TF32, cuDNN and CUDA graphs exist only on CUDA GPUs. torch.compile works on a CPU too (inductor writes
-        C++). The NDHWC GroupNorm + SiLU kernels are Triton kernels for CUDA; on a CPU the plain function runs. The
+        C++). `ndhwc`'s GroupNorm + SiLU kernels are Triton kernels for CUDA; on a CPU the plain function runs. The
         fused GroupNorm + SiLU is one kernel on CUDA (compiled on its own, or inside the compiled U-Net)
         and under `compile` on a CPU; on a CPU without `compile` the same arithmetic runs unfused, so it is marked
         without effect there.
@@ -95,5 +96,5 @@ class Variant:
             "foreach_ema": True,
             "cuda_graphs": cuda,
             "gather_upsampling": True,
-            "ndhwc_norm_act": cuda,
+            "ndhwc": cuda,
         }

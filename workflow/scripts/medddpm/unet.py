@@ -131,6 +131,8 @@ class AttentionBlock(nn.Module):
         self.attention = QKVAttentionLegacy(num_heads)
         self.proj_out = zero_module(nn.Conv1d(channels, channels, 1))
         self.use_checkpoint = use_checkpoint
+        # Set by keep_channels_last: the residual sum in the input's 5-D layout (see _forward).
+        self.keep_layout = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Non-reentrant checkpointing: torch.compile traces it without a graph break, and the recomputation runs
@@ -142,9 +144,14 @@ class AttentionBlock(nn.Module):
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, channels, *spatial = x.shape
-        x = x.reshape(batch, channels, -1)
-        h = self.proj_out(self.attention(self.qkv(self.norm(x))))
-        return (x + h).reshape(batch, channels, *spatial)
+        flat = x.reshape(batch, channels, -1)
+        h = self.proj_out(self.attention(self.qkv(self.norm(flat))))
+        if self.keep_layout:
+            # The same sum, taken in 5-D: its result has the input's strides. Upstream's sum in 3-D gives a batch of
+            # one an odd batch stride, and torch.cat then no longer sees channels-last in it (the decoder's
+            # concatenations turn contiguous).
+            return x + h.reshape(batch, channels, *spatial)
+        return (flat + h).reshape(batch, channels, *spatial)
 
 
 class Downsample(nn.Module):
@@ -169,10 +176,19 @@ def _upsample_axis_x2(x: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.stack([even, odd], dim + 1).flatten(dim, dim + 1)
 
 
-def upsample_trilinear_x2(x: torch.Tensor) -> torch.Tensor:
+def upsample_trilinear_x2(x: torch.Tensor, in_memory_order: bool = False) -> torch.Tensor:
     """`F.interpolate(x, scale_factor=2, mode="trilinear")` as three separable shifted sums over a (N, C, D, H, W)
     tensor. Its backward is slicing and addition, where F.interpolate's is a scatter with atomics: the same function
-    (tests compare both in float64, forward and backward) with a deterministic gradient on CUDA."""
+    (tests compare both in float64, forward and backward) with a deterministic gradient on CUDA.
+
+    The sums over the logical axes return a contiguous (NCDHW) tensor whatever the input's layout. With
+    `in_memory_order`, a channels-last input is interpolated along the axes of its memory, (N, D, H, W, C): the same
+    arithmetic for every element, and a channels-last result (no layout copy before the next convolution)."""
+    if in_memory_order and x.is_contiguous(memory_format=torch.channels_last_3d) and not x.is_contiguous():
+        rows = x.permute(0, 2, 3, 4, 1)
+        for dim in (1, 2, 3):
+            rows = _upsample_axis_x2(rows, dim)
+        return rows.permute(0, 4, 1, 2, 3)
     for dim in (2, 3, 4):
         x = _upsample_axis_x2(x, dim)
     return x
@@ -180,15 +196,20 @@ def upsample_trilinear_x2(x: torch.Tensor) -> torch.Tensor:
 
 class Upsample(nn.Module):
     """Trilinear x2 interpolation followed by a 3x3x3 convolution. `gather` (variants.prepare_model sets it for the
-    `gather_upsampling` switch) computes the interpolation as `upsample_trilinear_x2`; the parameters are the same."""
+    `gather_upsampling` switch) computes the interpolation as `upsample_trilinear_x2`, in the activation's memory
+    order where `in_memory_order` is set (keep_channels_last); the parameters are the same."""
 
     def __init__(self, channels: int):
         super().__init__()
         self.conv = nn.Conv3d(channels, channels, 3, padding=1)
         self.gather = False
+        self.in_memory_order = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = upsample_trilinear_x2(x) if self.gather else F.interpolate(x, scale_factor=2, mode="trilinear")
+        if self.gather:
+            x = upsample_trilinear_x2(x, self.in_memory_order)
+        else:
+            x = F.interpolate(x, scale_factor=2, mode="trilinear")
         return self.conv(x)
 
 
@@ -197,6 +218,17 @@ def set_gather_upsampling(model: nn.Module, enabled: bool) -> None:
     for module in model.modules():
         if isinstance(module, Upsample):
             module.gather = enabled
+
+
+def keep_channels_last(model: nn.Module, enabled: bool) -> None:
+    """Where upstream's formulation turns a channels-last activation contiguous, compute the same in its own layout
+    (the `ndhwc` switch): the gather upsampling in memory order, the attention's residual sum in 5-D. Off, the model
+    is upstream's to the stride (the paper's channels-last variants measure upstream's code)."""
+    for module in model.modules():
+        if isinstance(module, Upsample):
+            module.in_memory_order = enabled
+        elif isinstance(module, AttentionBlock):
+            module.keep_layout = enabled
 
 
 class TimestepSequential(nn.Sequential):

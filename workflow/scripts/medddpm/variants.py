@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from .switches import Variant
-from .unet import fuse_norm_act, group_norm_silu, set_checkpointing, set_gather_upsampling
+from .unet import fuse_norm_act, group_norm_silu, keep_channels_last, set_checkpointing, set_gather_upsampling
 
 __all__ = ["Variant", "apply_backend", "backend_flags", "prepare_model", "prepare_input", "compile_model",
            "compiles_on", "autocast", "memory_format", "AUTOCAST_DTYPES"]
@@ -113,12 +113,13 @@ def prepare_model(model: nn.Module, variant: Variant, device: torch.device | Non
     denoiser = _denoiser(model)
     set_checkpointing(denoiser, variant.checkpointing)
     set_gather_upsampling(denoiser, variant.gather_upsampling)
+    keep_channels_last(denoiser, variant.ndhwc)
     on_cuda = device is not None and torch.device(device).type == "cuda"
-    if variant.ndhwc_norm_act and on_cuda:
+    if variant.ndhwc and on_cuda:
         from .ndhwc_norm import group_norm_silu_ndhwc  # Triton: imported where its kernels run
 
         fuse_norm_act(denoiser, group_norm_silu_ndhwc)
-    elif variant.fused_norm_act or variant.ndhwc_norm_act:
+    elif variant.fused_norm_act or variant.ndhwc:
         fuse_norm_act(denoiser, compiled_group_norm_silu() if on_cuda and not variant.compiles else group_norm_silu)
     return model.to(memory_format=memory_format(variant))
 
