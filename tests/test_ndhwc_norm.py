@@ -127,6 +127,28 @@ def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
         assert float(torch.linalg.vector_norm(grads_fused[name] - grad)) < 1e-12 * scale, name
 
 
+def test_torch_compile_traces_the_op_and_its_backward_in_one_graph():
+    """dynamo and AOT autograd see through the custom op (fullgraph: a graph break would be an error) and keep its
+    autograd: the compiled U-Net's values and gradients are the plain eager ones in float64. (The aot_eager backend
+    runs the traced graph eagerly, the kernels in the interpreter; inductor's code for them needs the GPU.)"""
+    torch._dynamo.reset()
+    plain = tiny_unet().double().to(memory_format=CL)
+    model = copy.deepcopy(plain)
+    fuse_norm_act(model, group_norm_silu_ndhwc)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True, dynamic=False)
+    x, t = tiny_inputs()
+    x = x.double().contiguous(memory_format=CL)
+    out = compiled(x, t)
+    out.abs().mean().backward()
+    expected = plain(x, t)
+    expected.abs().mean().backward()
+    torch._dynamo.reset()
+    assert relative(out.detach(), expected.detach()) < 1e-12
+    scale = float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in plain.parameters()])))
+    for (name, p), q in zip(model.named_parameters(), plain.parameters()):
+        assert float(torch.linalg.vector_norm(p.grad - q.grad)) < 1e-12 * scale, name
+
+
 def test_the_switch_needs_channels_last_and_has_no_effect_on_a_cpu():
     with pytest.raises(ValueError, match="ndhwc needs channels_last: true"):
         Variant("v", True, True, False, ndhwc=True)
