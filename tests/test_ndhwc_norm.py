@@ -42,7 +42,7 @@ def values_and_gradients(module, x, grad_out):
 
 
 # (channels, spatial shape): channels per group 2, 3 and 6 (three not a power of two, padded in the tile); more
-# than one tile per sample with a partial last one (210 rows in tiles of 128; 60 in tiles of 32), and a single
+# than one tile per sample with a partial last one (210 rows in tiles of 64; 60 in tiles of 16), and a single
 # partial tile (24 rows in a tile of 32).
 SHAPES = [(64, (5, 6, 7)), (96, (4, 3, 5)), (192, (3, 4, 5)), (64, (2, 3, 4))]
 
@@ -73,10 +73,10 @@ def test_values_and_gradients_equal_groupnorm32_then_silu(channels, spatial, dty
 
 def test_tiles_cover_every_row_once():
     """The tile shapes the tests above rely on: several tiles with a partial last one, and a single partial one."""
-    assert _tiles(64, 210) == (64, 128, 2)
-    assert _tiles(192, 60) == (256, 32, 2)
+    assert _tiles(64, 210) == (64, 64, 4)
+    assert _tiles(192, 60) == (256, 16, 4)
     assert _tiles(64, 24) == (64, 32, 1)
-    assert _tiles(512, 128**3) == (512, 16, 128**3 // 16)
+    assert _tiles(512, 128**3) == (512, 8, 128**3 // 8)
 
 
 def test_bfloat16_keeps_dtype_and_layout_and_is_within_rounding():

@@ -34,9 +34,11 @@ from torch.library import triton_op, wrap_triton
 
 from .unet import group_norm_silu
 
-# Elements per tile: BLOCK_S rows of all channels. 8192 keeps a float32 tile and its temporaries in registers for
-# the widest activation of Med-DDPM (512 channels: 16 rows).
-TILE_ELEMENTS = 8192
+# Elements per tile (BLOCK_S rows of all channels) and warps per program: 16 elements per thread, so that a float32
+# tile and its temporaries stay in registers (the widest activation of Med-DDPM, 512 channels, gets 8 rows). A first
+# choice, not yet tuned on a GPU.
+TILE_ELEMENTS = 4096
+NUM_WARPS = 8
 # Triton decides at import (when the kernels are decorated) whether they run on the GPU or in its interpreter, which
 # runs them on CPU tensors (the tests on a machine without a GPU).
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -50,23 +52,29 @@ def _tiles(channels: int, voxels: int) -> tuple[int, int, int]:
 
 
 @triton.jit
-def _tile(x_ptr, n, tile, S, C, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Offsets and mask of one tile: rows tile*BLOCK_S.. of sample n, all channels."""
+def _tile(S, C, TILES, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+    """This program's tile: rows tile*BLOCK_S.. of sample n, all channels. (n, tile, offsets, mask, cols)."""
+    pid = tl.program_id(0)
+    n = pid // TILES
+    tile = pid % TILES
     rows = tile * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.arange(0, BLOCK_C)
     mask = (rows[:, None] < S) & (cols[None, :] < C)
     offsets = n * S * C + rows[:, None] * C + cols[None, :]
-    return offsets, mask, cols
+    return n, tile, offsets, mask, cols
+
+
+@triton.jit
+def _per_channel_of(ptr, n, C, cols):
+    """Sample n's row of an (N, C) array of per-channel values."""
+    return tl.load(ptr + n * C + cols, mask=cols < C, other=0.0)
 
 
 @triton.jit
 def _forward_stats(x_ptr, mean_ptr, m2_ptr, S, C, TILES, FP64: tl.constexpr,
                    BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
     """Per (sample, tile, channel): the mean and the sum of squared deviations of the tile's rows."""
-    pid = tl.program_id(0)
-    n = pid // TILES
-    tile = pid % TILES
-    offsets, mask, cols = _tile(x_ptr, n, tile, S, C, BLOCK_S, BLOCK_C)
+    n, tile, offsets, mask, cols = _tile(S, C, TILES, BLOCK_S, BLOCK_C)
     compute = tl.float64 if FP64 else tl.float32
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(compute)
     count = tl.minimum(S - tile * BLOCK_S, BLOCK_S).to(compute)
@@ -89,13 +97,10 @@ def _silu_through_cast(z, OUT_DTYPE: tl.constexpr):
 def _forward_apply(x_ptr, y_ptr, scale_ptr, shift_ptr, S, C, TILES, FP64: tl.constexpr,
                    BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
     """y = silu(cast(x * scale[n, c] + shift[n, c]))."""
-    pid = tl.program_id(0)
-    n = pid // TILES
-    tile = pid % TILES
-    offsets, mask, cols = _tile(x_ptr, n, tile, S, C, BLOCK_S, BLOCK_C)
+    n, _, offsets, mask, cols = _tile(S, C, TILES, BLOCK_S, BLOCK_C)
     compute = tl.float64 if FP64 else tl.float32
-    scale = tl.load(scale_ptr + n * C + cols, mask=cols < C, other=0.0)
-    shift = tl.load(shift_ptr + n * C + cols, mask=cols < C, other=0.0)
+    scale = _per_channel_of(scale_ptr, n, C, cols)
+    shift = _per_channel_of(shift_ptr, n, C, cols)
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     z = x.to(compute) * scale[None, :] + shift[None, :]
     _, y = _silu_through_cast(z, x.dtype)
@@ -117,40 +122,32 @@ def _grad_at_norm(x, dy, scale, shift, compute: tl.constexpr):
 def _backward_sums(x_ptr, dy_ptr, scale_ptr, shift_ptr, mean_ptr, rstd_ptr, sdz_ptr, sdzx_ptr, S, C, TILES,
                    FP64: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
     """Per (sample, tile, channel): sums of dz and of dz * xhat."""
-    pid = tl.program_id(0)
-    n = pid // TILES
-    tile = pid % TILES
-    offsets, mask, cols = _tile(x_ptr, n, tile, S, C, BLOCK_S, BLOCK_C)
+    n, tile, offsets, mask, cols = _tile(S, C, TILES, BLOCK_S, BLOCK_C)
     compute = tl.float64 if FP64 else tl.float32
-    keep = cols < C
-    scale = tl.load(scale_ptr + n * C + cols, mask=keep, other=0.0)
-    shift = tl.load(shift_ptr + n * C + cols, mask=keep, other=0.0)
-    mean = tl.load(mean_ptr + n * C + cols, mask=keep, other=0.0)
-    rstd = tl.load(rstd_ptr + n * C + cols, mask=keep, other=0.0)
+    scale = _per_channel_of(scale_ptr, n, C, cols)
+    shift = _per_channel_of(shift_ptr, n, C, cols)
+    mean = _per_channel_of(mean_ptr, n, C, cols)
+    rstd = _per_channel_of(rstd_ptr, n, C, cols)
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
     dz = tl.where(mask, _grad_at_norm(x, dy, scale, shift, compute), 0.0)
     xhat = (x.to(compute) - mean[None, :]) * rstd[None, :]
     out = (n * TILES + tile) * C + cols
-    tl.store(sdz_ptr + out, tl.sum(dz, axis=0), mask=keep)
-    tl.store(sdzx_ptr + out, tl.sum(dz * xhat, axis=0), mask=keep)
+    tl.store(sdz_ptr + out, tl.sum(dz, axis=0), mask=cols < C)
+    tl.store(sdzx_ptr + out, tl.sum(dz * xhat, axis=0), mask=cols < C)
 
 
 @triton.jit
 def _backward_apply(x_ptr, dy_ptr, dx_ptr, scale_ptr, shift_ptr, p_ptr, q_ptr, r_ptr, S, C, TILES,
                     FP64: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
     """dx = p[n, c] * dz + q[n, c] * x + r[n, c] (the input gradient of GroupNorm, its group means folded in)."""
-    pid = tl.program_id(0)
-    n = pid // TILES
-    tile = pid % TILES
-    offsets, mask, cols = _tile(x_ptr, n, tile, S, C, BLOCK_S, BLOCK_C)
+    n, _, offsets, mask, cols = _tile(S, C, TILES, BLOCK_S, BLOCK_C)
     compute = tl.float64 if FP64 else tl.float32
-    keep = cols < C
-    scale = tl.load(scale_ptr + n * C + cols, mask=keep, other=0.0)
-    shift = tl.load(shift_ptr + n * C + cols, mask=keep, other=0.0)
-    p = tl.load(p_ptr + n * C + cols, mask=keep, other=0.0)
-    q = tl.load(q_ptr + n * C + cols, mask=keep, other=0.0)
-    r = tl.load(r_ptr + n * C + cols, mask=keep, other=0.0)
+    scale = _per_channel_of(scale_ptr, n, C, cols)
+    shift = _per_channel_of(shift_ptr, n, C, cols)
+    p = _per_channel_of(p_ptr, n, C, cols)
+    q = _per_channel_of(q_ptr, n, C, cols)
+    r = _per_channel_of(r_ptr, n, C, cols)
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
     dz = _grad_at_norm(x, dy, scale, shift, compute)
@@ -173,7 +170,8 @@ def _launch(kernel, x: torch.Tensor, tiles: tuple[int, int, int], *args) -> None
     block_c, block_s, count = tiles
     batch, channels = x.shape[:2]
     wrap_triton(kernel)[(batch * count,)](*args, _rows(x).shape[1], channels, count,
-                                          FP64=x.dtype == torch.float64, BLOCK_S=block_s, BLOCK_C=block_c)
+                                          FP64=x.dtype == torch.float64, BLOCK_S=block_s, BLOCK_C=block_c,
+                                          num_warps=NUM_WARPS)
 
 
 @triton_op("medddpm::group_norm_silu_ndhwc_forward", mutates_args=())
