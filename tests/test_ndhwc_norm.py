@@ -209,6 +209,21 @@ def test_on_the_gpu_bfloat16_rounds_as_the_plain_function():
 
 
 @on_gpu
+def test_on_the_gpu_a_batch_beyond_2_31_elements_is_addressed_right():
+    """9 samples of 128 channels at 128^3 (2.4e9 elements, bfloat16): the last sample, beyond 2^31 elements from the
+    start, is normalised as the plain function normalises it alone."""
+    reference, kernel = (module.to(CUDA) for module in reference_and_kernel(128, torch.float32))
+    x = torch.randn(9, 128, 128, 128, 128, device=CUDA, dtype=torch.bfloat16).contiguous(memory_format=CL)
+    x[-1].mul_(3).add_(2)
+    assert x.numel() > 2**31
+    with torch.no_grad():
+        last = kernel(x)[-1:]
+        expected = GroupNormSiLU(copy.deepcopy(reference[0]))(x[-1:])
+    assert float((last != expected).float().mean()) < 0.01
+    assert relative(last, expected) < 4e-3
+
+
+@on_gpu
 def test_compiled_unet_keeps_the_kernels_and_converts_no_layout_around_the_norms():
     """The frontier_ndhwc switches on the tiny U-Net, compiled as one graph: the custom op is kept (its kernels run),
     cuDNN gets NDHWC activations (no NCHW<->NHWC transposes), and the step matches the eager bfloat16 one."""

@@ -60,7 +60,9 @@ def _tile(S, C, TILES, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
     rows = tile * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.arange(0, BLOCK_C)
     mask = (rows[:, None] < S) & (cols[None, :] < C)
-    offsets = n * S * C + rows[:, None] * C + cols[None, :]
+    # In 64 bits: a batch of 128^3 activations passes 2^31 elements (8 samples of 128 channels, as in the sampling
+    # throughput sweep).
+    offsets = n.to(tl.int64) * S * C + rows[:, None].to(tl.int64) * C + cols[None, :]
     return n, tile, offsets, mask, cols
 
 
