@@ -192,8 +192,7 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: 
     tile_m2 = torch.empty_like(tile_mean)
     _launch(_forward_stats, x, tiles, x, tile_mean, tile_m2)
     # Chan's combination over the tiles and the channels of each group (count per tile: block_s, the last fewer).
-    per_tile = torch.full((count,), block_s, device=x.device, dtype=compute)
-    per_tile[-1] = voxels - block_s * (count - 1)
+    per_tile = (voxels - block_s * torch.arange(count, device=x.device, dtype=compute)).clamp(max=block_s)
     weights = per_tile[None, :, None, None]
     grouped_mean = tile_mean.unflatten(2, (groups, channels // groups))
     total = voxels * (channels // groups)
