@@ -15,9 +15,11 @@ backward  1. per tile and channel: sums of dz and dz * xhat (dz = the gradient a
              and the cast), giving the weight and bias gradients and the two group means the input gradient needs;
           2. per tile: dx = rstd * (weight * dz - mean(weight * dz) - xhat * mean(weight * dz * xhat)).
 
-The small combinations between the passes ((N, tiles, C) partial sums) are torch operations, so that the op,
-registered with `torch.library.triton_op`, is transparent to torch.compile: inductor keeps the Triton kernels and
-fuses the combinations around them, and the compiled graph never converts the activation to NCDHW.
+The small combinations between the passes ((N, tiles, C) partial sums) are torch operations. Forward and backward
+are custom ops (`torch.library.custom_op`, with their shapes for tracing and the autograd formula): torch.compile
+keeps each as one node of its graph, with a channels-last output, and fuses the rest of the graph around them, so
+the compiled step never converts the activation to NCDHW. (`torch.library.triton_op` would let inductor see inside,
+but its tracing launches the kernels under Triton's interpreter, which the tests on a CPU use.)
 
 Inputs other than a CUDA (or, under TRITON_INTERPRET=1, CPU) tensor in channels_last_3d are for `group_norm_silu`:
 `group_norm_silu_ndhwc` sends them there, so the module is a drop-in kernel for `unet.GroupNormSiLU`.
@@ -30,7 +32,7 @@ import os
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.library import custom_op
 
 from .unet import group_norm_silu
 
@@ -171,17 +173,15 @@ def _launch(kernel, x: torch.Tensor, tiles: tuple[int, int, int], *args) -> None
     """One program per (sample, tile) of `x`; `args` are the kernel's pointers, then S, C, TILES and the tile shape."""
     block_c, block_s, count = tiles
     batch, channels = x.shape[:2]
-    wrap_triton(kernel)[(batch * count,)](*args, _rows(x).shape[1], channels, count,
-                                          FP64=x.dtype == torch.float64, BLOCK_S=block_s, BLOCK_C=block_c,
-                                          num_warps=NUM_WARPS)
+    kernel[(batch * count,)](*args, _rows(x).shape[1], channels, count, FP64=x.dtype == torch.float64,
+                             BLOCK_S=block_s, BLOCK_C=block_c, num_warps=NUM_WARPS)
 
 
-@triton_op("medddpm::group_norm_silu_ndhwc_forward", mutates_args=())
+@custom_op("medddpm::group_norm_silu_ndhwc_forward", mutates_args=())
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int,
              eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, mean, rstd), the statistics per (sample, group) in the compute dtype."""
-    # The kernels read raw NDHWC memory: a no-op for a channels-last input, and in a compiled graph the statement
-    # that pins the buffer's layout (inductor may otherwise pick its own strides for an intermediate).
+    # The kernels read raw NDHWC memory (a no-op for a channels-last input).
     x = x.contiguous(memory_format=torch.channels_last_3d)
     batch, channels = x.shape[:2]
     voxels = _rows(x).shape[1]
@@ -207,7 +207,15 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: 
     return y, mean, rstd
 
 
-@triton_op("medddpm::group_norm_silu_ndhwc_backward", mutates_args=())
+@_forward.register_fake
+def _forward_shapes(x, weight, bias, groups, eps):
+    """What the op returns, for tracing (torch.compile): y channels-last as x, the statistics per (sample, group)."""
+    compute = torch.promote_types(x.dtype, torch.float32)
+    statistics = x.new_empty((x.shape[0], groups), dtype=compute)
+    return torch.empty_like(x, memory_format=torch.channels_last_3d), statistics, torch.empty_like(statistics)
+
+
+@custom_op("medddpm::group_norm_silu_ndhwc_backward", mutates_args=())
 def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor,
               rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias)."""
@@ -236,6 +244,11 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: tor
     dx = torch.empty_like(x, memory_format=torch.channels_last_3d)
     _launch(_backward_apply, x, tiles, x, dy, dx, scale, shift, p, q, r)
     return dx, sdzx.sum(dim=0).to(weight.dtype), sdz.sum(dim=0).to(bias.dtype)
+
+
+@_backward.register_fake
+def _backward_shapes(dy, x, weight, bias, mean, rstd):
+    return torch.empty_like(x, memory_format=torch.channels_last_3d), torch.empty_like(weight), torch.empty_like(bias)
 
 
 def _setup_context(ctx, inputs, output) -> None:
