@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import Counter
 
 import torch
-from torch.utils import flop_counter
 
 from .unet import UNet3D, UNetConfig, set_checkpointing
 
@@ -33,6 +32,8 @@ class _ClassCounter:
         """A custom mapping for FlopCounterMode: the registry's formulas, each also adding to its class. The
         registry's entries take the operation's raw arguments (they convert tensors to shapes themselves), so the
         wrappers are marked raw too."""
+        from torch.utils import flop_counter  # imported where counted: it imports Triton, where installed
+
         registry = flop_counter.flop_registry
         counter = self
 
@@ -73,6 +74,8 @@ class _ClassCounter:
 
 
 def _count(run) -> dict:
+    from torch.utils import flop_counter
+
     classes = _ClassCounter()
     with flop_counter.FlopCounterMode(display=False, custom_mapping=classes.mapping()) as mode:
         run()
