@@ -5,21 +5,32 @@ The function is `unet.group_norm_silu` (upstream's GroupNorm32 followed by SiLU)
 memory. A channels-last 3D activation of shape (N, C, D, H, W) is an (N, S, C) array with S = D*H*W and the channels
 of a group next to each other, the layout of NVIDIA's NHWC GroupNorm for 2D diffusion training
 (apex.contrib.group_norm) with H*W = D*H*W. Each direction reads the activation twice, in tiles of whole rows
-(BLOCK_S voxels x all C channels, one contiguous stretch of memory):
+(BLOCK_S voxels x all C channels, one contiguous stretch of memory), in three kernels per direction:
 
-forward   1. per tile and channel: count, mean and sum of squared deviations;
-             combined per (sample, group) with Chan's parallel formula (stable where the mean is large against the
-             spread, as Welford's in ATen's GroupNorm);
-          2. per tile: y = silu(cast(x * a[c] + b[c])), a = rstd * weight, b = bias - mean * a.
-backward  1. per tile and channel: sums of dz and dz * xhat (dz = the gradient at the norm's output, through SiLU
-             and the cast), giving the weight and bias gradients and the two group means the input gradient needs;
-          2. per tile: dx = rstd * (weight * dz - mean(weight * dz) - xhat * mean(weight * dz * xhat)).
+forward   1. sums (PROGRAMS per sample, each looping over every PARTS-th tile, sums kept in registers): per channel,
+             the sums of d and d^2, d = x - K with K the sample's first value of the channel's group (the shifted-
+             data algorithm: stable where the mean is large against the spread, as Welford's in ATen's GroupNorm,
+             and the sums of a group's channels and programs simply add);
+          2. statistics (one program per sample): mean and rstd per group from those sums;
+          3. apply (one program per tile): y = silu(cast(x * a[c] + b[c])), a = rstd * weight, b = bias - mean * a.
+backward  1. sums, as forward: per channel, sums of dz and dz * xhat (dz = the gradient at the norm's output, through
+             SiLU and the cast);
+          2. coefficients (one program): per (sample, channel) p, q, r with dx = p * dz + q * x + r (the two group
+             means of GroupNorm's input gradient folded in), and the weight and bias gradients;
+          3. apply (one program per tile): dx.
 
-The small combinations between the passes ((N, tiles, C) partial sums) are torch operations. Forward and backward
-are custom ops (`torch.library.custom_op`, with their shapes for tracing and the autograd formula): torch.compile
-keeps each as one node of its graph, with a channels-last output, and fuses the rest of the graph around them, so
-the compiled step never converts the activation to NCDHW. (`torch.library.triton_op` would let inductor see inside,
-but its tracing launches the kernels under Triton's interpreter, which the tests on a CPU use.)
+Forward and backward are custom ops (`torch.library.custom_op`, with their shapes for tracing and the autograd
+formula): torch.compile keeps each as one node of its graph, with a channels-last output, and fuses the rest of the
+graph around them, so the compiled step never converts the activation to NCDHW. (`torch.library.triton_op` would let
+inductor see inside and launch the kernels itself, but its tracing launches them under Triton's interpreter, which
+the tests on a CPU use.)
+
+Measured in the whole-head training step on an H200 (torch.profiler, bf16, two micro-batches; data/reference/
+wholehead/h200/frontier_ndhwc/profile/train): the six kernels take 22.6 ms of 110.8 ms against 29 ms for inductor's
+GroupNorm kernels in the contiguous compiled step. What is left in them: the two one-program passes are slow at
+128^3 (35 us each: one program adds up 1024 programs' sums; one per group would do), the sums passes move about
+1.9 TB/s against 2.8-3.5 TB/s for the apply passes, and each op costs 0.3-0.5 ms of Python on the CPU (tensor
+allocation and three Triton launches), which leaves the GPU idle between small kernels.
 
 Inputs other than a CUDA (or, under TRITON_INTERPRET=1, CPU) tensor in channels_last_3d are for `group_norm_silu`:
 `group_norm_silu_ndhwc` sends them there, so the module is a drop-in kernel for `unet.GroupNormSiLU`.
@@ -36,58 +47,106 @@ from torch.library import custom_op
 
 from .unet import group_norm_silu
 
-# Elements per tile (BLOCK_S rows of all channels) and warps per program: 16 elements per thread, so that a float32
-# tile and its temporaries stay in registers (the widest activation of Med-DDPM, 512 channels, gets 8 rows). A first
-# choice, not yet tuned on a GPU.
+# Elements per tile (BLOCK_S rows of all channels) and warps per program; programs per sample of the reduction
+# passes, each looping over every PARTS-th tile and keeping its sums in registers. Measured on an H200 (the model's 35
+# norm sites, bf16, batch 1, forward and backward): 4096 elements on 4 warps was the fastest of six tile shapes for
+# the first version of these kernels (one program per tile) and of two (4096 and 8192 on 4 warps) for these.
 TILE_ELEMENTS = 4096
-NUM_WARPS = 8
+NUM_WARPS = 4
+PROGRAMS = 1024
 # Triton decides at import (when the kernels are decorated) whether they run on the GPU or in its interpreter, which
 # runs them on CPU tensors (the tests on a machine without a GPU).
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def _tiles(channels: int, voxels: int) -> tuple[int, int, int]:
-    """(BLOCK_C, BLOCK_S, number of tiles per sample) for an activation of `channels` and `voxels`."""
+def _plan(batch: int, channels: int, voxels: int) -> tuple[int, int, int, int]:
+    """(BLOCK_C, BLOCK_S, tiles per sample, reduction programs per sample) for an activation of this shape."""
     block_c = triton.next_power_of_2(channels)
     block_s = max(1, min(TILE_ELEMENTS // block_c, triton.next_power_of_2(voxels)))
-    return block_c, block_s, triton.cdiv(voxels, block_s)
+    tiles = triton.cdiv(voxels, block_s)
+    return block_c, block_s, tiles, max(1, min(tiles, PROGRAMS // batch))
 
 
 @triton.jit
-def _tile(S, C, TILES, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
-    """This program's tile: rows tile*BLOCK_S.. of sample n, all channels. (n, tile, offsets, mask, cols)."""
-    pid = tl.program_id(0)
-    n = pid // TILES
-    tile = pid % TILES
+def _tile_at(n, tile, S, C, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Rows tile*BLOCK_S.. of sample n, all channels: (offsets, mask). In 64 bits: a batch of 128^3 activations
+    passes 2^31 elements (8 samples of 128 channels, as in the sampling throughput sweep)."""
     rows = tile * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.arange(0, BLOCK_C)
     mask = (rows[:, None] < S) & (cols[None, :] < C)
-    # In 64 bits: a batch of 128^3 activations passes 2^31 elements (8 samples of 128 channels, as in the sampling
-    # throughput sweep).
-    offsets = n.to(tl.int64) * S * C + rows[:, None].to(tl.int64) * C + cols[None, :]
-    return n, tile, offsets, mask, cols
+    return n.to(tl.int64) * S * C + rows[:, None].to(tl.int64) * C + cols[None, :], mask
 
 
 @triton.jit
-def _per_channel_of(ptr, n, C, cols):
-    """Sample n's row of an (N, C) array of per-channel values."""
-    return tl.load(ptr + n * C + cols, mask=cols < C, other=0.0)
+def _group_value(ptr, n, G, CPG, cols, C):
+    """Sample n's value of an (N, G) per-group array, for each channel."""
+    return tl.load(ptr + n * G + cols // CPG, mask=cols < C, other=0.0)
 
 
 @triton.jit
-def _forward_stats(x_ptr, mean_ptr, m2_ptr, S, C, TILES, FP64: tl.constexpr,
-                   BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Per (sample, tile, channel): the mean and the sum of squared deviations of the tile's rows."""
-    n, tile, offsets, mask, cols = _tile(S, C, TILES, BLOCK_S, BLOCK_C)
+def _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, n, G, CPG, cols, C, compute: tl.constexpr):
+    """Per channel of sample n: (scale, shift, mean, rstd), the norm's output being x * scale + shift."""
+    mean = _group_value(mean_ptr, n, G, CPG, cols, C)
+    rstd = _group_value(rstd_ptr, n, G, CPG, cols, C)
+    scale = rstd * tl.load(w_ptr + cols, mask=cols < C, other=0.0).to(compute)
+    shift = tl.load(b_ptr + cols, mask=cols < C, other=0.0).to(compute) - mean * scale
+    return scale, shift, mean, rstd
+
+
+@triton.jit
+def _forward_sums(x_ptr, sums_ptr, S, C, CPG, TILES, PARTS, PLANE, FP64: tl.constexpr,
+                  BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Per (sample, program, channel): sums of d and d^2 over the program's tiles, d = x - K, K the sample's first
+    voxel of the channel's group (one shift per group, so the sums of a group's channels add up)."""
+    pid = tl.program_id(0)
+    n = pid // PARTS
+    part = pid % PARTS
     compute = tl.float64 if FP64 else tl.float32
-    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(compute)
-    count = tl.minimum(S - tile * BLOCK_S, BLOCK_S).to(compute)
-    mean = tl.sum(x, axis=0) / count
-    deviation = tl.where(mask, x - mean[None, :], 0.0)
-    m2 = tl.sum(deviation * deviation, axis=0)
-    out = (n * TILES + tile) * C + cols
-    tl.store(mean_ptr + out, mean, mask=cols < C)
-    tl.store(m2_ptr + out, m2, mask=cols < C)
+    cols = tl.arange(0, BLOCK_C)
+    shift = tl.load(x_ptr + n.to(tl.int64) * S * C + (cols // CPG) * CPG, mask=cols < C, other=0.0).to(compute)
+    s1 = tl.zeros([BLOCK_S, BLOCK_C], dtype=compute)
+    s2 = tl.zeros([BLOCK_S, BLOCK_C], dtype=compute)
+    for tile in range(part, TILES, PARTS):
+        offsets, mask = _tile_at(n, tile, S, C, BLOCK_S, BLOCK_C)
+        d = tl.where(mask, tl.load(x_ptr + offsets, mask=mask, other=0.0).to(compute) - shift[None, :], 0.0)
+        s1 += d
+        s2 += d * d
+    out = pid * C + cols
+    tl.store(sums_ptr + out, tl.sum(s1, axis=0), mask=cols < C)
+    tl.store(sums_ptr + PLANE + out, tl.sum(s2, axis=0), mask=cols < C)
+
+
+@triton.jit
+def _per_channel_sums(sums_ptr, n, PARTS, PLANE, C, cols, compute: tl.constexpr, BLOCK_P: tl.constexpr,
+                      BLOCK_C: tl.constexpr):
+    """Sample n's two (PARTS, C) planes of partial sums, added over the programs: two per-channel vectors."""
+    a = tl.zeros([BLOCK_P, BLOCK_C], dtype=compute)
+    b = tl.zeros([BLOCK_P, BLOCK_C], dtype=compute)
+    for first in range(0, PARTS, BLOCK_P):
+        parts = first + tl.arange(0, BLOCK_P)
+        mask = (parts[:, None] < PARTS) & (cols[None, :] < C)
+        offsets = (n * PARTS + parts[:, None]) * C + cols[None, :]
+        a += tl.load(sums_ptr + offsets, mask=mask, other=0.0)
+        b += tl.load(sums_ptr + PLANE + offsets, mask=mask, other=0.0)
+    return tl.sum(a, axis=0), tl.sum(b, axis=0)
+
+
+@triton.jit
+def _forward_statistics(x_ptr, sums_ptr, mean_ptr, rstd_ptr, S, C, CPG, G, PARTS, PLANE, eps, FP64: tl.constexpr,
+                        BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_G: tl.constexpr):
+    """Per (sample, group): mean and 1/sqrt(variance + eps) from the shifted sums (one program per sample)."""
+    n = tl.program_id(0)
+    compute = tl.float64 if FP64 else tl.float32
+    cols = tl.arange(0, BLOCK_C)
+    groups = tl.arange(0, BLOCK_G)
+    s1, s2 = _per_channel_sums(sums_ptr, n, PARTS, PLANE, C, cols, compute, BLOCK_P, BLOCK_C)
+    member = (cols[None, :] // CPG == groups[:, None]) & (cols[None, :] < C)
+    count = (S * CPG).to(compute)
+    shifted_mean = tl.sum(tl.where(member, s1[None, :], 0.0), axis=1) / count
+    variance = tl.maximum(tl.sum(tl.where(member, s2[None, :], 0.0), axis=1) / count - shifted_mean * shifted_mean, 0.0)
+    shift = tl.load(x_ptr + n.to(tl.int64) * S * C + groups * CPG, mask=groups < G, other=0.0).to(compute)
+    tl.store(mean_ptr + n * G + groups, shift + shifted_mean, mask=groups < G)
+    tl.store(rstd_ptr + n * G + groups, 1.0 / tl.sqrt(variance + eps), mask=groups < G)
 
 
 @triton.jit
@@ -98,16 +157,17 @@ def _silu_through_cast(z, OUT_DTYPE: tl.constexpr):
 
 
 @triton.jit
-def _forward_apply(x_ptr, y_ptr, scale_ptr, shift_ptr, S, C, TILES, FP64: tl.constexpr,
+def _forward_apply(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, S, C, CPG, G, TILES, FP64: tl.constexpr,
                    BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
-    """y = silu(cast(x * scale[n, c] + shift[n, c]))."""
-    n, _, offsets, mask, cols = _tile(S, C, TILES, BLOCK_S, BLOCK_C)
+    """y = silu(cast(x * scale[n, c] + shift[n, c])), one tile per program."""
+    pid = tl.program_id(0)
+    n = pid // TILES
     compute = tl.float64 if FP64 else tl.float32
-    scale = _per_channel_of(scale_ptr, n, C, cols)
-    shift = _per_channel_of(shift_ptr, n, C, cols)
+    cols = tl.arange(0, BLOCK_C)
+    scale, shift, _, _ = _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, n, G, CPG, cols, C, compute)
+    offsets, mask = _tile_at(n, pid % TILES, S, C, BLOCK_S, BLOCK_C)
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
-    z = x.to(compute) * scale[None, :] + shift[None, :]
-    _, y = _silu_through_cast(z, x.dtype)
+    _, y = _silu_through_cast(x.to(compute) * scale[None, :] + shift[None, :], x.dtype)
     tl.store(y_ptr + offsets, y.to(x.dtype), mask=mask)
 
 
@@ -123,35 +183,76 @@ def _grad_at_norm(x, dy, scale, shift, compute: tl.constexpr):
 
 
 @triton.jit
-def _backward_sums(x_ptr, dy_ptr, scale_ptr, shift_ptr, mean_ptr, rstd_ptr, sdz_ptr, sdzx_ptr, S, C, TILES,
+def _backward_sums(x_ptr, dy_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, sums_ptr, S, C, CPG, G, TILES, PARTS, PLANE,
                    FP64: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Per (sample, tile, channel): sums of dz and of dz * xhat."""
-    n, tile, offsets, mask, cols = _tile(S, C, TILES, BLOCK_S, BLOCK_C)
+    """Per (sample, program, channel): sums of dz and dz * xhat over the program's tiles."""
+    pid = tl.program_id(0)
+    n = pid // PARTS
+    part = pid % PARTS
     compute = tl.float64 if FP64 else tl.float32
-    scale = _per_channel_of(scale_ptr, n, C, cols)
-    shift = _per_channel_of(shift_ptr, n, C, cols)
-    mean = _per_channel_of(mean_ptr, n, C, cols)
-    rstd = _per_channel_of(rstd_ptr, n, C, cols)
-    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
-    dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
-    dz = tl.where(mask, _grad_at_norm(x, dy, scale, shift, compute), 0.0)
-    xhat = (x.to(compute) - mean[None, :]) * rstd[None, :]
-    out = (n * TILES + tile) * C + cols
-    tl.store(sdz_ptr + out, tl.sum(dz, axis=0), mask=cols < C)
-    tl.store(sdzx_ptr + out, tl.sum(dz * xhat, axis=0), mask=cols < C)
+    cols = tl.arange(0, BLOCK_C)
+    scale, shift, mean, rstd = _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, n, G, CPG, cols, C, compute)
+    s1 = tl.zeros([BLOCK_S, BLOCK_C], dtype=compute)
+    s2 = tl.zeros([BLOCK_S, BLOCK_C], dtype=compute)
+    for tile in range(part, TILES, PARTS):
+        offsets, mask = _tile_at(n, tile, S, C, BLOCK_S, BLOCK_C)
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+        dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
+        dz = tl.where(mask, _grad_at_norm(x, dy, scale, shift, compute), 0.0)
+        s1 += dz
+        s2 += dz * ((x.to(compute) - mean[None, :]) * rstd[None, :])
+    out = pid * C + cols
+    tl.store(sums_ptr + out, tl.sum(s1, axis=0), mask=cols < C)
+    tl.store(sums_ptr + PLANE + out, tl.sum(s2, axis=0), mask=cols < C)
 
 
 @triton.jit
-def _backward_apply(x_ptr, dy_ptr, dx_ptr, scale_ptr, shift_ptr, p_ptr, q_ptr, r_ptr, S, C, TILES,
-                    FP64: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
-    """dx = p[n, c] * dz + q[n, c] * x + r[n, c] (the input gradient of GroupNorm, its group means folded in)."""
-    n, _, offsets, mask, cols = _tile(S, C, TILES, BLOCK_S, BLOCK_C)
+def _backward_coefficients(sums_ptr, w_ptr, rstd_ptr, mean_ptr, pqr_ptr, dw_ptr, db_ptr, N, S, C, CPG, G, PARTS,
+                           PLANE, FP64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+                           BLOCK_G: tl.constexpr):
+    """One program: per (sample, channel) the coefficients of dx = p * dz + q * x + r (GroupNorm's input gradient
+    with its two group means folded in), and the weight and bias gradients (sums over the samples)."""
     compute = tl.float64 if FP64 else tl.float32
-    scale = _per_channel_of(scale_ptr, n, C, cols)
-    shift = _per_channel_of(shift_ptr, n, C, cols)
-    p = _per_channel_of(p_ptr, n, C, cols)
-    q = _per_channel_of(q_ptr, n, C, cols)
-    r = _per_channel_of(r_ptr, n, C, cols)
+    cols = tl.arange(0, BLOCK_C)
+    groups = tl.arange(0, BLOCK_G)
+    member = (cols[None, :] // CPG == groups[:, None]) & (cols[None, :] < C)
+    count = (S * CPG).to(compute)
+    w = tl.load(w_ptr + cols, mask=cols < C, other=0.0).to(compute)
+    dw = tl.zeros([BLOCK_C], dtype=compute)
+    db = tl.zeros([BLOCK_C], dtype=compute)
+    for n in range(0, N):
+        sdz, sdzx = _per_channel_sums(sums_ptr, n, PARTS, PLANE, C, cols, compute, BLOCK_P, BLOCK_C)
+        db += sdz
+        dw += sdzx
+        # Per group: the means of weight * dz and of weight * dz * xhat, back on the group's channels.
+        c1 = tl.sum(tl.where(member, (w * sdz)[None, :], 0.0), axis=1) / count
+        c2 = tl.sum(tl.where(member, (w * sdzx)[None, :], 0.0), axis=1) / count
+        c1 = tl.sum(tl.where(member, c1[:, None], 0.0), axis=0)
+        c2 = tl.sum(tl.where(member, c2[:, None], 0.0), axis=0)
+        mean = _group_value(mean_ptr, n, G, CPG, cols, C)
+        rstd = _group_value(rstd_ptr, n, G, CPG, cols, C)
+        # dx = rstd * (w * dz - c1 - xhat * c2), xhat = (x - mean) * rstd
+        out = n * C + cols
+        tl.store(pqr_ptr + out, rstd * w, mask=cols < C)
+        tl.store(pqr_ptr + N * C + out, -rstd * rstd * c2, mask=cols < C)
+        tl.store(pqr_ptr + 2 * N * C + out, rstd * (mean * rstd * c2 - c1), mask=cols < C)
+    tl.store(dw_ptr + cols, dw, mask=cols < C)
+    tl.store(db_ptr + cols, db, mask=cols < C)
+
+
+@triton.jit
+def _backward_apply(x_ptr, dy_ptr, dx_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, pqr_ptr, N, S, C, CPG, G, TILES,
+                    FP64: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+    """dx = p[n, c] * dz + q[n, c] * x + r[n, c], one tile per program."""
+    pid = tl.program_id(0)
+    n = pid // TILES
+    compute = tl.float64 if FP64 else tl.float32
+    cols = tl.arange(0, BLOCK_C)
+    scale, shift, _, _ = _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, n, G, CPG, cols, C, compute)
+    p = tl.load(pqr_ptr + n * C + cols, mask=cols < C, other=0.0)
+    q = tl.load(pqr_ptr + N * C + n * C + cols, mask=cols < C, other=0.0)
+    r = tl.load(pqr_ptr + 2 * N * C + n * C + cols, mask=cols < C, other=0.0)
+    offsets, mask = _tile_at(n, pid % TILES, S, C, BLOCK_S, BLOCK_C)
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
     dz = _grad_at_norm(x, dy, scale, shift, compute)
@@ -164,17 +265,19 @@ def _voxels(x: torch.Tensor) -> int:
     return x[0, 0].numel()
 
 
-def _per_channel(per_group: torch.Tensor, channels: int) -> torch.Tensor:
-    """(N, G) -> (N, C): each group's value for each of its channels."""
-    return per_group.repeat_interleave(channels // per_group.shape[1], dim=1)
+def _shape_args(x: torch.Tensor, groups: int) -> tuple[int, int, int, int]:
+    """(S, C, channels per group, groups), the kernels' shape arguments."""
+    channels = x.shape[1]
+    return _voxels(x), channels, channels // groups, groups
 
 
-def _launch(kernel, x: torch.Tensor, tiles: tuple[int, int, int], *args) -> None:
-    """One program per (sample, tile) of `x`; `args` are the kernel's pointers, then S, C, TILES and the tile shape."""
-    block_c, block_s, count = tiles
-    batch, channels = x.shape[:2]
-    kernel[(batch * count,)](*args, _voxels(x), channels, count, FP64=x.dtype == torch.float64,
-                             BLOCK_S=block_s, BLOCK_C=block_c, num_warps=NUM_WARPS)
+def _options(x: torch.Tensor, **blocks) -> dict:
+    return dict(FP64=x.dtype == torch.float64, num_warps=NUM_WARPS, **blocks)
+
+
+def _block_p(block_c: int) -> int:
+    """Rows of partial sums the one-program passes add at a time (a tile of about TILE_ELEMENTS)."""
+    return max(1, TILE_ELEMENTS // block_c)
 
 
 @custom_op("medddpm::group_norm_silu_ndhwc_forward", mutates_args=())
@@ -183,27 +286,20 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: 
     """(y, mean, rstd), the statistics per (sample, group) in the compute dtype."""
     # The kernels read raw NDHWC memory (a no-op for a channels-last input).
     x = x.contiguous(memory_format=torch.channels_last_3d)
-    batch, channels = x.shape[:2]
-    voxels = _voxels(x)
+    batch = x.shape[0]
+    shape = _shape_args(x, groups)
+    block_c, block_s, tiles, parts = _plan(batch, shape[1], shape[0])
     compute = torch.promote_types(x.dtype, torch.float32)
-    tiles = _tiles(channels, voxels)
-    block_s, count = tiles[1], tiles[2]
-    tile_mean = torch.empty((batch, count, channels), device=x.device, dtype=compute)
-    tile_m2 = torch.empty_like(tile_mean)
-    _launch(_forward_stats, x, tiles, x, tile_mean, tile_m2)
-    # Chan's combination over the tiles and the channels of each group (count per tile: block_s, the last fewer).
-    per_tile = (voxels - block_s * torch.arange(count, device=x.device, dtype=compute)).clamp(max=block_s)
-    weights = per_tile[None, :, None, None]
-    grouped_mean = tile_mean.unflatten(2, (groups, channels // groups))
-    total = voxels * (channels // groups)
-    mean = (grouped_mean * weights).sum(dim=(1, 3)) / total
-    m2 = tile_m2.unflatten(2, (groups, channels // groups)).sum(dim=(1, 3)) + (
-        weights * (grouped_mean - mean[:, None, :, None]) ** 2).sum(dim=(1, 3))
-    rstd = torch.rsqrt(m2 / total + eps)
-    scale = _per_channel(rstd, channels) * weight.to(compute)
-    shift = bias.to(compute) - _per_channel(mean, channels) * scale
+    sums = torch.empty((2, batch, parts, shape[1]), device=x.device, dtype=compute)
+    mean = torch.empty((batch, groups), device=x.device, dtype=compute)
+    rstd = torch.empty_like(mean)
     y = torch.empty_like(x, memory_format=torch.channels_last_3d)
-    _launch(_forward_apply, x, tiles, x, y, scale, shift)
+    blocks = dict(BLOCK_S=block_s, BLOCK_C=block_c)
+    plane = sums[0].numel()
+    _forward_sums[(batch * parts,)](x, sums, shape[0], shape[1], shape[2], tiles, parts, plane, **_options(x, **blocks))
+    _forward_statistics[(batch,)](x, sums, mean, rstd, *shape, parts, plane, eps, **_options(
+        x, BLOCK_P=_block_p(block_c), BLOCK_C=block_c, BLOCK_G=triton.next_power_of_2(groups)))
+    _forward_apply[(batch * tiles,)](x, y, weight, bias, mean, rstd, *shape, tiles, **_options(x, **blocks))
     return y, mean, rstd
 
 
@@ -219,31 +315,27 @@ def _forward_shapes(x, weight, bias, groups, eps):
 def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor,
               rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias)."""
-    batch, channels = x.shape[:2]
-    groups = mean.shape[1]
-    voxels = _voxels(x)
-    compute = mean.dtype
-    tiles = _tiles(channels, voxels)
     x = x.contiguous(memory_format=torch.channels_last_3d)
     dy = dy.contiguous(memory_format=torch.channels_last_3d)
-    mean_c, rstd_c = _per_channel(mean, channels), _per_channel(rstd, channels)
-    w = weight.to(compute)
-    scale = rstd_c * w
-    shift = bias.to(compute) - mean_c * scale
-    sums = torch.empty((2, batch, tiles[2], channels), device=x.device, dtype=compute)
-    _launch(_backward_sums, x, tiles, x, dy, scale, shift, mean_c, rstd_c, sums[0], sums[1])
-    sdz, sdzx = sums.sum(dim=2)                                         # (N, C) each
-    total = voxels * (channels // groups)
-    c1 = (w * sdz).unflatten(1, (groups, -1)).sum(dim=2) / total        # mean of weight * dz per group
-    c2 = (w * sdzx).unflatten(1, (groups, -1)).sum(dim=2) / total       # mean of weight * dz * xhat per group
-    c1, c2 = _per_channel(c1, channels), _per_channel(c2, channels)
-    # dx = rstd * (w * dz - c1 - xhat * c2), xhat = (x - mean) * rstd
-    p = rstd_c * w
-    q = -rstd_c * rstd_c * c2
-    r = rstd_c * (mean_c * rstd_c * c2 - c1)
+    batch, groups = mean.shape
+    shape = _shape_args(x, groups)
+    block_c, block_s, tiles, parts = _plan(batch, shape[1], shape[0])
+    compute = mean.dtype
+    sums = torch.empty((2, batch, parts, shape[1]), device=x.device, dtype=compute)
+    pqr = torch.empty((3, batch, shape[1]), device=x.device, dtype=compute)
+    dweight = torch.empty(shape[1], device=x.device, dtype=compute)
+    dbias = torch.empty_like(dweight)
     dx = torch.empty_like(x, memory_format=torch.channels_last_3d)
-    _launch(_backward_apply, x, tiles, x, dy, dx, scale, shift, p, q, r)
-    return dx, sdzx.sum(dim=0).to(weight.dtype), sdz.sum(dim=0).to(bias.dtype)
+    blocks = dict(BLOCK_S=block_s, BLOCK_C=block_c)
+    plane = sums[0].numel()
+    _backward_sums[(batch * parts,)](x, dy, weight, bias, mean, rstd, sums, *shape, tiles, parts, plane,
+                                     **_options(x, **blocks))
+    _backward_coefficients[(1,)](sums, weight, rstd, mean, pqr, dweight, dbias, batch, *shape, parts, plane,
+                                 **_options(x, BLOCK_P=_block_p(block_c), BLOCK_C=block_c,
+                                            BLOCK_G=triton.next_power_of_2(groups)))
+    _backward_apply[(batch * tiles,)](x, dy, dx, weight, bias, mean, rstd, pqr, batch, *shape, tiles,
+                                      **_options(x, **blocks))
+    return dx, dweight.to(weight.dtype), dbias.to(bias.dtype)
 
 
 @_backward.register_fake
