@@ -29,7 +29,9 @@ import re
 #   falls through to elementwise.
 # - normalization: GroupNorm forward and backward (its statistics kernels, the fused-parameter kernels, the
 #   gamma/beta gradient and the elementwise kernels instantiated inside GroupNorm(Backward)KernelImplInternal),
-#   batch and layer norm.
+#   batch and layer norm, and this workflow's own NDHWC GroupNorm + SiLU kernels (medddpm.ndhwc_norm; Triton names a
+#   kernel after its function: _forward_sums, _forward_statistics, _forward_apply, _backward_sums,
+#   _backward_coefficients, _backward_apply, matched whole).
 # - optimizer: the foreach (multi_tensor_apply) kernels of Adam and the EMA update.
 # - reduction: PyTorch's reduce_kernel.
 # - elementwise: PyTorch's elementwise kernels (vectorized, unrolled, strided, with index, scatter/gather).
@@ -90,6 +92,7 @@ KERNEL_CLASSES: list[tuple[str, list[str]]] = [
             r"GammaBetaBackward",
             r"batch_norm",
             r"layer_norm",
+            r"^_(?:forward_(?:sums|statistics|apply)|backward_(?:sums|coefficients|apply))$",
         ],
     ),
     ("optimizer", [r"multi_tensor_apply"]),
