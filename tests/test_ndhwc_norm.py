@@ -74,18 +74,20 @@ def test_values_and_gradients_equal_groupnorm32_then_silu(channels, spatial, dty
             assert relative(grad, exact_grad) < 2 * relative(expected_grad, exact_grad) + 1e-7
 
 
-@pytest.mark.parametrize("tile_elements, programs, parts", [(4096, 4, 2), (256, 1024, 68)],
+@pytest.mark.parametrize("tile_elements, programs, parts, chunk", [(4096, 4, 2, 2), (64, 1024, 270, 32)],
                          ids=["programs-loop-over-tiles", "statistics-loop-over-programs"])
 @pytest.mark.parametrize("dtype, bound", [(torch.float64, 1e-12), (torch.float32, 1e-4)], ids=["fp64", "fp32"])
-def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs, parts, dtype, bound, monkeypatch):
-    """The reduction programs loop over tiles (5 tiles on 2 programs per sample: 3 and 2), and the one-program
-    passes loop over the programs' partial sums (68 programs' in chunks of 4, the last one partial)."""
+def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs, parts, chunk, dtype, bound,
+                                                         monkeypatch):
+    """The reduction programs loop over tiles (5 tiles on 2 programs per sample: 3 and 2), and the per-group passes
+    loop over the programs' partial sums (270 programs' in chunks of 32, the last one partial)."""
     from medddpm import ndhwc_norm
 
     monkeypatch.setattr(ndhwc_norm, "TILE_ELEMENTS", tile_elements)
     monkeypatch.setattr(ndhwc_norm, "PROGRAMS", programs)
     channels, spatial = 64, (5, 6, 9)
     assert _plan(2, channels, 270)[3] == parts
+    assert ndhwc_norm._group_blocks(channels, 32, parts)["BLOCK_P"] == chunk
     reference, kernel = reference_and_kernel(channels, dtype)
     x = (torch.randn(2, channels, *spatial, dtype=torch.float64, device=DEVICE) * 2 + 30).to(dtype)
     x = x.contiguous(memory_format=CL)

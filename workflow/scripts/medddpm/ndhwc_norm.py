@@ -11,12 +11,12 @@ forward   1. sums (PROGRAMS per sample, each looping over every PARTS-th tile, s
              the sums of d and d^2, d = x - K with K the sample's first value of the channel's group (the shifted-
              data algorithm: stable where the mean is large against the spread, as Welford's in ATen's GroupNorm,
              and the sums of a group's channels and programs simply add);
-          2. statistics (one program per sample): mean and rstd per group from those sums;
+          2. statistics (one program per sample and group): mean and rstd from those sums;
           3. apply (one program per tile): y = silu(cast(x * a[c] + b[c])), a = rstd * weight, b = bias - mean * a.
 backward  1. sums, as forward: per channel, sums of dz and dz * xhat (dz = the gradient at the norm's output, through
              SiLU and the cast);
-          2. coefficients (one program): per (sample, channel) p, q, r with dx = p * dz + q * x + r (the two group
-             means of GroupNorm's input gradient folded in), and the weight and bias gradients;
+          2. coefficients (one program per group): per (sample, channel) p, q, r with dx = p * dz + q * x + r (the
+             two group means of GroupNorm's input gradient folded in), and the weight and bias gradients;
           3. apply (one program per tile): dx.
 
 Forward and backward are custom ops (`torch.library.custom_op`, with their shapes for tracing and the autograd
@@ -26,11 +26,12 @@ inductor see inside and launch the kernels itself, but its tracing launches them
 the tests on a CPU use.)
 
 Measured in the whole-head training step on an H200 (torch.profiler, bf16, two micro-batches; data/reference/
-wholehead/h200/frontier_ndhwc/profile/train): the six kernels take 22.6 ms of 110.8 ms against 29 ms for inductor's
-GroupNorm kernels in the contiguous compiled step. What is left in them: the two one-program passes are slow at
-128^3 (35 us each: one program adds up 1024 programs' sums; one per group would do), the sums passes move about
-1.9 TB/s against 2.8-3.5 TB/s for the apply passes, and each op costs 0.3-0.5 ms of Python on the CPU (tensor
-allocation and three Triton launches), which leaves the GPU idle between small kernels.
+wholehead/h200/frontier_ndhwc/profile/train): the six kernels took 22.6 ms of 110.8 ms against 29 ms for inductor's
+GroupNorm kernels in the contiguous compiled step. The statistics and coefficients passes were then one program per
+sample and one in all, 35 us per launch at 128^3 (4.8 ms of the step): they are one program per group since, not yet
+measured. What else is left: the sums passes move about 1.9 TB/s against 2.8-3.5 TB/s for the apply passes, and each
+op costs 0.3-0.5 ms of Python on the host (tensor allocations and three Triton launches), which leaves the GPU idle
+between small kernels.
 
 Inputs other than a CUDA (or, under TRITON_INTERPRET=1, CPU) tensor in channels_last_3d are for `group_norm_silu`:
 `group_norm_silu_ndhwc` sends them there, so the module is a drop-in kernel for `unet.GroupNormSiLU`.
@@ -38,6 +39,7 @@ Inputs other than a CUDA (or, under TRITON_INTERPRET=1, CPU) tensor in channels_
 
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -117,14 +119,17 @@ def _forward_sums(x_ptr, sums_ptr, S, C, CPG, TILES, PARTS, PLANE, FP64: tl.cons
 
 
 @triton.jit
-def _per_channel_sums(sums_ptr, n, PARTS, PLANE, C, cols, compute: tl.constexpr, BLOCK_P: tl.constexpr,
-                      BLOCK_C: tl.constexpr):
-    """Sample n's two (PARTS, C) planes of partial sums, added over the programs: two per-channel vectors."""
-    a = tl.zeros([BLOCK_P, BLOCK_C], dtype=compute)
-    b = tl.zeros([BLOCK_P, BLOCK_C], dtype=compute)
+def _group_sums(sums_ptr, n, group, PARTS, PLANE, C, CPG, compute: tl.constexpr, BLOCK_P: tl.constexpr,
+                BLOCK_K: tl.constexpr):
+    """Sample n's two (PARTS, C) planes of partial sums added over the programs, for the channels of one group: two
+    vectors of BLOCK_K lanes (the group's CPG channels, then zeros)."""
+    lanes = tl.arange(0, BLOCK_K)
+    cols = group * CPG + lanes
+    a = tl.zeros([BLOCK_P, BLOCK_K], dtype=compute)
+    b = tl.zeros([BLOCK_P, BLOCK_K], dtype=compute)
     for first in range(0, PARTS, BLOCK_P):
         parts = first + tl.arange(0, BLOCK_P)
-        mask = (parts[:, None] < PARTS) & (cols[None, :] < C)
+        mask = (parts[:, None] < PARTS) & (lanes[None, :] < CPG)
         offsets = (n * PARTS + parts[:, None]) * C + cols[None, :]
         a += tl.load(sums_ptr + offsets, mask=mask, other=0.0)
         b += tl.load(sums_ptr + PLANE + offsets, mask=mask, other=0.0)
@@ -133,20 +138,20 @@ def _per_channel_sums(sums_ptr, n, PARTS, PLANE, C, cols, compute: tl.constexpr,
 
 @triton.jit
 def _forward_statistics(x_ptr, sums_ptr, mean_ptr, rstd_ptr, S, C, CPG, G, PARTS, PLANE, eps, FP64: tl.constexpr,
-                        BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_G: tl.constexpr):
-    """Per (sample, group): mean and 1/sqrt(variance + eps) from the shifted sums (one program per sample)."""
-    n = tl.program_id(0)
+                        BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Mean and 1/sqrt(variance + eps) of one (sample, group) from the shifted sums: one program per (sample, group),
+    the (N, G) statistics' element of the same index."""
+    pid = tl.program_id(0)
+    n = pid // G
+    group = pid % G
     compute = tl.float64 if FP64 else tl.float32
-    cols = tl.arange(0, BLOCK_C)
-    groups = tl.arange(0, BLOCK_G)
-    s1, s2 = _per_channel_sums(sums_ptr, n, PARTS, PLANE, C, cols, compute, BLOCK_P, BLOCK_C)
-    member = (cols[None, :] // CPG == groups[:, None]) & (cols[None, :] < C)
+    s1, s2 = _group_sums(sums_ptr, n, group, PARTS, PLANE, C, CPG, compute, BLOCK_P, BLOCK_K)
     count = (S * CPG).to(compute)
-    shifted_mean = tl.sum(tl.where(member, s1[None, :], 0.0), axis=1) / count
-    variance = tl.maximum(tl.sum(tl.where(member, s2[None, :], 0.0), axis=1) / count - shifted_mean * shifted_mean, 0.0)
-    shift = tl.load(x_ptr + n.to(tl.int64) * S * C + groups * CPG, mask=groups < G, other=0.0).to(compute)
-    tl.store(mean_ptr + n * G + groups, shift + shifted_mean, mask=groups < G)
-    tl.store(rstd_ptr + n * G + groups, 1.0 / tl.sqrt(variance + eps), mask=groups < G)
+    shifted_mean = tl.sum(s1, axis=0) / count
+    variance = tl.maximum(tl.sum(s2, axis=0) / count - shifted_mean * shifted_mean, 0.0)
+    shift = tl.load(x_ptr + n.to(tl.int64) * S * C + group * CPG).to(compute)
+    tl.store(mean_ptr + pid, shift + shifted_mean)
+    tl.store(rstd_ptr + pid, 1.0 / tl.sqrt(variance + eps))
 
 
 @triton.jit
@@ -208,36 +213,34 @@ def _backward_sums(x_ptr, dy_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, sums_ptr, S,
 
 @triton.jit
 def _backward_coefficients(sums_ptr, w_ptr, rstd_ptr, mean_ptr, pqr_ptr, dw_ptr, db_ptr, N, S, C, CPG, G, PARTS,
-                           PLANE, FP64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                           BLOCK_G: tl.constexpr):
-    """One program: per (sample, channel) the coefficients of dx = p * dz + q * x + r (GroupNorm's input gradient
-    with its two group means folded in), and the weight and bias gradients (sums over the samples)."""
+                           PLANE, FP64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr):
+    """One program per group: for each sample, the coefficients of dx = p * dz + q * x + r on the group's channels
+    (GroupNorm's input gradient with its two group means folded in); the weight and bias gradients of those channels
+    (sums over the samples)."""
+    group = tl.program_id(0)
     compute = tl.float64 if FP64 else tl.float32
-    cols = tl.arange(0, BLOCK_C)
-    groups = tl.arange(0, BLOCK_G)
-    member = (cols[None, :] // CPG == groups[:, None]) & (cols[None, :] < C)
     count = (S * CPG).to(compute)
-    w = tl.load(w_ptr + cols, mask=cols < C, other=0.0).to(compute)
-    dw = tl.zeros([BLOCK_C], dtype=compute)
-    db = tl.zeros([BLOCK_C], dtype=compute)
+    cols = group * CPG + tl.arange(0, BLOCK_K)
+    valid = tl.arange(0, BLOCK_K) < CPG
+    w = tl.load(w_ptr + cols, mask=valid, other=0.0).to(compute)
+    zero = tl.zeros([BLOCK_K], dtype=compute)
+    dw = tl.zeros([BLOCK_K], dtype=compute)
+    db = tl.zeros([BLOCK_K], dtype=compute)
     for n in range(0, N):
-        sdz, sdzx = _per_channel_sums(sums_ptr, n, PARTS, PLANE, C, cols, compute, BLOCK_P, BLOCK_C)
+        sdz, sdzx = _group_sums(sums_ptr, n, group, PARTS, PLANE, C, CPG, compute, BLOCK_P, BLOCK_K)
         db += sdz
         dw += sdzx
-        # Per group: the means of weight * dz and of weight * dz * xhat, back on the group's channels.
-        c1 = tl.sum(tl.where(member, (w * sdz)[None, :], 0.0), axis=1) / count
-        c2 = tl.sum(tl.where(member, (w * sdzx)[None, :], 0.0), axis=1) / count
-        c1 = tl.sum(tl.where(member, c1[:, None], 0.0), axis=0)
-        c2 = tl.sum(tl.where(member, c2[:, None], 0.0), axis=0)
-        mean = _group_value(mean_ptr, n, G, CPG, cols, C)
-        rstd = _group_value(rstd_ptr, n, G, CPG, cols, C)
+        c1 = tl.sum(w * sdz, axis=0) / count   # the group's mean of weight * dz
+        c2 = tl.sum(w * sdzx, axis=0) / count  # and of weight * dz * xhat
+        mean = tl.load(mean_ptr + n * G + group)
+        rstd = tl.load(rstd_ptr + n * G + group)
         # dx = rstd * (w * dz - c1 - xhat * c2), xhat = (x - mean) * rstd
         out = n * C + cols
-        tl.store(pqr_ptr + out, rstd * w, mask=cols < C)
-        tl.store(pqr_ptr + N * C + out, -rstd * rstd * c2, mask=cols < C)
-        tl.store(pqr_ptr + 2 * N * C + out, rstd * (mean * rstd * c2 - c1), mask=cols < C)
-    tl.store(dw_ptr + cols, dw, mask=cols < C)
-    tl.store(db_ptr + cols, db, mask=cols < C)
+        tl.store(pqr_ptr + out, rstd * w, mask=valid)
+        tl.store(pqr_ptr + N * C + out, zero - rstd * rstd * c2, mask=valid)
+        tl.store(pqr_ptr + 2 * N * C + out, zero + rstd * (mean * rstd * c2 - c1), mask=valid)
+    tl.store(dw_ptr + cols, dw, mask=valid)
+    tl.store(db_ptr + cols, db, mask=valid)
 
 
 @triton.jit
@@ -261,8 +264,9 @@ def _backward_apply(x_ptr, dy_ptr, dx_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, pqr
 
 
 def _voxels(x: torch.Tensor) -> int:
-    """S: the rows of the (N, S, C) array that a channels-last activation is in memory."""
-    return x[0, 0].numel()
+    """S: the rows of the (N, S, C) array that a channels-last activation is in memory (from the shape: indexing the
+    tensor would be two more operator calls on the host per norm)."""
+    return math.prod(x.shape[2:])
 
 
 def _shape_args(x: torch.Tensor, groups: int) -> tuple[int, int, int, int]:
@@ -275,9 +279,11 @@ def _options(x: torch.Tensor, **blocks) -> dict:
     return dict(FP64=x.dtype == torch.float64, num_warps=NUM_WARPS, **blocks)
 
 
-def _block_p(block_c: int) -> int:
-    """Rows of partial sums the one-program passes add at a time (a tile of about TILE_ELEMENTS)."""
-    return max(1, TILE_ELEMENTS // block_c)
+def _group_blocks(channels: int, groups: int, parts: int) -> dict:
+    """Tile of the per-group passes: BLOCK_K lanes for a group's channels, BLOCK_P programs' sums at a time (a tile
+    of at most TILE_ELEMENTS)."""
+    block_k = triton.next_power_of_2(channels // groups)
+    return dict(BLOCK_P=max(1, min(TILE_ELEMENTS // block_k, triton.next_power_of_2(parts))), BLOCK_K=block_k)
 
 
 @custom_op("medddpm::group_norm_silu_ndhwc_forward", mutates_args=())
@@ -297,8 +303,8 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: 
     blocks = dict(BLOCK_S=block_s, BLOCK_C=block_c)
     plane = sums[0].numel()
     _forward_sums[(batch * parts,)](x, sums, shape[0], shape[1], shape[2], tiles, parts, plane, **_options(x, **blocks))
-    _forward_statistics[(batch,)](x, sums, mean, rstd, *shape, parts, plane, eps, **_options(
-        x, BLOCK_P=_block_p(block_c), BLOCK_C=block_c, BLOCK_G=triton.next_power_of_2(groups)))
+    _forward_statistics[(batch * groups,)](x, sums, mean, rstd, *shape, parts, plane, eps,
+                                           **_options(x, **_group_blocks(shape[1], groups, parts)))
     _forward_apply[(batch * tiles,)](x, y, weight, bias, mean, rstd, *shape, tiles, **_options(x, **blocks))
     return y, mean, rstd
 
@@ -330,9 +336,8 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: tor
     plane = sums[0].numel()
     _backward_sums[(batch * parts,)](x, dy, weight, bias, mean, rstd, sums, *shape, tiles, parts, plane,
                                      **_options(x, **blocks))
-    _backward_coefficients[(1,)](sums, weight, rstd, mean, pqr, dweight, dbias, batch, *shape, parts, plane,
-                                 **_options(x, BLOCK_P=_block_p(block_c), BLOCK_C=block_c,
-                                            BLOCK_G=triton.next_power_of_2(groups)))
+    _backward_coefficients[(groups,)](sums, weight, rstd, mean, pqr, dweight, dbias, batch, *shape, parts, plane,
+                                      **_options(x, **_group_blocks(shape[1], groups, parts)))
     _backward_apply[(batch * tiles,)](x, dy, dx, weight, bias, mean, rstd, pqr, batch, *shape, tiles,
                                       **_options(x, **blocks))
     return dx, dweight.to(weight.dtype), dbias.to(bias.dtype)
