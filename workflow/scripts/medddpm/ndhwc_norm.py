@@ -301,7 +301,7 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: 
     rstd = torch.empty_like(mean)
     y = torch.empty_like(x, memory_format=torch.channels_last_3d)
     blocks = dict(BLOCK_S=block_s, BLOCK_C=block_c)
-    plane = sums[0].numel()
+    plane = batch * parts * shape[1]  # one (N, PARTS, C) plane of the partial sums
     _forward_sums[(batch * parts,)](x, sums, shape[0], shape[1], shape[2], tiles, parts, plane, **_options(x, **blocks))
     _forward_statistics[(batch * groups,)](x, sums, mean, rstd, *shape, parts, plane, eps,
                                            **_options(x, **_group_blocks(shape[1], groups, parts)))
@@ -333,7 +333,7 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: tor
     dbias = torch.empty_like(dweight)
     dx = torch.empty_like(x, memory_format=torch.channels_last_3d)
     blocks = dict(BLOCK_S=block_s, BLOCK_C=block_c)
-    plane = sums[0].numel()
+    plane = batch * parts * shape[1]  # one (N, PARTS, C) plane of the partial sums
     _backward_sums[(batch * parts,)](x, dy, weight, bias, mean, rstd, sums, *shape, tiles, parts, plane,
                                      **_options(x, **blocks))
     _backward_coefficients[(groups,)](sums, weight, rstd, mean, pqr, dweight, dbias, batch, *shape, parts, plane,
