@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from medddpm import ndhwc_norm
 from medddpm.ndhwc_norm import PROGRAMS, _plan, group_norm_silu_ndhwc, runs_kernels
 from medddpm.unet import GroupNorm32, GroupNormSiLU, fuse_norm_act, group_norm_silu
 from medddpm.variants import Variant, prepare_model
@@ -20,6 +21,16 @@ from unet_helpers import tiny_inputs, tiny_unet
 CL = torch.channels_last_3d
 # Where the kernels run: the GPU where there is one, else Triton's interpreter on the CPU (the same tests on both).
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+# The workflow sends activations under 64^3 voxels to the plain function (ndhwc_norm.MIN_VOXELS); the tests here
+# exercise the kernels at small shapes, except where a test sets the threshold back.
+SMALLEST_FOR_KERNELS = ndhwc_norm.MIN_VOXELS
+
+
+@pytest.fixture(autouse=True)
+def kernels_at_every_size(monkeypatch):
+    monkeypatch.setattr(ndhwc_norm, "MIN_VOXELS", 1)
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -131,6 +142,22 @@ def test_other_inputs_take_the_plain_function():
     assert not runs_kernels(x)
     norm = reference[0]
     torch.testing.assert_close(kernel(x), group_norm_silu(x, norm.weight, norm.bias, 32, norm.eps), rtol=0, atol=0)
+
+
+def test_activations_under_64_cubed_take_the_plain_function_and_larger_ones_the_kernels(monkeypatch):
+    """The threshold the workflow runs with: a 32^3 activation (Med-DDPM's third level, 21 MB at its widest) goes to
+    the plain function, which the compiled U-Net fuses with its neighbours; 64^3 and above to the kernels."""
+    monkeypatch.setattr(ndhwc_norm, "MIN_VOXELS", SMALLEST_FOR_KERNELS)
+    assert SMALLEST_FOR_KERNELS == 64**3
+    small = torch.empty(1, 32, 32, 32, 32, device=DEVICE).contiguous(memory_format=CL)
+    large = torch.empty(1, 32, 64, 64, 64, device=DEVICE).contiguous(memory_format=CL)
+    assert not runs_kernels(small) and runs_kernels(large)
+    # The small one's values are the plain function's, to the bit.
+    reference, kernel = reference_and_kernel(32, torch.float32)
+    x = torch.randn(1, 32, 6, 7, 8, device=DEVICE).contiguous(memory_format=CL)
+    norm = reference[0]
+    with torch.no_grad():
+        assert torch.equal(kernel(x), group_norm_silu(x, norm.weight, norm.bias, 32, norm.eps))
 
 
 def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
