@@ -243,3 +243,16 @@ def test_timed_steps_time_only_the_measured_steps_and_prepare_outside():
     bars.clear()
     assert [phase for phase, _ in engine.timed_steps(lambda: None, 0, 1, Timer(), progress=count_on)] == ["measured"]
     assert bars == [("measured", 1)]
+
+
+def test_the_torch_trace_records_each_operators_input_shapes(tmp_path):
+    """The profiled region's torch.profiler trace names each operator's input shapes, so that a kernel launched
+    inside an operator (a copy inside convolution_backward, say) can be traced to the operand it worked on."""
+    import json
+
+    trace = tmp_path / "trace.json"
+    with target.profiled_region(torch.device("cpu"), trace):
+        torch.ones(2, 3) @ torch.ones(3, 5)
+    events = json.loads(trace.read_text())["traceEvents"]
+    products = [e for e in events if e.get("name") == "aten::mm"]
+    assert products and products[0]["args"]["Input Dims"] == [[2, 3], [3, 5]]

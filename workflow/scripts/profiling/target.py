@@ -27,7 +27,10 @@ def profiled_region(device: torch.device, torch_trace: Path | None):
     """Mark the region for every profiler; yields the torch.profiler session (or None)."""
     cuda = device.type == "cuda"
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
-    session = torch.profiler.profile(activities=activities) if torch_trace else contextlib.nullcontext()
+    # Input shapes in the trace: a copy kernel launched inside an operator (convolution_backward converting one of
+    # its operands' memory format, say) can then be traced to the operand. Kernel durations are the GPU's either way.
+    session = (torch.profiler.profile(activities=activities, record_shapes=True) if torch_trace
+               else contextlib.nullcontext())
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.profiler.start()
