@@ -52,9 +52,10 @@ from .unet import group_norm_silu
 
 # Elements per tile (BLOCK_S rows of all channels) and warps per program; programs of a sums pass over the whole batch
 # (PARTS = PROGRAMS // batch per sample, fewer where a sample has fewer tiles), each looping over every PARTS-th tile
-# of its sample and keeping its sums in registers (1024: about eight per SM of an H200; a first choice, untuned). Measured on an H200 (the model's 35
-# norm sites, bf16, batch 1, forward and backward): 4096 elements on 4 warps was the fastest of six tile shapes for
-# the first version of these kernels (one program per tile) and of two (4096 and 8192 on 4 warps) for these.
+# of its sample and keeping its sums in registers (1024: about eight per SM of an H200; a first choice, untuned).
+# Measured on an H200 (the model's 35 norm sites, bf16, batch 1, forward and backward): 4096 elements on 4 warps was
+# the fastest of six tile shapes for the first version of these kernels (one program per tile) and of two (4096 and
+# 8192 on 4 warps) for these.
 TILE_ELEMENTS = 4096
 NUM_WARPS = 4
 PROGRAMS = 1024
