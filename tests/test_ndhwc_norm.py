@@ -54,6 +54,14 @@ def values_and_gradients(module, x, grad_out):
     return out.detach(), [x.grad] + [p.grad for p in module.parameters()]
 
 
+def offset_activation(channels: int, spatial, dtype: torch.dtype, device=DEVICE):
+    """A channels-last activation of 2 samples with an offset large against its spread (statistics from sums of
+    squares would lose the variance to cancellation), and a gradient for it."""
+    x = (torch.randn(2, channels, *spatial, dtype=torch.float64, device=device) * 2 + 30).to(dtype)
+    x = x.contiguous(memory_format=CL)
+    return x, torch.randn(x.shape, dtype=dtype, device=device).contiguous(memory_format=CL)
+
+
 # (channels, spatial shape): channels per group 2, 3 and 6 (three not a power of two, padded in the tile); more
 # than one tile per sample with a partial last one (210 rows in tiles of 64; 60 in tiles of 16), and a single
 # partial tile (24 rows in a tile of 32).
@@ -64,10 +72,7 @@ SHAPES = [(64, (5, 6, 7)), (96, (4, 3, 5)), (192, (3, 4, 5)), (64, (2, 3, 4))]
 @pytest.mark.parametrize("dtype, bound", [(torch.float64, 1e-12), (torch.float32, 1e-4)], ids=["fp64", "fp32"])
 def test_values_and_gradients_equal_groupnorm32_then_silu(channels, spatial, dtype, bound):
     reference, kernel = reference_and_kernel(channels, dtype)
-    # An offset large against the spread: statistics from sums of squares would lose the variance to cancellation.
-    x = (torch.randn(2, channels, *spatial, dtype=torch.float64, device=DEVICE) * 2 + 30).to(dtype)
-    x = x.contiguous(memory_format=CL)
-    grad_out = torch.randn(x.shape, dtype=dtype, device=DEVICE).contiguous(memory_format=CL)
+    x, grad_out = offset_activation(channels, spatial, dtype)
     assert runs_kernels(x)
     expected, expected_grads = values_and_gradients(reference, x, grad_out)
     out, grads = values_and_gradients(kernel, x, grad_out)
@@ -100,9 +105,7 @@ def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs
     assert _plan(2, channels, 270)[3] == parts
     assert ndhwc_norm._group_blocks(channels, 32, parts)["BLOCK_P"] == chunk
     reference, kernel = reference_and_kernel(channels, dtype)
-    x = (torch.randn(2, channels, *spatial, dtype=torch.float64, device=DEVICE) * 2 + 30).to(dtype)
-    x = x.contiguous(memory_format=CL)
-    grad_out = torch.randn(x.shape, dtype=dtype, device=DEVICE).contiguous(memory_format=CL)
+    x, grad_out = offset_activation(channels, spatial, dtype)
     expected, expected_grads = values_and_gradients(reference, x, grad_out)
     out, grads = values_and_gradients(kernel, x, grad_out)
     assert relative(out, expected) < bound
@@ -249,9 +252,7 @@ CUDA = torch.device("cuda")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
 def test_on_the_gpu_values_and_gradients_equal_the_reference(channels, spatial, dtype):
     reference, kernel = (module.to(CUDA) for module in reference_and_kernel(channels, dtype))
-    x = (torch.randn(2, channels, *spatial, dtype=torch.float64, device=CUDA) * 2 + 30).to(dtype)
-    x = x.contiguous(memory_format=CL)
-    grad_out = torch.randn(x.shape, dtype=dtype, device=CUDA).contiguous(memory_format=CL)
+    x, grad_out = offset_activation(channels, spatial, dtype, CUDA)
     expected, expected_grads = values_and_gradients(reference, x, grad_out)
     out, grads = values_and_gradients(kernel, x, grad_out)
     assert out.is_contiguous(memory_format=CL) and grads[0].is_contiguous(memory_format=CL)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import NamedTuple
 
 import torch
 import triton
@@ -105,6 +106,14 @@ def _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, n, G, CPG, cols, C, compute: tl.co
 
 
 @triton.jit
+def _store_sums(sums_ptr, PLANE, pid, C, cols, s1, s2):
+    """A sums program's two accumulators, added over their rows, into its row of each (N, PARTS, C) plane."""
+    out = pid * C + cols
+    tl.store(sums_ptr + out, tl.sum(s1, axis=0), mask=cols < C)
+    tl.store(sums_ptr + PLANE + out, tl.sum(s2, axis=0), mask=cols < C)
+
+
+@triton.jit
 def _forward_sums(x_ptr, sums_ptr, S, C, CPG, TILES, PARTS, PLANE, FP64: tl.constexpr,
                   BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
     """Per (sample, program, channel): sums of d and d^2 over the program's tiles, d = x - K, K the sample's first
@@ -122,9 +131,7 @@ def _forward_sums(x_ptr, sums_ptr, S, C, CPG, TILES, PARTS, PLANE, FP64: tl.cons
         d = tl.where(mask, tl.load(x_ptr + offsets, mask=mask, other=0.0).to(compute) - shift[None, :], 0.0)
         s1 += d
         s2 += d * d
-    out = pid * C + cols
-    tl.store(sums_ptr + out, tl.sum(s1, axis=0), mask=cols < C)
-    tl.store(sums_ptr + PLANE + out, tl.sum(s2, axis=0), mask=cols < C)
+    _store_sums(sums_ptr, PLANE, pid, C, cols, s1, s2)
 
 
 @triton.jit
@@ -215,9 +222,7 @@ def _backward_sums(x_ptr, dy_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, sums_ptr, S,
         dz = tl.where(mask, _grad_at_norm(x, dy, scale, shift, compute), 0.0)
         s1 += dz
         s2 += dz * ((x.to(compute) - mean[None, :]) * rstd[None, :])
-    out = pid * C + cols
-    tl.store(sums_ptr + out, tl.sum(s1, axis=0), mask=cols < C)
-    tl.store(sums_ptr + PLANE + out, tl.sum(s2, axis=0), mask=cols < C)
+    _store_sums(sums_ptr, PLANE, pid, C, cols, s1, s2)
 
 
 @triton.jit
@@ -295,6 +300,29 @@ def _group_blocks(channels: int, groups: int, parts: int) -> dict:
     return dict(BLOCK_P=max(1, min(TILE_ELEMENTS // block_k, triton.next_power_of_2(parts))), BLOCK_K=block_k)
 
 
+class _Passes(NamedTuple):
+    """What both directions launch over one activation: the kernels' shape arguments (S, C, CPG, G), tiles and sums
+    programs per sample, the (2, N, PARTS, C) buffer of partial sums and the size of one plane, and the launch options
+    of the tile passes and of the per-group pass."""
+
+    shape: tuple[int, int, int, int]
+    tiles: int
+    parts: int
+    sums: torch.Tensor
+    plane: int
+    tile: dict
+    per_group: dict
+
+
+def _passes(x: torch.Tensor, groups: int, compute: torch.dtype) -> _Passes:
+    batch = x.shape[0]
+    shape = _shape_args(x, groups)
+    block_c, block_s, tiles, parts = _plan(batch, shape[1], shape[0])
+    sums = torch.empty((2, batch, parts, shape[1]), device=x.device, dtype=compute)
+    return _Passes(shape, tiles, parts, sums, batch * parts * shape[1], _options(x, BLOCK_S=block_s, BLOCK_C=block_c),
+                   _options(x, **_group_blocks(shape[1], groups, parts)))
+
+
 @custom_op("medddpm::group_norm_silu_ndhwc_forward", mutates_args=())
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int,
              eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -302,19 +330,15 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: 
     # The kernels read raw NDHWC memory (a no-op for a channels-last input).
     x = x.contiguous(memory_format=torch.channels_last_3d)
     batch = x.shape[0]
-    shape = _shape_args(x, groups)
-    block_c, block_s, tiles, parts = _plan(batch, shape[1], shape[0])
     compute = torch.promote_types(x.dtype, torch.float32)
-    sums = torch.empty((2, batch, parts, shape[1]), device=x.device, dtype=compute)
+    run = _passes(x, groups, compute)
     mean = torch.empty((batch, groups), device=x.device, dtype=compute)
     rstd = torch.empty_like(mean)
     y = torch.empty_like(x, memory_format=torch.channels_last_3d)
-    blocks = dict(BLOCK_S=block_s, BLOCK_C=block_c)
-    plane = batch * parts * shape[1]  # one (N, PARTS, C) plane of the partial sums
-    _forward_sums[(batch * parts,)](x, sums, shape[0], shape[1], shape[2], tiles, parts, plane, **_options(x, **blocks))
-    _forward_statistics[(batch * groups,)](x, sums, mean, rstd, *shape, parts, plane, eps,
-                                           **_options(x, **_group_blocks(shape[1], groups, parts)))
-    _forward_apply[(batch * tiles,)](x, y, weight, bias, mean, rstd, *shape, tiles, **_options(x, **blocks))
+    _forward_sums[(batch * run.parts,)](x, run.sums, *run.shape[:3], run.tiles, run.parts, run.plane, **run.tile)
+    _forward_statistics[(batch * groups,)](x, run.sums, mean, rstd, *run.shape, run.parts, run.plane, eps,
+                                           **run.per_group)
+    _forward_apply[(batch * run.tiles,)](x, y, weight, bias, mean, rstd, *run.shape, run.tiles, **run.tile)
     return y, mean, rstd
 
 
@@ -333,22 +357,18 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: tor
     x = x.contiguous(memory_format=torch.channels_last_3d)
     dy = dy.contiguous(memory_format=torch.channels_last_3d)
     batch, groups = mean.shape
-    shape = _shape_args(x, groups)
-    block_c, block_s, tiles, parts = _plan(batch, shape[1], shape[0])
-    compute = mean.dtype
-    sums = torch.empty((2, batch, parts, shape[1]), device=x.device, dtype=compute)
-    pqr = torch.empty((3, batch, shape[1]), device=x.device, dtype=compute)
-    dweight = torch.empty(shape[1], device=x.device, dtype=compute)
+    channels = x.shape[1]
+    run = _passes(x, groups, mean.dtype)
+    pqr = torch.empty((3, batch, channels), device=x.device, dtype=mean.dtype)
+    dweight = torch.empty(channels, device=x.device, dtype=mean.dtype)
     dbias = torch.empty_like(dweight)
     dx = torch.empty_like(x, memory_format=torch.channels_last_3d)
-    blocks = dict(BLOCK_S=block_s, BLOCK_C=block_c)
-    plane = batch * parts * shape[1]  # one (N, PARTS, C) plane of the partial sums
-    _backward_sums[(batch * parts,)](x, dy, weight, bias, mean, rstd, sums, *shape, tiles, parts, plane,
-                                     **_options(x, **blocks))
-    _backward_coefficients[(groups,)](sums, weight, rstd, mean, pqr, dweight, dbias, batch, *shape, parts, plane,
-                                      **_options(x, **_group_blocks(shape[1], groups, parts)))
-    _backward_apply[(batch * tiles,)](x, dy, dx, weight, bias, mean, rstd, pqr, batch, *shape, tiles,
-                                      **_options(x, **blocks))
+    _backward_sums[(batch * run.parts,)](x, dy, weight, bias, mean, rstd, run.sums, *run.shape, run.tiles, run.parts,
+                                         run.plane, **run.tile)
+    _backward_coefficients[(groups,)](run.sums, weight, rstd, mean, pqr, dweight, dbias, batch, *run.shape, run.parts,
+                                      run.plane, **run.per_group)
+    _backward_apply[(batch * run.tiles,)](x, dy, dx, weight, bias, mean, rstd, pqr, batch, *run.shape, run.tiles,
+                                          **run.tile)
     return dx, dweight.to(weight.dtype), dbias.to(bias.dtype)
 
 

@@ -29,9 +29,8 @@ import re
 #   falls through to elementwise.
 # - normalization: GroupNorm forward and backward (its statistics kernels, the fused-parameter kernels, the
 #   gamma/beta gradient and the elementwise kernels instantiated inside GroupNorm(Backward)KernelImplInternal),
-#   batch and layer norm, and this workflow's own NDHWC GroupNorm + SiLU kernels (medddpm.ndhwc_norm; Triton names a
-#   kernel after its function: _forward_sums, _forward_statistics, _forward_apply, _backward_sums,
-#   _backward_coefficients, _backward_apply, matched whole).
+#   batch and layer norm, and this workflow's own NDHWC GroupNorm + SiLU kernels (medddpm.ndhwc_norm: Triton names a
+#   kernel after its function, so their six function names, matched whole).
 # - optimizer: the foreach (multi_tensor_apply) kernels of Adam and the EMA update.
 # - reduction: PyTorch's reduce_kernel.
 # - elementwise: PyTorch's elementwise kernels (vectorized, unrolled, strided, with index, scatter/gather).
