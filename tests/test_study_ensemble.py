@@ -1,6 +1,7 @@
 """The quality study's training: the upsampling as shifted sums (the same function as F.interpolate), the seeds of a
 variant trained together (ensemble.Ensemble) with the numbers of each seed trained alone, the rerun that checks
-determinism, and on a GPU the CUDA-graph replay against the eager loop it replaces (bit for bit)."""
+determinism, and on a GPU the CUDA-graph replay against the eager loop it replaces (bit for bit), for the study's
+runs and for the training job's `cuda_graph_training`."""
 
 from __future__ import annotations
 
@@ -209,10 +210,14 @@ def test_each_run_is_compared_with_the_baseline_of_its_own_seed():
 
 
 def eager_capturable(run, dataset, seed: int, steps: int) -> engine.Training:
-    """The eager loop with the placement the replay uses (capturable Adam, autocast without its cache)."""
+    """The eager loop with the placement the replay uses (capturable Adam, autocast without its cache), its trainer
+    told not to capture."""
     training = engine.Training(workload(), train_settings(seed=seed), run, dataset, graph_capture=True)
+    training.trainer.captures = False
+    training.warm_up()
     for _ in range(steps):
         training.step()
+    assert training.trainer.graph is None
     return training
 
 
@@ -226,7 +231,8 @@ def test_replayed_steps_are_the_eager_steps_bit_for_bit(dataset, switches):
     run = study_run(run_of(GPU, switches), deterministic=True)
     ensemble = Ensemble(workload(), train_settings(), [0, 1, 0], run, dataset, steps=5, graphs=True)
     ensemble.train()
-    assert ensemble.graphs and all(m.graph is not None for m in ensemble.members)
+    assert ensemble.graphs and all(m.training.trainer.graph is not None for m in ensemble.members)
+    assert ensemble.capture_seconds > 0
     first, second, again = ensemble.members
     assert weights_identical(first.training.diffusion, again.training.diffusion) == (True, 0.0)
     for member in (first, second):
@@ -250,3 +256,32 @@ def test_the_shifted_sums_have_a_deterministic_cuda_backward():
     torch.use_deterministic_algorithms(False)
     (F.interpolate(reference, scale_factor=2, mode="trilinear") * weight).sum().backward()
     torch.testing.assert_close(first, reference.grad, rtol=0, atol=1e-12)
+
+
+FRONTIER_GRAPHED = {"cudnn_tf32": True, "matmul_tf32": True, "channels_last": True, "autocast": "bfloat16",
+                    "compile": "default", "fused_adam": True, "foreach_ema": True, "checkpointing": "none",
+                    "gather_upsampling": True, "ndhwc": True}
+
+
+@on_gpu
+@pytest.mark.parametrize("switches", [PAPER, FRONTIER_GRAPHED], ids=["fp32", "frontier_graphed"])
+def test_the_training_jobs_replayed_step_is_its_eager_step_bit_for_bit(dataset, switches, monkeypatch):
+    """cuda_graph_training: the training job's trainer captures its optimizer step right after the first one and
+    replays it from then on, with the losses, weights and EMA of the eager loop; the compiled frontier rung too, its
+    norms through the NDHWC kernels (at every size here), under deterministic algorithms."""
+    from medddpm import ndhwc_norm
+
+    monkeypatch.setattr(ndhwc_norm, "MIN_VOXELS", 1)
+    run = study_run(run_of(GPU, switches | {"cuda_graph_training": True}, "graphed"), deterministic=True)
+    graphed = engine.Training(workload(), train_settings(), run, dataset)
+    assert graphed.placement.graph_capture and graphed.trainer.captures
+    graphed.warm_up()
+    losses = [graphed.step() for _ in range(5)]
+    assert graphed.trainer.graph is not None and graphed.trainer.graph.capture_seconds > 0
+    eager = engine.Training(workload(), train_settings(), run, dataset)
+    eager.trainer.captures = False
+    eager.warm_up()
+    assert [eager.step() for _ in range(5)] == losses and eager.trainer.graph is None
+    assert weights_identical(graphed.diffusion, eager.diffusion) == (True, 0.0)
+    assert weights_identical(graphed.trainer.ema_model, eager.trainer.ema_model) == (True, 0.0)
+    assert graphed.trainer.step_index == eager.trainer.step_index == 5

@@ -87,7 +87,7 @@ def test_defaults_are_upstream_behaviour():
     assert variant.switches() == {**PAPER, "cudnn_benchmark": False, "autocast": None, "compile": None,
                                   "fused_norm_act": False, "checkpointing": "attention", "fused_adam": False,
                                   "foreach_ema": False, "cuda_graphs": False,
-                                  "gather_upsampling": False, "ndhwc": False}
+                                  "gather_upsampling": False, "ndhwc": False, "cuda_graph_training": False}
     model = prepare_model(UNet3D(paper_unet()), variant, CPU)
     assert parameter_count(model) == 40_226_433
     assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))
@@ -101,6 +101,7 @@ def test_defaults_are_upstream_behaviour():
         ({"checkpointing": "some"}, "checkpointing 'some'"),
         ({"autocast": "float8"}, "autocast 'float8'"),
         ({"cuda_graphs": True, "compile": "reduce-overhead"}, "captures CUDA graphs itself"),
+        ({"cuda_graph_training": True, "compile": "max-autotune"}, "cuda_graph_training with compile mode"),
         ({"ndhwc": True}, "ndhwc needs channels_last: true"),
     ],
 )
@@ -110,17 +111,18 @@ def test_invalid_switch_values_are_named(switches, message):
 
 
 def test_switches_without_meaning_on_a_cpu_say_so():
-    everything = Variant("all", True, True, True, True, "bfloat16", None, True, "all", True, True, True, True, True)
+    everything = Variant("all", True, True, True, True, "bfloat16", None, True, "all", True, True, True, True, True,
+                         True)
     effective = everything.effective_on(CPU)
     for switch in ("cudnn_tf32", "matmul_tf32", "cudnn_benchmark", "cuda_graphs", "fused_norm_act",
-                   "ndhwc"):
+                   "ndhwc", "cuda_graph_training"):
         assert effective[switch] is False, switch
     for switch in ("channels_last", "autocast", "checkpointing", "fused_adam", "foreach_ema", "compile"):
         assert effective[switch] is True, switch
     assert set(effective) == set(everything.switches())
     assert Variant("c", False, False, False, compile="default", fused_norm_act=True).effective_on("cpu")[
         "fused_norm_act"] is True  # inductor fuses it on a CPU too
-    assert all(Variant("g", True, True, True, cuda_graphs=True).effective_on("cuda").values())
+    assert all(Variant("g", True, True, True, cuda_graphs=True, cuda_graph_training=True).effective_on("cuda").values())
 
 
 @pytest.mark.parametrize("mode", ["none", "all"])

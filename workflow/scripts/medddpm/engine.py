@@ -44,10 +44,11 @@ class Placement:
     def __init__(self, variant: Variant, device: torch.device, graph_capture: bool = False):
         self.variant = variant
         self.device = device
-        # The training step will be captured in a CUDA graph (the quality study): Adam keeps its step count on the
-        # device (capturable), and autocast casts the weights afresh in every forward (its cache of casts cannot
-        # outlive a capture). Both compute the same function.
-        self.graph_capture = graph_capture
+        # The training step will be captured in a CUDA graph (the quality study, or the variant's
+        # cuda_graph_training on CUDA; training.StepGraph): Adam keeps its step count on the device (capturable), and
+        # autocast casts the weights afresh in every forward (its cache of casts cannot outlive a capture). Both
+        # compute the same function.
+        self.graph_capture = graph_capture or (variant.cuda_graph_training and device.type == "cuda")
 
     @classmethod
     def of(cls, run: Run, graph_capture: bool = False) -> Placement:

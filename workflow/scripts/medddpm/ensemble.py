@@ -20,7 +20,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -62,9 +62,6 @@ class Member:
     training: Training
     losses: torch.Tensor
     stream: torch.cuda.Stream | None = None
-    graph: torch.cuda.CUDAGraph | None = None
-    static_inputs: list[tuple[torch.Tensor, ...]] = field(default_factory=list)
-    static_losses: torch.Tensor | None = None
 
     def on_stream(self) -> contextlib.AbstractContextManager:
         return on_stream(self.stream)
@@ -95,7 +92,6 @@ class Ensemble:
                 training = Training(workload, settings, run, dataset_dir, graph_capture=self.graphs)
                 losses = torch.full((steps, self.accumulation), math.nan, device=run.device)
             self.members.append(Member(seed, training, losses, stream))
-        self.capture_seconds = 0.0
 
     def warm_up(self) -> float | None:
         """Compilation before any step (Training.warm_up, on throw-away numbers): the first run compiles, the
@@ -115,13 +111,15 @@ class Ensemble:
         started = time.perf_counter()
         for step in progress(self.steps):
             for member in self.members:
+                trainer = member.training.trainer
                 with member.on_stream():
-                    if member.graph is None:
-                        self._eager_step(member, step)
-                        if self.graphs:
-                            self._capture(member)
+                    if trainer.graph is None:
+                        # The eager step; with graphs, the trainer captures its step right after it (StepGraph).
+                        values = trainer.step()
+                        member.losses[step].copy_(torch.tensor(values, dtype=member.losses.dtype))
                     else:
-                        self._replay(member, step)
+                        # No host synchronisation: the runs' replays overlap; the losses are checked at the end.
+                        member.losses[step].copy_(trainer.graph.replay())
         synchronize(self.run.device)
         seconds = time.perf_counter() - started
         self._check_finite()
@@ -131,48 +129,15 @@ class Ensemble:
             member.training.trainer.optimizer.zero_grad(set_to_none=True)
         return seconds
 
+    @property
+    def capture_seconds(self) -> float:
+        """Seconds spent capturing the runs' step graphs (0 without graphs)."""
+        return sum(member.training.trainer.graph.capture_seconds for member in self.members
+                   if member.training.trainer.graph is not None)
+
     def losses(self, member: Member) -> list[list[float]]:
         """A run's loss of every optimizer step and micro-batch."""
         return member.losses.cpu().tolist()
-
-    # -- steps -------------------------------------------------------------------------------------------------------
-
-    def _eager_step(self, member: Member, step: int) -> None:
-        values = member.training.step()
-        member.losses[step].copy_(torch.tensor(values, dtype=member.losses.dtype))
-
-    def _capture(self, member: Member) -> None:
-        """Capture the optimizer step after the eager first one: static inputs in the layout the eager step copies
-        its batches to, the gradients None (so the first backward of every replay writes them, the second adds)."""
-        started = time.perf_counter()
-        trainer = member.training.trainer
-        condition, target = trainer.resident_batch()
-        t, noise = trainer.diffusion.draw(target, torch.Generator(device=self.run.device).manual_seed(0))
-        member.static_inputs = [tuple(v.clone() for v in (condition, target, t, noise))
-                                for _ in range(self.accumulation)]
-        member.static_losses = torch.zeros(self.accumulation, device=self.run.device)
-        trainer.optimizer.zero_grad(set_to_none=True)
-        member.stream.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=member.stream):
-            for index, (condition, target, t, noise) in enumerate(member.static_inputs):
-                loss = trainer.loss_at(target, condition, t, noise)
-                member.static_losses[index].copy_(loss.detach())
-                (loss / self.accumulation).backward()
-            trainer.optimizer.step()
-        member.graph = graph
-        self.capture_seconds += time.perf_counter() - started
-
-    def _replay(self, member: Member, step: int) -> None:
-        trainer = member.training.trainer
-        for static in member.static_inputs:
-            condition, target = trainer.next_inputs()
-            t, noise = trainer.diffusion.draw(target, trainer.generator)
-            for buffer, value in zip(static, (condition, target, t, noise)):
-                buffer.copy_(value)
-        member.graph.replay()
-        member.losses[step].copy_(member.static_losses)
-        trainer.end_step()
 
     def _check_finite(self) -> None:
         """The first non-finite loss of any run stops the study before anything is written (the eager loop checks

@@ -79,6 +79,8 @@ def bare_loop(training: Training, steps: int) -> dict | None:
     device = trainer.device
     condition, target = trainer.resident_batch()
     generator = torch.Generator(device=device).manual_seed(trainer.settings.seed + 1)
+    # A replayed step leaves its gradients in place (the eager one sets them to None): the bare loop starts from none.
+    trainer.optimizer.zero_grad(set_to_none=True)
     step = lambda: trainer.bare_step(condition, target, generator)  # noqa: E731
     step()
     reset_peak_memory(device)
@@ -144,6 +146,8 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
             "samples_per_second": 1e3 * samples_per_step / timing["median_ms"],
             "final_loss": float(steps["loss"].iloc[-1]),
             "compile_seconds": compile_seconds,
+            # Capturing the optimizer step's CUDA graph (cuda_graph_training), in the first warm-up step; None without.
+            "graph_capture_seconds": trainer.graph.capture_seconds if trainer.graph is not None else None,
             "bare_loop": bare,
             "bare_loop_ms_per_sample": bare["ms_per_sample"] if bare else None,
             **memory,

@@ -38,6 +38,9 @@ class Variant:
     # activations (medddpm.ndhwc_norm; a custom op that torch.compile keeps), and the gather upsampling computed in
     # the activation's memory order; the same function, no activation converted to NCDHW between convolutions.
     ndhwc: bool = False
+    # The training job's optimizer step (every micro-batch's forward and backward, and Adam) replayed from one CUDA
+    # graph captured after the first warm-up step (training.StepGraph); the losses are read once per step after it.
+    cuda_graph_training: bool = False
 
     def __post_init__(self):
         problems = []
@@ -50,9 +53,10 @@ class Variant:
         if self.ndhwc and not self.channels_last:
             problems.append("ndhwc needs channels_last: true (its kernels read channels-last activations; "
                             "contiguous ones would take the plain function, and the switch would do nothing)")
-        if self.cuda_graphs and self.compile is not None and COMPILE_MODES[self.compile]:
-            problems.append(f"cuda_graphs with compile mode {self.compile!r}, which captures CUDA graphs itself "
-                            "(use 'default' or 'max-autotune-no-cudagraphs' with cuda_graphs)")
+        for switch in ("cuda_graphs", "cuda_graph_training"):
+            if getattr(self, switch) and self.compile is not None and COMPILE_MODES[self.compile]:
+                problems.append(f"{switch} with compile mode {self.compile!r}, which captures CUDA graphs itself "
+                                f"(use 'default' or 'max-autotune-no-cudagraphs' with {switch})")
         if problems:
             raise ValueError(f"variant {self.name!r}: " + "; ".join(problems))
 
@@ -95,6 +99,7 @@ class Variant:
             "fused_adam": True,
             "foreach_ema": True,
             "cuda_graphs": cuda,
+            "cuda_graph_training": cuda,
             "gather_upsampling": True,
             "ndhwc": cuda,
         }

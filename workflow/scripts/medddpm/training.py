@@ -4,6 +4,9 @@ Upstream's trainer feeds batches from a DataLoader with pinned memory and four w
 asks for its batch, the batch is assembled and pinned, and the step only copies it to the GPU. `Trainer.prefetch`
 does the same assembling and pinning before the timed region, so the timed step holds the same work as upstream's
 (the copy from pinned memory, `loss.item()`, Adam, the EMA rule) and no more.
+
+A placement that captures (`Placement.graph_capture`: the `cuda_graph_training` switch, or the quality study) replays
+the optimizer step from a CUDA graph after the first eager step: `StepGraph`.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from .settings import TrainSettings
 if TYPE_CHECKING:
     from .engine import Placement
 
-__all__ = ["EMA", "NonFiniteLoss", "Trainer", "TrainSettings", "cycle", "data_batches"]
+__all__ = ["EMA", "NonFiniteLoss", "StepGraph", "Trainer", "TrainSettings", "cycle", "data_batches"]
 
 
 class NonFiniteLoss(ExpectedError, FloatingPointError):
@@ -109,6 +112,10 @@ class Trainer:
         self.compiled = placement.compiles
         self.step_index = 0
         self._ready: deque[dict] = deque()
+        # Whether `step` captures its graph after the first eager step (StepGraph; the placement then captures), and
+        # the graph, replayed from then on.
+        self.captures = placement.graph_capture
+        self.graph: StepGraph | None = None
 
     def prefetch(self) -> None:
         """Assemble (and pin) the batches of the next optimizer step now, outside any timed region."""
@@ -156,11 +163,27 @@ class Trainer:
         return value
 
     def step(self) -> list[float]:
+        """One optimizer step; the loss of each micro-batch. Eager (upstream's loop), or replayed from the step's CUDA
+        graph once it is captured: a placement that captures does so right after its first eager step."""
+        if self.graph is not None:
+            return self.replayed_step()
         losses = [self.micro_batch(index) for index in range(self.settings.gradient_accumulation)]
         self.optimizer.step()
         self.optimizer.zero_grad()
         self.end_step()
+        if self.captures:
+            self.graph = StepGraph(self)
         return losses
+
+    def replayed_step(self) -> list[float]:
+        """The step replayed from its graph, with the losses read once after it (the eager loop reads each
+        micro-batch's before its backward: one host synchronisation per step instead of one per micro-batch)."""
+        step_index = self.step_index
+        values = self.graph.replay().tolist()
+        for index, value in enumerate(values):
+            if not math.isfinite(value):
+                raise NonFiniteLoss(value, step_index, index, self.settings)
+        return values
 
     def end_step(self) -> None:
         """What follows the optimizer's update every step: the EMA rule, the step count."""
@@ -212,6 +235,55 @@ class Trainer:
             "ema": self.ema_model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
         }
+
+
+class StepGraph:
+    """A trainer's optimizer step captured in one CUDA graph: every micro-batch's forward and backward
+    (`Trainer.loss_at`, the loss of each kept on the device) and Adam (capturable), launched as one graph.
+
+    Captured after the first eager step, which initialised Adam's state and the allocator (compilation and cuDNN
+    autotuning happened before it), on the current stream (a side stream of its own when that is the default one),
+    with the gradients None: the first backward of every replay writes them, the next ones add, as in the eager loop.
+    The static inputs are copies of a resident batch and throw-away draws; `replay` copies each micro-batch's batch and
+    draws (GaussianDiffusion.draw from the trainer's generator, in upstream's order) into them, so a replayed step
+    computes what the eager one would from the same batches. The data copies, the draws and the EMA rule stay eager.
+    (torch.cuda.graph releases the caching allocator's free blocks before it captures: the graph's private pool then
+    takes the memory the eager step had cached.)"""
+
+    def __init__(self, trainer: Trainer):
+        device = trainer.device
+        started = time.perf_counter()
+        self.trainer = trainer
+        accumulation = trainer.settings.gradient_accumulation
+        condition, target = trainer.resident_batch()
+        t, noise = trainer.diffusion.draw(target, torch.Generator(device=device).manual_seed(0))
+        self.static_inputs = [tuple(v.clone() for v in (condition, target, t, noise)) for _ in range(accumulation)]
+        self.losses = torch.zeros(accumulation, device=device)
+        trainer.optimizer.zero_grad(set_to_none=True)
+        stream = torch.cuda.current_stream(device)
+        stream.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        side = None if stream == torch.cuda.default_stream(device) else stream
+        with torch.cuda.graph(self.graph, stream=side):
+            for index, (condition, target, t, noise) in enumerate(self.static_inputs):
+                loss = trainer.loss_at(target, condition, t, noise)
+                self.losses[index].copy_(loss.detach())
+                (loss / accumulation).backward()
+            trainer.optimizer.step()
+        self.capture_seconds = time.perf_counter() - started
+
+    def replay(self) -> torch.Tensor:
+        """One optimizer step and the EMA rule after it; the micro-batches' losses, on the device (overwritten by
+        the next replay)."""
+        trainer = self.trainer
+        for static in self.static_inputs:
+            condition, target = trainer.next_inputs()
+            t, noise = trainer.diffusion.draw(target, trainer.generator)
+            for buffer, value in zip(static, (condition, target, t, noise)):
+                buffer.copy_(value)
+        self.graph.replay()
+        trainer.end_step()
+        return self.losses
 
 
 def data_batches(dataset, seed: int) -> Iterator[dict]:
