@@ -162,6 +162,27 @@ def test_frontier_rung_trains_and_samples_the_whole_head_network():
     torch.testing.assert_close(replayed, direct, rtol=1e-2, atol=1e-3)
 
 
+def test_the_ndhwc_sampling_evaluation_runs_at_batch_8_of_128_cubed():
+    """The whole-head U-Net under frontier_graphed's switches, compiled, one sampling evaluation of 8 volumes of 128^3
+    (the throughput sweep's largest batch; 2.1e9 elements in the widest activation). With the small norm sites left to
+    inductor, its fused upsampling-concatenation kernel faulted here (misaligned address, 2026-12-02); with the NDHWC
+    kernels at every site it runs."""
+    variant = Variant("frontier_graphed", True, True, True, cudnn_benchmark=True, autocast="bfloat16",
+                      compile="default", checkpointing="none", cuda_graphs=True, gather_upsampling=True, ndhwc=True,
+                      cuda_graph_training=True)
+    apply_backend(variant)
+    diffusion = GaussianDiffusion(UNet3D(paper_unet()), timesteps=250).to(CUDA)
+    diffusion = prepare_model(diffusion, variant, CUDA).requires_grad_(False).eval()
+    diffusion.denoiser.compile(fullgraph=True, dynamic=False, mode=variant.compile)
+    generator = torch.Generator(CUDA).manual_seed(0)
+    x, condition = (prepare_input(torch.randn(8, channels, 128, 128, 128, device=CUDA, generator=generator), variant)
+                    for channels in (1, 2))
+    with torch.no_grad(), autocast(variant, CUDA):
+        out = diffusion.denoise(x, condition, torch.full((8,), 125, device=CUDA))
+    torch.cuda.synchronize()
+    assert out.shape == x.shape and bool(torch.isfinite(out).all())
+
+
 SWEEP_VARIANTS = {"graphs": {"cuda_graphs": True},
                   "compiled-graphs-cl3d": {"autocast": "bfloat16", "compile": "default", "cuda_graphs": True,
                                            "cudnn_benchmark": True, "fused_norm_act": True}}

@@ -23,16 +23,6 @@ CL = torch.channels_last_3d
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-# The workflow sends activations under 64^3 voxels to the plain function (ndhwc_norm.MIN_VOXELS); the tests here
-# exercise the kernels at small shapes, except where a test sets the threshold back.
-SMALLEST_FOR_KERNELS = ndhwc_norm.MIN_VOXELS
-
-
-@pytest.fixture(autouse=True)
-def kernels_at_every_size(monkeypatch):
-    monkeypatch.setattr(ndhwc_norm, "MIN_VOXELS", 1)
-
-
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm((a - b).double()) / torch.linalg.vector_norm(b.double()))
 
@@ -147,20 +137,11 @@ def test_other_inputs_take_the_plain_function():
     torch.testing.assert_close(kernel(x), group_norm_silu(x, norm.weight, norm.bias, 32, norm.eps), rtol=0, atol=0)
 
 
-def test_activations_under_64_cubed_take_the_plain_function_and_larger_ones_the_kernels(monkeypatch):
-    """The threshold the workflow runs with: a 32^3 activation (Med-DDPM's third level, 21 MB at its widest) goes to
-    the plain function, which the compiled U-Net fuses with its neighbours; 64^3 and above to the kernels."""
-    monkeypatch.setattr(ndhwc_norm, "MIN_VOXELS", SMALLEST_FOR_KERNELS)
-    assert SMALLEST_FOR_KERNELS == 64**3
-    small = torch.empty(1, 32, 32, 32, 32, device=DEVICE).contiguous(memory_format=CL)
-    large = torch.empty(1, 32, 64, 64, 64, device=DEVICE).contiguous(memory_format=CL)
-    assert not runs_kernels(small) and runs_kernels(large)
-    # The small one's values are the plain function's, to the bit.
-    reference, kernel = reference_and_kernel(32, torch.float32)
-    x = torch.randn(1, 32, 6, 7, 8, device=DEVICE).contiguous(memory_format=CL)
-    norm = reference[0]
-    with torch.no_grad():
-        assert torch.equal(kernel(x), group_norm_silu(x, norm.weight, norm.bias, 32, norm.eps))
+def test_small_activations_take_the_kernels_too():
+    """Every norm site takes the kernels, the smallest too (module docstring: leaving the small ones to inductor met
+    an inductor fault at the sampling batch of 8)."""
+    assert runs_kernels(torch.empty(1, 512, 8, 8, 8, device=DEVICE).contiguous(memory_format=CL))
+    assert runs_kernels(torch.empty(1, 64, 1, 1, 1, device=DEVICE).contiguous(memory_format=CL))
 
 
 def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
@@ -272,7 +253,10 @@ def test_on_the_gpu_bfloat16_rounds_as_the_plain_function():
     """The norm's float32 output is cast to bfloat16 before SiLU and the SiLU's result again, as the plain function
     does. Where float32 arithmetic in another order puts the norm's output on the other side of a bfloat16 rounding
     edge, the two differ by one step of that cast carried through SiLU (slope at most 1.1) plus one step of the
-    output's: few elements, and no more than that."""
+    output's: few elements, and no more than that. The norm's output z = w * xhat + b itself differs by the float32
+    error of the statistics, relative to |w * xhat| + |b|, not to |z|: where the two terms cancel, z is near zero,
+    its bfloat16 steps are fine, and that error spans many of them (the GPU run of 2026-12-02 failed a bound that
+    left this out)."""
     reference, kernel = (module.to(CUDA) for module in reference_and_kernel(256, torch.float32))
     x = (torch.randn(1, 256, 24, 20, 16, device=CUDA) * 3 + 2).to(torch.bfloat16).contiguous(memory_format=CL)
     grad_out = torch.randn(x.shape, device=CUDA).to(torch.bfloat16).contiguous(memory_format=CL)
@@ -281,12 +265,15 @@ def test_on_the_gpu_bfloat16_rounds_as_the_plain_function():
     expected, expected_grads = values_and_gradients(plain, x, grad_out)
     out, grads = values_and_gradients(kernel, x, grad_out)
     with torch.no_grad():
-        z = torch.nn.functional.group_norm(x.float(), 32, norm.weight, norm.bias, norm.eps)
-    eps = torch.finfo(torch.bfloat16).eps
-    bound = 1.1 * eps * z.abs() + eps * expected.float().abs() + 1e-30
+        xhat = torch.nn.functional.group_norm(x.double(), 32, eps=norm.eps)
+        weight, bias = (p.double()[:, None, None, None] for p in (norm.weight, norm.bias))
+        z = xhat * weight + bias
+        spread = (xhat * weight).abs() + bias.abs()
+    eps, eps32 = torch.finfo(torch.bfloat16).eps, torch.finfo(torch.float32).eps
+    bound = 1.1 * (eps * z.abs() + 64 * eps32 * spread) + eps * expected.double().abs() + 1e-30
     differ = out != expected
     assert float(differ.float().mean()) < 0.01
-    assert bool(((out.float() - expected.float()).abs() <= bound)[differ].all())
+    assert bool(((out.double() - expected.double()).abs() <= bound)[differ].all())
     for grad, expected_grad in zip(grads, expected_grads):
         assert grad.dtype == expected_grad.dtype
         assert relative(grad, expected_grad) < 1e-2

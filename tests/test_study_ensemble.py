@@ -265,13 +265,10 @@ FRONTIER_GRAPHED = {"cudnn_tf32": True, "matmul_tf32": True, "channels_last": Tr
 
 @on_gpu
 @pytest.mark.parametrize("switches", [PAPER, FRONTIER_GRAPHED], ids=["fp32", "frontier_graphed"])
-def test_the_training_jobs_replayed_step_is_its_eager_step_bit_for_bit(dataset, switches, monkeypatch):
+def test_the_training_jobs_replayed_step_is_its_eager_step_bit_for_bit(dataset, switches):
     """cuda_graph_training: the training job's trainer captures its optimizer step right after the first one and
     replays it from then on, with the losses, weights and EMA of the eager loop; the compiled frontier rung too, its
-    norms through the NDHWC kernels (at every size here), under deterministic algorithms."""
-    from medddpm import ndhwc_norm
-
-    monkeypatch.setattr(ndhwc_norm, "MIN_VOXELS", 1)
+    norms through the NDHWC kernels, under deterministic algorithms."""
     run = study_run(run_of(GPU, switches | {"cuda_graph_training": True}, "graphed"), deterministic=True)
     graphed = engine.Training(workload(), train_settings(), run, dataset)
     assert graphed.placement.graph_capture and graphed.trainer.captures

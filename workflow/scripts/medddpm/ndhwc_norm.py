@@ -28,13 +28,18 @@ the tests on a CPU use.)
 Measured in the whole-head training step on an H200 (torch.profiler, bf16, two micro-batches; data/reference/
 wholehead/h200/frontier_ndhwc/profile/train): the six kernels took 22.6 ms of 110.8 ms against 29 ms for inductor's
 GroupNorm kernels in the contiguous compiled step. The statistics and coefficients passes were then one program per
-sample and one in all, 35 us per launch at 128^3 (4.8 ms of the step): they are one program per group since, not yet
-measured. What else is left: the sums passes move about 1.9 TB/s against 2.8-3.5 TB/s for the apply passes, and each
-op costs 0.3-0.5 ms of Python on the host (tensor allocations and three Triton launches), which leaves the GPU idle
-between small kernels.
+sample and one in all, 35 us per launch at 128^3 (4.8 ms of the step): they are one program per group since. What
+else is left: the sums passes move about 1.9 TB/s against 2.8-3.5 TB/s for the apply passes, and each op costs 0.3-0.5
+ms of Python on the host (tensor allocations and three Triton launches), which leaves the GPU idle between small
+kernels unless the step is replayed from a CUDA graph (the frontier_graphed rung).
 
-Inputs other than a CUDA (or, under TRITON_INTERPRET=1, CPU) tensor in channels_last_3d, and activations of fewer
-than MIN_VOXELS voxels, are for `group_norm_silu`:
+Every norm site takes the kernels, the small ones too. Leaving the small sites' norms to inductor (which fuses them with
+their neighbours) was tried to spare their host time: inductor's fusion of them with the gather upsampling and the
+skip concatenation (`triton_poi_fused_..._cat_..._silu_slice_stack_view`) then hit a misaligned address in the
+sampling evaluation at batch 8 on the H200 (torch 2.11; with launches blocking, in that kernel, and also with no NDHWC
+kernel at all), where the kernels at every site run (2026-12-02).
+
+Inputs other than a CUDA (or, under TRITON_INTERPRET=1, CPU) tensor in channels_last_3d are for `group_norm_silu`:
 `group_norm_silu_ndhwc` sends them there, so the module is a drop-in kernel for `unet.GroupNormSiLU`.
 """
 
@@ -60,12 +65,6 @@ from .unet import group_norm_silu
 TILE_ELEMENTS = 4096
 NUM_WARPS = 4
 PROGRAMS = 1024
-# Smaller activations take the plain function, which the compiled U-Net fuses with its neighbours in channels-last
-# order. There the data is small (at most 320 channels at 32^3 in Med-DDPM: 21 MB in bf16, microseconds of GPU time
-# either way), and what an op costs is its host time: in the whole-head training step the op took 0.3-0.5 ms of
-# Python per call under the profiler, and the GPU sat idle before the norm kernels (data/reference/wholehead/h200/
-# README.md). At 64^3 and 128^3 (13 of the U-Net's 35 sites, nearly all of the norms' data) the kernels run.
-MIN_VOXELS = 64**3
 # Triton decides at import (when the kernels are decorated) whether they run on the GPU or in its interpreter, which
 # runs them on CPU tensors (the tests on a machine without a GPU).
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -394,10 +393,10 @@ _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
 
 
 def runs_kernels(x: torch.Tensor) -> bool:
-    """Whether `x` goes through the Triton kernels: a channels-last 5D activation of at least MIN_VOXELS voxels per
-    sample on CUDA (or any device under Triton's interpreter) in float32, bfloat16, float16 or float64."""
+    """Whether `x` goes through the Triton kernels: a channels-last 5D activation on CUDA (or any device under
+    Triton's interpreter) in float32, bfloat16, float16 or float64."""
     return ((x.is_cuda or INTERPRETED) and x.ndim == 5 and x.is_contiguous(memory_format=torch.channels_last_3d)
-            and x.dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64) and _voxels(x) >= MIN_VOXELS)
+            and x.dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64))
 
 
 def group_norm_silu_ndhwc(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int,
