@@ -164,7 +164,7 @@ def test_collected_tables_tag_every_row_and_measured_wins(tmp_path, tables, resu
     # The shipped rungs beyond the paper, alphabetically after its variants.
     ladder = ["bf16", "bf16_channels_last", "bf16_channels_last_fused", "bf16_channels_last_fused_compile",
               "bf16_checkpoint_all", "bf16_compile", "bf16_compile_tuned", "frontier", "frontier_channels_last",
-              "frontier_ndhwc"]
+              "frontier_graphed", "frontier_ndhwc"]
     assert list(runs["variant"]) == ["baseline", "tf32", "baseline", "tf32", "channels_last", "tf32_channels_last",
                                      *ladder]
     assert results.panel_label("h200") == "h200 (wholehead): NVIDIA H200, shipped reference, 2026-11-29"
