@@ -32,10 +32,10 @@ VARIANT_COLORS: dict[str, str] = {
     "frontier_channels_last": "#f99379",  # yellowish pink
     "frontier_max_autotune": "#882d17",   # reddish brown
     "frontier_ndhwc": "#2b3d26",          # olive green
-    "frontier_graphed": "#222222",        # near black: the top rung
+    "frontier_graphed": "#e25822",        # reddish orange
 }
 # For variants not listed above: none of these is a colour above.
-EXTRA_COLORS = ("#dcd300", "#654522", "#e25822", "#f6a600", "#393b79", "#637939", "#7b4173", "#17becf", "#8c6d31")
+EXTRA_COLORS = ("#dcd300", "#654522", "#f6a600", "#393b79", "#637939", "#7b4173", "#17becf", "#8c6d31")
 
 
 def variant_color(variant: str) -> str:
