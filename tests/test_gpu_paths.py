@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from config_settings import configured, paper_unet
+from config_settings import config_section, configured, paper_unet
 from measurement.rates import RateSettings, device_rates
 from medddpm.diffusion import GaussianDiffusion
 from medddpm.engine import Placement
@@ -167,9 +167,7 @@ def test_the_ndhwc_sampling_evaluation_runs_at_batch_8_of_128_cubed():
     (the throughput sweep's largest batch; 2.1e9 elements in the widest activation). With the small norm sites left to
     inductor, its fused upsampling-concatenation kernel faulted here (misaligned address, 2026-12-02); with the NDHWC
     kernels at every site it runs."""
-    variant = Variant("frontier_graphed", True, True, True, cudnn_benchmark=True, autocast="bfloat16",
-                      compile="default", checkpointing="none", cuda_graphs=True, gather_upsampling=True, ndhwc=True,
-                      cuda_graph_training=True)
+    variant = Variant.from_config("frontier_graphed", config_section("variants")["frontier_graphed"])
     apply_backend(variant)
     diffusion = GaussianDiffusion(UNet3D(paper_unet()), timesteps=250).to(CUDA)
     diffusion = prepare_model(diffusion, variant, CUDA).requires_grad_(False).eval()

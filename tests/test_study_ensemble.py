@@ -209,16 +209,15 @@ def test_each_run_is_compared_with_the_baseline_of_its_own_seed():
 # -- on a GPU ---------------------------------------------------------------------------------------------------------
 
 
-def eager_capturable(run, dataset, seed: int, steps: int) -> engine.Training:
+def eager_capturable(run, dataset, seed: int, steps: int) -> tuple[engine.Training, list[list[float]]]:
     """The eager loop with the placement the replay uses (capturable Adam, autocast without its cache), its trainer
-    told not to capture."""
+    told not to capture; the training and the losses of its steps."""
     training = engine.Training(workload(), train_settings(seed=seed), run, dataset, graph_capture=True)
     training.trainer.captures = False
     training.warm_up()
-    for _ in range(steps):
-        training.step()
+    losses = [training.step() for _ in range(steps)]
     assert training.trainer.graph is None
-    return training
+    return training, losses
 
 
 @on_gpu
@@ -236,7 +235,7 @@ def test_replayed_steps_are_the_eager_steps_bit_for_bit(dataset, switches):
     first, second, again = ensemble.members
     assert weights_identical(first.training.diffusion, again.training.diffusion) == (True, 0.0)
     for member in (first, second):
-        eager = eager_capturable(run, dataset, member.seed, 5)
+        eager, _ = eager_capturable(run, dataset, member.seed, 5)
         assert weights_identical(member.training.diffusion, eager.diffusion) == (True, 0.0), member.seed
         assert weights_identical(member.training.trainer.ema_model, eager.trainer.ema_model)[0]
     assert not weights_identical(first.training.diffusion, second.training.diffusion)[0]
@@ -275,10 +274,8 @@ def test_the_training_jobs_replayed_step_is_its_eager_step_bit_for_bit(dataset, 
     graphed.warm_up()
     losses = [graphed.step() for _ in range(5)]
     assert graphed.trainer.graph is not None and graphed.trainer.graph.capture_seconds > 0
-    eager = engine.Training(workload(), train_settings(), run, dataset)
-    eager.trainer.captures = False
-    eager.warm_up()
-    assert [eager.step() for _ in range(5)] == losses and eager.trainer.graph is None
+    eager, eager_losses = eager_capturable(run, dataset, 0, 5)
+    assert eager_losses == losses
     assert weights_identical(graphed.diffusion, eager.diffusion) == (True, 0.0)
     assert weights_identical(graphed.trainer.ema_model, eager.trainer.ema_model) == (True, 0.0)
     assert graphed.trainer.step_index == eager.trainer.step_index == 5
