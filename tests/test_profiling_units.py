@@ -645,3 +645,18 @@ def test_missing_kernels_and_metrics_are_named_in_one_line(monkeypatch):
     assert str(caught.value) == (
         "ncu_report Python module not found; fix: run where Nsight Compute is installed "
         f"({ncu.NCU_INSTALL_ROOT}/<version>/extras/python) or export CSV with ncu -i ... --csv instead")
+
+
+def test_a_profiled_program_that_dies_of_a_signal_leaves_its_python_stack_and_is_named_in_one_line(tmp_path):
+    # The program is the profiled one as a profiler would start it (run_tool's argv); it reads a null pointer.
+    from profiling.runner import run_tool
+
+    log = tmp_path / "tool.log"
+    crash = "import ctypes\ndef read_null():\n    ctypes.string_at(0)\nread_null()\n"
+    with pytest.raises(ProfilingError) as error:
+        run_tool([sys.executable, "-c", crash], tmp_path, 60, log, lambda text, code: None, "ncu")
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("ncu run failed with exit code -11: the profiled program died (Fatal Python error: "
+                              "Segmentation fault)")
+    assert "in read_null" in log.read_text()  # the stack, down to the function that faulted

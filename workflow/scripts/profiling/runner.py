@@ -45,6 +45,9 @@ def run_tool(argv: Sequence[str], scripts_dir: Path, timeout_s: float, log: Path
     """Run `argv` with the workflow's packages importable; raise ProfilingError with one line on failure."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(scripts_dir), os.environ.get("PYTHONPATH")])))
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # A profiled program that dies of a signal (it happened once under ncu, 50 s into a compiled CUDA-graph step, and
+    # not again) then leaves its Python stack in the tool log instead of only the shell's "Segmentation fault".
+    env.setdefault("PYTHONFAULTHANDLER", "1")
     try:
         with open(log, "a") as out:
             out.write("$ " + " ".join(map(str, argv)) + "\n")
@@ -63,6 +66,10 @@ def run_tool(argv: Sequence[str], scripts_dir: Path, timeout_s: float, log: Path
     if problem:
         raise ProfilingError(problem)
     if done.returncode != 0:
+        fatal = [line for line in text.splitlines() if line.startswith("Fatal Python error:")]
+        if fatal:
+            raise ProfilingError(f"{tool} run failed with exit code {done.returncode}: the profiled program died "
+                                 f"({fatal[-1].strip()}); its Python stack is in the tool output")
         last = [line for line in text.splitlines() if line.strip()][-1:] or ["(no output)"]
         raise ProfilingError(f"{tool} run failed with exit code {done.returncode}: {last[0].strip()}")
 
