@@ -329,7 +329,7 @@ def _same_columns(shipped: pd.DataFrame, today: pd.DataFrame, where: str) -> Non
 
 
 def test_there_is_a_raw_export_behind_every_shipped_summary():
-    assert len(SUMMARIES) == 21
+    assert len(SUMMARIES) == 23
     for summary in SUMMARIES:
         raw = "ncu_raw.csv.gz" if summary.name.startswith("ncu") else "torch_trace.json.gz"
         assert (summary.parent / raw).is_file(), summary
