@@ -28,7 +28,8 @@ def _flops(shape, checkpointing):
             "checkpointing": checkpointing}
 
 
-def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare=None, peak=2**30, sweep=None):
+def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare=None, peak=2**30, sweep=None,
+           cache=(None, None)):
     folder = tmp_path / "results" / "h200" / variant
     folder.mkdir(parents=True)
     full = Variant.from_config(variant, switches).switches()
@@ -38,10 +39,10 @@ def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare
              "flops": {"model": _flops([8, 8, 8], "none"), "executed": _flops([8, 8, 8], full["checkpointing"])},
              "step_time": {"median_ms": step_ms, "q1_ms": step_ms - 2, "q3_ms": step_ms + 2},
              "train_ms_per_sample": step_ms / 2, "peak_memory_bytes": peak, "peak_memory_kind": "cuda_max_allocated",
-             "compile_seconds": compile_s, "bare_loop_ms_per_sample": bare}
+             "compile_seconds": compile_s, "compile_cache": cache[0], "bare_loop_ms_per_sample": bare}
     sample = {"volume_shape": [8, 8, 8], "timesteps": 250, "step_time": {"median_ms": sample_ms, "q1_ms": sample_ms,
               "q3_ms": sample_ms}, "volume_seconds_estimate": sample_ms * 250 / 1e3, "peak_memory_bytes": peak // 2,
-              "compile_seconds": compile_s}
+              "compile_seconds": compile_s, "compile_cache": cache[1]}
     if sweep:  # {batch: median step ms}: the throughput sweep (a sample.json without it predates the sweep)
         batches = [{"batch": b, "fits": True, "step_time": {"median_ms": ms},
                     "volumes_per_hour": 3600 * b / (250 * ms / 1e3)} for b, ms in sweep.items()]
@@ -59,7 +60,10 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
         _write(tmp_path, "baseline", paper, 2400.0, 200.0),
         _write(tmp_path, "tf32", {**paper, "cudnn_tf32": True, "matmul_tf32": True}, 480.0, 90.0, bare=230.0),
         _write(tmp_path, "frontier", {**paper, "autocast": "bfloat16", "compile": "default", "cuda_graphs": True},
-               200.0, 25.0, compile_s=70.5, bare=98.0, sweep={1: 25.0, 2: 40.0}),
+               200.0, 25.0, compile_s=70.5, bare=98.0, sweep={1: 25.0, 2: 40.0},
+               # inductor's cache: every lookup of the training job's compilation hit, the sampling job's all missed
+               cache=({"fx_graph_hits": 2, "fx_graph_misses": 0, "autograd_hits": 1, "autograd_misses": 0},
+                      {"fx_graph_hits": 0, "fx_graph_misses": 1, "autograd_hits": 0, "autograd_misses": 0})),
     ]
     rates = {"bf16_matmul_tflops": 800.0, "copy_gb_per_s": 4300.0, "device_kind": "cuda", "note": None,
              "matmul": [{"n": 8192, "time": {"n": 10}}]}
@@ -76,6 +80,9 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
     assert frame.loc["frontier", "sample_speedup_vs_tf32"] == pytest.approx(3.6)
     assert frame.loc["frontier", "sample_volume_s"] == pytest.approx(6.25)
     assert frame.loc["frontier", "train_compile_s"] == 70.5
+    assert frame.loc["frontier", "train_compile_cache"] == "warm"
+    assert frame.loc["frontier", "sample_compile_cache"] == "cold"
+    assert frame.loc["baseline", ["train_compile_cache", "sample_compile_cache"]].isna().all()
     assert frame.loc["frontier", "bare_loop_gap_pct"] == pytest.approx(100 * (100 / 98 - 1))
     assert frame.loc["frontier", "switches"] == "bfloat16 autocast, compile default, cuda graphs"
     text = bench_markdown(frame.reset_index(), "h200", rates, {"device_name": "NVIDIA H200", "torch": "2.11.0",
@@ -83,6 +90,7 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
                           {"forward": {"total": 5e12}, "train_micro_batch": {"total": 16e12}, "shape": [8, 8, 8]})
     assert "| frontier | bfloat16 autocast, compile default, cuda graphs | 100.0 (99.0-101.0) | 160 | 20.0 % |" in text
     assert "| baseline | fp32 |" in text and "- / -" in text  # nothing compiled: no compile time
+    assert "| 70.5 (warm cache) / 70.5 |" in text  # a cold compile's time unmarked
     assert "20 ms per training sample" in text  # the floor at the measured bf16 rate
     # Volumes per hour: 3600 x batch / (T x step s) at batch 1 and at the best batch, from the sweep; a sampling run
     # without one says so (nothing derived from its s/volume).

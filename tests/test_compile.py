@@ -81,3 +81,40 @@ def test_frontier_switches_compile_and_train_like_eager(monkeypatch):
     assert list(states["default"]["model"]) == list(states[None]["model"])  # same keys, compiled or not
     assert list(states["default"]["ema"]) == list(states[None]["model"])
     torch.testing.assert_close(losses["default"], losses[None], rtol=2e-2, atol=1e-3)
+
+
+def test_compile_cache_counts_say_cold_for_a_first_compile_and_warm_for_the_same_graph_again(tmp_path):
+    """medddpm.compile_cache around a real inductor compilation (forward and backward), in two processes that share
+    one cache folder: the first finds nothing there, the second everything."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+    import sys
+
+    from medddpm import compile_cache
+
+    program = (
+        "import json, torch\n"
+        "from medddpm import compile_cache\n"
+        "step = torch.compile(lambda x: (torch.sin(x) * 2 + x.exp()).sum(), fullgraph=True, dynamic=False)\n"
+        "x = torch.randn(16, requires_grad=True)\n"
+        "with compile_cache.counting() as counts:\n"
+        "    step(x).backward()\n"
+        "print(json.dumps(counts))\n"
+    )
+    scripts = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(scripts), os.environ.get("PYTHONPATH")]))}
+
+    def counts() -> dict:
+        done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, second = counts(), counts()
+    assert first["fx_graph_misses"] > 0 and first["fx_graph_hits"] == 0 and compile_cache.state(first) == "cold"
+    assert second["fx_graph_misses"] == 0 and second["autograd_misses"] == 0
+    assert second["autograd_hits"] + second["fx_graph_hits"] > 0 and compile_cache.state(second) == "warm"
+    assert compile_cache.state({name: 0 for name in compile_cache.COUNTERS}) is None  # nothing compiled
+    assert compile_cache.state({**first, **{"fx_graph_hits": 1}}) == "partly warm"

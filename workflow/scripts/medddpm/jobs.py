@@ -19,6 +19,7 @@ from errors import writing
 from measurement import throughput
 from measurement.timing import DeviceTimer, summary
 
+from . import compile_cache
 from .build import Workload
 from .checkpoints import save_checkpoint, workload_record
 from .dataset import PreparedPairs, load_condition
@@ -97,7 +98,8 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
     training = Training(workload, train, run, dataset_dir)
     reset_peak_memory(run.device)
     # Compilation happens here, before the warm-up steps and outside every timed region.
-    compile_seconds = training.warm_up()
+    with compile_cache.counting() as cache:
+        compile_seconds = training.warm_up()
     timer = DeviceTimer(run.device)
     rows = [
         {"step": training.trainer.step_index - 1, "phase": phase, "losses": losses}
@@ -146,6 +148,9 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
             "samples_per_second": 1e3 * samples_per_step / timing["median_ms"],
             "final_loss": float(steps["loss"].iloc[-1]),
             "compile_seconds": compile_seconds,
+            # Inductor's cache lookups during that compilation (medddpm.compile_cache): a warm cache's time is not a
+            # cold compile's.
+            "compile_cache": cache if compile_seconds is not None else None,
             # Capturing the optimizer step's CUDA graph (cuda_graph_training), in the first warm-up step; None without.
             "graph_capture_seconds": trainer.graph.capture_seconds if trainer.graph is not None else None,
             "bare_loop": bare,
@@ -171,7 +176,8 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
     chain = sampling.chain_length(max_steps)
     reset_peak_memory(run.device)
     conditions = held_out_conditions(sampling, dataset_dir, masks)
-    warm_seconds = sampling.warm_up(conditions[0], sample.seed)
+    with compile_cache.counting() as cache:
+        warm_seconds = sampling.warm_up(conditions[0], sample.seed)
     rows = []
     for index, (condition, mask, out_path) in enumerate(zip(conditions, masks, out_volumes)):
         generator = torch.Generator(device=run.device).manual_seed(sample.seed + index)
@@ -210,6 +216,7 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
             # Compilation (the U-Net, or the fused norm's kernels) and CUDA graph capture, with the few evaluations
             # they run, before any chain: null when the variant neither compiles nor captures on this device.
             "compile_seconds": warm_seconds if sampling.compiled or sampling.evaluate.graphs else None,
+            "compile_cache": cache if sampling.compiled or sampling.evaluate.graphs else None,
             "cuda_graph_captures": captures,
             **memory,
             "throughput": sweep,

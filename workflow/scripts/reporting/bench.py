@@ -17,6 +17,7 @@ import pandas as pd
 
 from errors import ExpectedError
 from measurement.throughput import COLUMNS as THROUGHPUT, run_columns as throughput_columns
+from medddpm import compile_cache
 from medddpm.switches import Variant
 
 from .derived import speedup
@@ -93,10 +94,11 @@ def bench_frame(train_files: list[Path], sample_files: list[Path], rates: dict) 
             "train_executed_tflop_per_sample": executed["train_micro_batch"]["total"] / 1e12,
             "train_peak_gib": train["peak_memory_bytes"] / GIB,
             "train_compile_s": train.get("compile_seconds"),
+            "train_compile_cache": compile_cache.state(train.get("compile_cache")),
             "bare_loop_ms_per_sample": train.get("bare_loop_ms_per_sample"),
             "sample_step_ms": None, "sample_step_q1_ms": None, "sample_step_q3_ms": None,
             "sample_model_tflops": None, "sample_fraction_of_bf16_rate": None, "sample_volume_s": None,
-            "timesteps": None, "sample_peak_gib": None, "sample_compile_s": None,
+            "timesteps": None, "sample_peak_gib": None, "sample_compile_s": None, "sample_compile_cache": None,
             "memory_kind": train.get("peak_memory_kind"),
             **dict.fromkeys(THROUGHPUT),
         }
@@ -116,6 +118,7 @@ def bench_frame(train_files: list[Path], sample_files: list[Path], rates: dict) 
                 timesteps=sample["timesteps"],
                 sample_peak_gib=sample["peak_memory_bytes"] / GIB,
                 sample_compile_s=sample.get("compile_seconds"),
+                sample_compile_cache=compile_cache.state(sample.get("compile_cache")),
                 **throughput_columns(sample),  # None where the sampling job ran no throughput sweep
             )
         rows.append(row)
@@ -152,6 +155,13 @@ def throughput_cells(row) -> list[str]:
     one, best, batch = row.sample_volumes_per_hour_b1, row.sample_volumes_per_hour_best, row.sample_best_batch
     return ["not measured" if _missing(one) else rate_text(one),
             "not measured" if _missing(best) else f"{rate_text(best)} (batch {int(batch)})"]
+
+
+def compile_text(seconds, cache) -> str:
+    """A compile time as the tables write it, marked where inductor's cache held some or all of it (a cold compile
+    of the same graphs takes longer; medddpm.compile_cache)."""
+    text = _fmt(seconds, ".1f")
+    return f"{text} ({cache} cache)" if text != "-" and cache in ("warm", "partly warm") else text
 
 
 def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dict, model_flops: dict) -> str:
@@ -194,7 +204,8 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
             f"{_fmt(row.train_peak_gib, '.2f')} / {_fmt(row.sample_peak_gib, '.2f')}",
             f"{_fmt(row.train_speedup_vs_baseline, '.2f')} / {_fmt(row.sample_speedup_vs_baseline, '.2f')}",
             f"{_fmt(row.train_speedup_vs_tf32, '.2f')} / {_fmt(row.sample_speedup_vs_tf32, '.2f')}",
-            f"{_fmt(row.train_compile_s, '.1f')} / {_fmt(row.sample_compile_s, '.1f')}",
+            f"{compile_text(row.train_compile_s, getattr(row, 'train_compile_cache', None))} / "
+            f"{compile_text(row.sample_compile_s, getattr(row, 'sample_compile_cache', None))}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
@@ -208,7 +219,8 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
         "that fit in memory); not measured = a sampling run of before the throughput sweep. Peak memory: "
         + ("the CUDA allocator's peak." if kind == "a GPU" else "the process's peak RSS (a CPU).")
         + " Compile: seconds spent compiling (and capturing CUDA graphs) before the timed loops; - = nothing "
-        "compiled.",
+        "compiled; (warm cache) = inductor's on-disk cache held every graph compiled, (partly warm cache) some: "
+        "a cold compile of the same graphs takes longer.",
         "",
     ]
     return "\n".join(lines)
@@ -229,7 +241,8 @@ RUN_TIMES = {  # per phase: bench column -> runs column (the first: the time tha
                "sample_peak_gib": "sample_peak_memory_gib", "timesteps": "sample_timesteps"},
 }
 # What only the bench's own run measured: kept where the bench row is the run, dropped where it is another run.
-OWN_RUN_ONLY = {"train": ("train_compile_s", "bare_loop_ms_per_sample"), "sample": ("sample_compile_s",)}
+OWN_RUN_ONLY = {"train": ("train_compile_s", "train_compile_cache", "bare_loop_ms_per_sample"),
+                "sample": ("sample_compile_s", "sample_compile_cache")}
 OTHER_RUN = {"train": "train_ms_other_run", "sample": "sample_step_ms_other_run"}
 
 
@@ -272,7 +285,8 @@ def bench_on_runs(bench: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                 frame[column] = frame[column].astype(float).mask(replace, frame[column].astype(float) * ratio)
         for column in OWN_RUN_ONLY[phase]:
             if column in frame:
-                frame[column] = frame[column].astype(float).mask(other)
+                values = frame[column] if column.endswith("_cache") else frame[column].astype(float)
+                frame[column] = values.mask(other)
         if phase == "sample":  # volumes per hour are the run's too: missing there (not measured) stays missing
             for column in THROUGHPUT:
                 if column in frame or column in run:

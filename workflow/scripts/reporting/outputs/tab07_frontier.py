@@ -37,9 +37,24 @@ def frontier_table(bench, runs):
     verdict = speedup_verdict(runs).rename(columns={"speedup": "_speedup", "low": "train_speedup_low",
                                                     "high": "train_speedup_high", "verdict": "train_verdict"})
     frame = frame.merge(verdict.drop(columns=["_speedup", "within_noise"]), on=["gpu", "variant"], how="left")
+    cache_notes = warm_compile_notes(frame)
     frame = frame.reindex(columns=COLUMNS)
     frame["sample_best_batch"] = frame["sample_best_batch"].astype(float).round().astype("Int64")  # a count: 8, not 8.0
-    return frame, spread_notes(frame) + unmeasured_throughput_notes(frame)
+    return frame, spread_notes(frame) + unmeasured_throughput_notes(frame) + cache_notes
+
+
+def warm_compile_notes(frame) -> list[str]:
+    """One line per label whose compile seconds came in whole or in part out of inductor's on-disk cache (the bench's
+    train_compile_cache / sample_compile_cache, medddpm.compile_cache): which variants and phases. A bench of before
+    those columns marks nothing."""
+    notes = []
+    for gpu, rows in frame.groupby("gpu", sort=False):
+        marked = [f"{row['variant']} ({phase}, {row[f'{phase}_compile_cache']})" for _, row in rows.iterrows()
+                  for phase in ("train", "sample") if row.get(f"{phase}_compile_cache") in ("warm", "partly warm")]
+        if marked:
+            notes.append(f"{gpu}: compile seconds out of a warm inductor cache for {', '.join(marked)}; a cold "
+                         "compile of the same graphs takes longer.")
+    return notes
 
 
 def unmeasured_throughput_notes(frame) -> list[str]:
