@@ -26,12 +26,12 @@ inductor see inside and launch the kernels itself, but its tracing launches them
 the tests on a CPU use.)
 
 Measured in the whole-head training step on an H200 (torch.profiler, bf16, two micro-batches; data/reference/
-wholehead/h200/frontier_ndhwc/profile/train): the six kernels took 22.6 ms of 110.8 ms against 29 ms for inductor's
-GroupNorm kernels in the contiguous compiled step. The statistics and coefficients passes were then one program per
-sample and one in all, 35 us per launch at 128^3 (4.8 ms of the step): they are one program per group since. What
-else is left: the sums passes move about 1.9 TB/s against 2.8-3.5 TB/s for the apply passes, and each op costs 0.3-0.5
-ms of Python on the host (tensor allocations and three Triton launches), which leaves the GPU idle between small
-kernels unless the step is replayed from a CUDA graph (the frontier_graphed rung).
+wholehead/h200/frontier_ndhwc/profile/train): the six kernels take 18.2 ms of 106.4 ms, against 29 ms for inductor's
+GroupNorm kernels in the contiguous compiled step; of that, the statistics and coefficients passes 0.4 ms (4.8 ms when
+they were one program per sample and one in all; one program per group since). What else is left, by the first
+version's profile: the sums passes moved about 1.9 TB/s against 2.8-3.5 TB/s for the apply passes, and each op costs
+0.3-0.5 ms of Python on the host (tensor allocations and three Triton launches), which leaves the GPU idle between
+small kernels unless the step is replayed from a CUDA graph (the frontier_graphed rung).
 
 Every norm site takes the kernels, the small ones too. Leaving the small sites' norms to inductor (which fuses them with
 their neighbours) was tried to spare their host time: inductor's fusion of them with the gather upsampling and the
