@@ -190,6 +190,7 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
         for position, ms in enumerate(timer.elapsed_ms()):
             rows.append({"volume": index, "position": position, "t": timesteps - 1 - position, "step_ms": ms})
         write_nifti(_to_image_axes(volume), nib.load(images[index]).affine, out_path)
+    warmed = sampling.compiled or sampling.evaluate.graphs  # the warm-up compiled or captured something
     # What the chains measured, read before the throughput sweep adds its batches' memory and graph captures.
     memory, captures = peak_memory(run.device), sampling.evaluate.captures
     sweep = throughput_sweep(sampling, sample, dataset_dir)
@@ -215,8 +216,8 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
             "volume_seconds_estimate": timing["median_ms"] * timesteps / 1e3,
             # Compilation (the U-Net, or the fused norm's kernels) and CUDA graph capture, with the few evaluations
             # they run, before any chain: null when the variant neither compiles nor captures on this device.
-            "compile_seconds": warm_seconds if sampling.compiled or sampling.evaluate.graphs else None,
-            "compile_cache": cache if sampling.compiled or sampling.evaluate.graphs else None,
+            "compile_seconds": warm_seconds if warmed else None,
+            "compile_cache": cache if warmed else None,
             "cuda_graph_captures": captures,
             **memory,
             "throughput": sweep,

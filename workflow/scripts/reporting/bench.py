@@ -161,7 +161,7 @@ def compile_text(seconds, cache) -> str:
     """A compile time as the tables write it, marked where inductor's cache held some or all of it (a cold compile
     of the same graphs takes longer; medddpm.compile_cache)."""
     text = _fmt(seconds, ".1f")
-    return f"{text} ({cache} cache)" if text != "-" and cache in ("warm", "partly warm") else text
+    return f"{text} ({cache} cache)" if text != "-" and cache in compile_cache.WARM else text
 
 
 def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dict, model_flops: dict) -> str:

@@ -10,6 +10,7 @@ of a (gpu, variant), its time is in the *_other_run columns and the spread in a 
 from __future__ import annotations
 
 from measurement.throughput import COLUMNS as THROUGHPUT
+from medddpm import compile_cache
 
 from ..bench import bench_on_runs, spread_notes
 from ..derived import speedup_verdict
@@ -50,7 +51,7 @@ def warm_compile_notes(frame) -> list[str]:
     notes = []
     for gpu, rows in frame.groupby("gpu", sort=False):
         marked = [f"{row['variant']} ({phase}, {row[f'{phase}_compile_cache']})" for _, row in rows.iterrows()
-                  for phase in ("train", "sample") if row.get(f"{phase}_compile_cache") in ("warm", "partly warm")]
+                  for phase in ("train", "sample") if row.get(f"{phase}_compile_cache") in compile_cache.WARM]
         if marked:
             notes.append(f"{gpu}: compile seconds out of a warm inductor cache for {', '.join(marked)}; a cold "
                          "compile of the same graphs takes longer.")
