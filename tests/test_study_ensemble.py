@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
+from config_settings import config_section
 from conftest import REPO, random_prepared_dataset
 
 from medddpm import engine
@@ -257,9 +258,10 @@ def test_the_shifted_sums_have_a_deterministic_cuda_backward():
     torch.testing.assert_close(first, reference.grad, rtol=0, atol=1e-12)
 
 
-FRONTIER_GRAPHED = {"cudnn_tf32": True, "matmul_tf32": True, "channels_last": True, "autocast": "bfloat16",
-                    "compile": "default", "fused_adam": True, "foreach_ema": True, "checkpointing": "none",
-                    "gather_upsampling": True, "ndhwc": True}
+# config.yaml's frontier_graphed without cuDNN's autotuning (its picks may differ between two processes' runs) and
+# without the sampling graphs (no sampling here).
+FRONTIER_GRAPHED = {switch: value for switch, value in config_section("variants")["frontier_graphed"].items()
+                    if switch not in ("cudnn_benchmark", "cuda_graphs")}
 
 
 @on_gpu
