@@ -87,8 +87,6 @@ def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs
                                                          monkeypatch):
     """The reduction programs loop over tiles (5 tiles on 2 programs per sample: 3 and 2), and the per-group passes
     loop over the programs' partial sums (270 programs' in chunks of 32, the last one partial)."""
-    from medddpm import ndhwc_norm
-
     monkeypatch.setattr(ndhwc_norm, "TILE_ELEMENTS", tile_elements)
     monkeypatch.setattr(ndhwc_norm, "PROGRAMS", programs)
     channels, spatial = 64, (5, 6, 9)
