@@ -1,6 +1,7 @@
 """The bench: measured device ceilings and the per-variant table built from train.json / sample.json."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -58,7 +59,8 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
     paper = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
     files = [
         _write(tmp_path, "baseline", paper, 2400.0, 200.0),
-        _write(tmp_path, "tf32", {**paper, "cudnn_tf32": True, "matmul_tf32": True}, 480.0, 90.0, bare=230.0),
+        _write(tmp_path, "tf32", {**paper, "cudnn_tf32": True, "matmul_tf32": True}, 480.0, 90.0, bare=230.0,
+               sweep={1: 90.0}),  # sample.batch_sizes: [1], as a short timing run
         _write(tmp_path, "frontier", {**paper, "autocast": "bfloat16", "compile": "default", "cuda_graphs": True},
                200.0, 25.0, compile_s=70.5, bare=98.0, sweep={1: 25.0, 2: 40.0},
                # inductor's cache: every lookup of the training job's compilation hit, the sampling job's all missed
@@ -100,6 +102,10 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
     assert "| volumes/h batch 1 | volumes/h best batch |" in text
     assert "| 25.00 | 6.25 | 576 | 720 (batch 2) |" in text
     assert "| 200.00 | 50 | not measured | not measured |" in text
+    # A sweep of batch 1 alone: its rate, and no best batch to choose.
+    assert frame.loc["tf32", "sample_volumes_per_hour_b1"] == pytest.approx(160.0)
+    assert math.isnan(frame.loc["tf32", "sample_volumes_per_hour_best"])
+    assert "| 90.00 | 22.5 | 160 | batch 1 only |" in text
 
 
 def test_switch_descriptions():
@@ -129,3 +135,23 @@ def test_bench_refuses_a_training_run_without_its_flop_count_and_a_sample_of_ano
     train.write_text(json.dumps(record))
     with pytest.raises(ExpectedError, match=r"baseline/train.json: no FLOP count .* run that job again"):
         bench_frame([train], [sample], rates)
+
+
+def test_an_exported_sets_readme_writes_volumes_per_hour_as_measured():
+    """The README of an exported reference set: batch 1 and the best batch of a sweep, "batch 1 only" for a sweep of
+    batch 1 alone, "not measured" for a sample.json of before the sweep."""
+    from reporting.export import _measurements
+
+    def sample(batches):
+        record = {"step_time": {"median_ms": 20.0}, "volume_seconds_estimate": 5.0}
+        if batches:
+            rows = [{"batch": b, "fits": True, "volumes_per_hour": rate} for b, rate in batches.items()]
+            best = max(batches, key=batches.get)
+            record["throughput"] = {"batches": rows, "best_batch": best, "volumes_per_hour_best": batches[best]}
+        return record
+
+    records = {"swept": {"sample": sample({1: 720.0, 4: 778.0})}, "alone": {"sample": sample({1: 725.0})},
+               "before": {"sample": sample({})}}
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[5] for line in _measurements(records, list(records))
+            if line.startswith("| ") and not line.startswith("| variant")}
+    assert rows == {"swept": "720 / 778 (batch 4)", "alone": "725 / batch 1 only", "before": "not measured"}

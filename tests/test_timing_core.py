@@ -406,7 +406,7 @@ def test_an_error_other_than_memory_in_the_sweep_fails_the_job(trained, dataset,
 
 
 def test_volumes_per_hour_and_the_best_batch_by_hand():
-    from measurement.throughput import best_batch, run_columns, volumes_per_hour
+    from measurement.throughput import best_batch, run_columns, single_size_sweep, volumes_per_hour
 
     # The H200's numbers of 2026-12-01 (T = 250): 27.95 ms at batch 1, 202.3 ms at batch 8.
     assert volumes_per_hour(1, 27.95, 250) == pytest.approx(515.2, abs=0.1)
@@ -420,6 +420,15 @@ def test_volumes_per_hour_and_the_best_batch_by_hand():
     sample = {"throughput": {"batches": batches, "best_batch": 2, "volumes_per_hour_best": 600.0}}
     assert run_columns(sample) == {"sample_volumes_per_hour_b1": 500.0, "sample_best_batch": 2,
                                    "sample_volumes_per_hour_best": 600.0}
+    # A sweep of batch 1 alone (sample.batch_sizes: [1]) has its batch-1 rate and no best batch to choose; one of
+    # several sizes where only batch 1 fits still has batch 1 as its best.
+    alone = {"throughput": {"batches": batches[:1], "best_batch": 1, "volumes_per_hour_best": 500.0}}
+    assert run_columns(alone) == {"sample_volumes_per_hour_b1": 500.0, "sample_best_batch": None,
+                                  "sample_volumes_per_hour_best": None}
+    squeezed = {"throughput": {"batches": [batches[0], batches[3]], "best_batch": 1, "volumes_per_hour_best": 500.0}}
+    assert run_columns(squeezed)["sample_best_batch"] == 1
+    assert single_size_sweep(500.0, float("nan")) and not single_size_sweep(500.0, 600.0)
+    assert not single_size_sweep(None, None) and not single_size_sweep(float("nan"), float("nan"))
     # A sample.json of before the sweep (the shipped sets of 2026-12-01): not measured, nothing derived.
     old = {"step_time": {"median_ms": 27.95}, "timesteps": 250, "volume_seconds_estimate": 6.99}
     assert run_columns(old) == {"sample_volumes_per_hour_b1": None, "sample_best_batch": None,
@@ -1004,6 +1013,21 @@ def test_tab07_shows_volumes_per_hour_and_says_where_they_were_not_measured(stat
     assert [n for n in table.notes if "volumes per hour" in n] == [
         "g1: volumes per hour not measured for baseline: no throughput sweep in the sample.json (written before "
         "sample.batch_sizes existed); running the sample jobs again measures them."]
+
+
+def test_tab07_names_the_variants_sampled_at_batch_1_alone():
+    """A sweep of batch 1 alone has no best batch; the note names those variants, or the swept ones where that list
+    is shorter and every row is one or the other."""
+    from reporting.outputs.tab07_frontier import single_size_notes
+
+    nan = float("nan")
+    ladder = pd.DataFrame({"gpu": "g", "variant": ["a", "b", "c", "d"], "sample_volumes_per_hour_b1": [1.0, 2, 3, 4],
+                           "sample_volumes_per_hour_best": [nan, nan, nan, 5.0]})
+    assert single_size_notes(ladder) == [
+        "g: every variant but d sampled at batch 1 alone (sample.batch_sizes), so no best batch."]
+    unmeasured = ladder.assign(sample_volumes_per_hour_b1=[1.0, 2, nan, 4])  # c: no sweep at all
+    assert single_size_notes(unmeasured) == ["g: a, b sampled at batch 1 alone (sample.batch_sizes), so no best batch."]
+    assert single_size_notes(ladder.assign(sample_volumes_per_hour_best=[2.0, 3, 4, 5])) == []
 
 
 def test_tab07_says_which_compile_times_came_out_of_a_warm_cache(statistics_results):

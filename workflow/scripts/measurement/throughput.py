@@ -38,12 +38,21 @@ def best_batch(batches: list[dict]) -> tuple[int | None, float | None]:
 
 def run_columns(sample: dict) -> dict:
     """COLUMNS of one sample.json: volumes per hour at batch 1, the best batch and its volumes per hour; None for
-    each where the run has no throughput sweep (not measured) or batch 1 did not fit."""
+    each where the run has no throughput sweep (not measured) or batch 1 did not fit. A best batch is a choice among
+    batch sizes: a sweep of one size (sample.batch_sizes: [1], a short timing run) has none, so its best-batch
+    columns stay None beside its batch-1 rate (single_size_sweep tells the tables why)."""
     sweep = sample.get("throughput") or {}
     batches = sweep.get("batches") or []
     one = next((b for b in batches if b.get("batch") == 1 and b.get("fits")), None)
+    chose = len(batches) > 1
     return {
         "sample_volumes_per_hour_b1": one.get("volumes_per_hour") if one else None,
-        "sample_best_batch": sweep.get("best_batch"),
-        "sample_volumes_per_hour_best": sweep.get("volumes_per_hour_best"),
+        "sample_best_batch": sweep.get("best_batch") if chose else None,
+        "sample_volumes_per_hour_best": sweep.get("volumes_per_hour_best") if chose else None,
     }
+
+
+def single_size_sweep(b1_rate, best_rate) -> bool:
+    """Whether a run's columns are those of a sweep of batch 1 alone: a batch-1 rate and no best batch."""
+    measured = lambda value: value is not None and value == value  # noqa: E731 (NaN from a table is not measured)
+    return measured(b1_rate) and not measured(best_rate)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from errors import ExpectedError
-from measurement.throughput import COLUMNS as THROUGHPUT, run_columns as throughput_columns
+from measurement.throughput import COLUMNS as THROUGHPUT, run_columns as throughput_columns, single_size_sweep
 from medddpm import compile_cache
 from medddpm.switches import Variant
 
@@ -149,12 +149,14 @@ def rate_text(value) -> str:
 
 def throughput_cells(row) -> list[str]:
     """The bench's two throughput cells of a row: volumes per hour at batch 1, and at the best batch with its size;
-    "not measured" where the sampling job ran no throughput sweep, "-" where there is no sampling run."""
+    "batch 1 only" where the sweep timed batch 1 alone, "not measured" where the sampling job ran no throughput
+    sweep, "-" where there is no sampling run."""
     if _missing(row.sample_step_ms) and _missing(row.sample_volume_s):
         return ["-", "-"]
     one, best, batch = row.sample_volumes_per_hour_b1, row.sample_volumes_per_hour_best, row.sample_best_batch
-    return ["not measured" if _missing(one) else rate_text(one),
-            "not measured" if _missing(best) else f"{rate_text(best)} (batch {int(batch)})"]
+    best_cell = ("batch 1 only" if single_size_sweep(one, best) else "not measured" if _missing(best)
+                 else f"{rate_text(best)} (batch {int(batch)})")
+    return ["not measured" if _missing(one) else rate_text(one), best_cell]
 
 
 def compile_text(seconds, cache) -> str:
@@ -216,7 +218,8 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
         "evaluation step; s/volume = that median x T. Volumes per hour: 3600 x batch / (T x the median step "
         "seconds), the sampling step timed at each batch size of sample.batch_sizes after warm-up steps (compilation "
         "and CUDA graph capture apart), at batch 1 and at the batch that gives the most (best batch, among those "
-        "that fit in memory); not measured = a sampling run of before the throughput sweep. Peak memory: "
+        "that fit in memory); batch 1 only = sample.batch_sizes held batch 1 alone; not measured = a sampling run "
+        "of before the throughput sweep. Peak memory: "
         + ("the CUDA allocator's peak." if kind == "a GPU" else "the process's peak RSS (a CPU).")
         + " Compile: seconds spent compiling (and capturing CUDA graphs) before the timed loops; - = nothing "
         "compiled; (warm cache) = inductor's on-disk cache held every graph compiled, (partly warm cache) some: "

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 import layout
-from measurement.throughput import run_columns as throughput_columns
+from measurement.throughput import run_columns as throughput_columns, single_size_sweep
 
 from .derived import cudnn_version
 from .results import variant_order
@@ -223,9 +223,10 @@ def _measurements(records, variants) -> list[str]:
         memory = train.get("peak_memory_bytes")
         rates = throughput_columns(sample)
         best = rates["sample_volumes_per_hour_best"]
-        rate = ("-" if not sample else "not measured" if best is None else
-                f"{_number(rates['sample_volumes_per_hour_b1'], '{:.0f}')} / {best:.0f} (batch "
-                f"{rates['sample_best_batch']})")
+        one = rates["sample_volumes_per_hour_b1"]
+        rate = ("-" if not sample else f"{one:.0f} / batch 1 only" if single_size_sweep(one, best)
+                else "not measured" if best is None else
+                f"{_number(one, '{:.0f}')} / {best:.0f} (batch {rates['sample_best_batch']})")
         lines.append(f"| {variant} | {_number(train.get('train_ms_per_sample'))} | {iqr} | "
                      f"{_number(sample.get('step_time', {}).get('median_ms'))} | "
                      f"{_number(sample.get('volume_seconds_estimate'))} | {rate} | "

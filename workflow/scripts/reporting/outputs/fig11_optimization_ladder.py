@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from profiling.kernels import CLASS_NAMES
+from measurement.throughput import single_size_sweep
 
 from ..bench import bench_on_runs, rate_text
 from ..panels import (BAR_LABEL_SIZE, CLASS_COLORS, OWN_SCALES, bars_height, class_legend, label_room, log_ticks,
@@ -79,14 +80,16 @@ def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
         say(ax, f"volumes per hour not measured on {gpu}: its sampling runs predate the throughput sweep "
                 "(sample.batch_sizes)")
         return
-    variant_barh(ax, order, best, log=True)
+    alone = pd.Series([single_size_sweep(b1, top) for b1, top in zip(one, best)], index=best.index)
+    bar = best.mask(alone, one)  # a sweep of batch 1 alone: its bar is that rate, labelled as such
+    variant_barh(ax, order, bar, log=True)
     y = np.arange(len(order))
     measured = np.isfinite(one.to_numpy())
     ax.vlines(one.to_numpy()[measured], y[measured] - 0.35, y[measured] + 0.35, color="black", linewidth=2, zorder=3)
     texts, ends = [], []
-    for yi, rate, size, single in zip(y, best, batch, one):
+    for yi, rate, size, single, only in zip(y, bar, batch, one, alone):
         if np.isfinite(rate):
-            texts.append(f"{rate_text(rate)} (batch {int(size)})")
+            texts.append(f"{rate_text(rate)} (batch 1 only)" if only else f"{rate_text(rate)} (batch {int(size)})")
             ends.append(max(rate, single if np.isfinite(single) else rate))
             ax.annotate(texts[-1], (ends[-1], yi), xytext=(4, 0), textcoords="offset points", va="center", ha="left",
                         fontsize=BAR_LABEL_SIZE, bbox=LABEL_BOX, zorder=4)  # over the ceiling's line
@@ -101,7 +104,7 @@ def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
         ax.axvline(ceiling, color="black", linestyle="--", linewidth=1, zorder=2)
         ends.append(ceiling)
         ceiling_text = f"; dashed: FLOP ceiling {rate_text(ceiling)}"
-    low = float(np.nanmin(np.concatenate([best.to_numpy(), one.to_numpy()])))
+    low = float(np.nanmin(np.concatenate([bar.to_numpy(), one.to_numpy()])))
     ax.set_xlim(low / 1.5, max(ends) * 1.05)
     label_room(ax, ends, texts, log=True, axis_in=2.6)
     _rate_ticks(ax)

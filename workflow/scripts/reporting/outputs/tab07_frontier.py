@@ -9,7 +9,7 @@ of a (gpu, variant), its time is in the *_other_run columns and the spread in a 
 
 from __future__ import annotations
 
-from measurement.throughput import COLUMNS as THROUGHPUT
+from measurement.throughput import COLUMNS as THROUGHPUT, single_size_sweep
 from medddpm import compile_cache
 
 from ..bench import bench_on_runs, spread_notes
@@ -41,7 +41,7 @@ def frontier_table(bench, runs):
     cache_notes = warm_compile_notes(frame)
     frame = frame.reindex(columns=COLUMNS)
     frame["sample_best_batch"] = frame["sample_best_batch"].astype(float).round().astype("Int64")  # a count: 8, not 8.0
-    return frame, spread_notes(frame) + unmeasured_throughput_notes(frame) + cache_notes
+    return frame, spread_notes(frame) + unmeasured_throughput_notes(frame) + single_size_notes(frame) + cache_notes
 
 
 def warm_compile_notes(frame) -> list[str]:
@@ -69,6 +69,24 @@ def unmeasured_throughput_notes(frame) -> list[str]:
         which = f"any of its {len(rows)} variants" if every else ", ".join(rows["variant"])
         notes.append(f"{gpu}: volumes per hour not measured for {which}: no throughput sweep in the sample.json "
                      "(written before sample.batch_sizes existed); running the sample jobs again measures them.")
+    return notes
+
+
+def single_size_notes(frame) -> list[str]:
+    """One line per label with sampling runs that timed batch 1 alone (sample.batch_sizes: [1]): which variants.
+    Their best-batch cells stay empty: one size is no choice of a best one."""
+    alone = [single_size_sweep(one, best) for one, best in
+             zip(frame["sample_volumes_per_hour_b1"], frame["sample_volumes_per_hour_best"])]
+    swept = frame["sample_volumes_per_hour_best"].notna()
+    notes = []
+    for gpu, rows in frame[alone].groupby("gpu", sort=False):
+        label = frame["gpu"] == gpu
+        others = frame[swept & label]["variant"].tolist()
+        # The shorter list: a ladder sampled at batch 1 but for two rungs names those two (when no row is neither).
+        which = (f"every variant but {', '.join(others)}"
+                 if others and len(others) < len(rows) and len(others) + len(rows) == int(label.sum())
+                 else ", ".join(rows["variant"]))
+        notes.append(f"{gpu}: {which} sampled at batch 1 alone (sample.batch_sizes), so no best batch.")
     return notes
 
 
