@@ -128,6 +128,25 @@ def test_shipped_runs_carry_their_provenance():
         assert provenance["variant"] == train.parent.name and not provenance["emulated_on_cpu"]
 
 
+def test_the_bench_rows_come_from_one_gpu_in_one_sitting():
+    """The ladder's ratios are read across its rows, so every row's train.json and sample.json and the device's
+    rates are of one GPU (its UUID), one commit, within one hour (the bench of 2026-12-02). Another run of one rung
+    on another host would change a ratio by the spread between hosts (1-2 %; the bare loops of the host-bound
+    eager steps more), which this keeps out of the shipped bench."""
+    from datetime import datetime, timedelta
+
+    bench = pd.read_csv(H200 / "bench.csv")
+    records = [json.loads((H200 / "device_rates.json").read_text())]
+    records += [json.loads((H200 / variant / f"{phase}.json").read_text())
+                for variant in bench["variant"] for phase in ("train", "sample")]
+    assert len(records) == 1 + 2 * 13
+    provenance = [record["provenance"] for record in records]
+    assert {p["gpu_lease"]["gpu_uuid"] for p in provenance} == {"GPU-7c8ef24c-075b-5c2e-364e-1812928f28f3"}
+    assert len({p["workflow_commit"] for p in provenance}) == 1
+    when = sorted(datetime.fromisoformat(p["measured_at"]) for p in provenance)
+    assert when[-1] - when[0] < timedelta(hours=1)
+
+
 # --- Nsight Compute over whole steps: four variants' training steps, three variants' sampling steps -------------
 
 VARIANTS = ["baseline", "tf32", "channels_last", "tf32_channels_last"]

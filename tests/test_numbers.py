@@ -111,27 +111,70 @@ def test_tables_and_figures_agree_on_every_shipped_h200_number(h200):
             assert seven.loc[variant, column] == pytest.approx(four.loc[variant, column], rel=1e-9), (variant, column)
         assert seven.loc[variant, "train_verdict"] == four.loc[variant, "train_verdict"]
         assert seven.loc[variant, "sample_step_ms"] == pytest.approx(four.loc[variant, "sample_step_median_ms"])
-    assert four.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(1227.40234375 / 236.33960723876953)
-    # The bench's other run of baseline and tf32 is stated, as a column and a note, never shown as the number.
+    assert four.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(
+        train_json["baseline"]["train_ms_per_sample"] / train_json["tf32"]["train_ms_per_sample"], rel=1e-9)
+    # The ladder's bench rows are its runs (one measurement of the bench, 2026-12-02): no other run to state.
     bench = pd.read_csv(H200 / "bench.csv").set_index("variant")
-    others = {v: float(bench.loc[v, "train_ms_per_sample"]) for v in ("baseline", "tf32")}
-    for variant, other in others.items():
-        assert four.loc[variant, "train_ms_other_run"] == pytest.approx(other)
-        assert seven.loc[variant, "train_ms_other_run"] == pytest.approx(other)
-        assert other != pytest.approx(train_json[variant]["train_ms_per_sample"], rel=1e-6)
-    for table in (tab04, tab07):
-        assert any("h200 tf32: two shipped runs" in note and "236.3" in note and "230.7 (-2.4 %)" in note
-                   for note in table.notes)
-    assert seven["train_ms_other_run"].notna().sum() == 2  # every other rung's bench row is its run
-    # The figures draw the same training times, and nowhere the other run's.
+    for variant in bench.index:
+        assert bench.loc[variant, "train_ms_per_sample"] == pytest.approx(
+            train_json[variant]["train_ms_per_sample"], rel=1e-9), variant
+    assert seven["train_ms_other_run"].isna().all() and four["train_ms_other_run"].isna().all()
+    assert not any("two shipped runs" in note for table in (tab04, tab07) for note in table.notes)
+    # The figures draw the same training times.
     for output_id, variants in (("fig08_end_to_end", list(four.index)), ("fig11_optimization_ladder",
                                                                          list(seven.index))):
         fig = _build(h200, output_id)
         drawn = [_drawn(ax) for ax in fig.get_axes()]
         expected = [four.loc[v, "train_ms_per_sample"] for v in variants]
         assert any(_shows_all(expected, bars) for bars in drawn), output_id
-        assert not any(_shows_all([value], bars) for bars in drawn for value in others.values()), output_id
         plt.close(fig)
+
+
+def test_fig11_labels_the_shipped_ladders_volumes_per_hour_by_what_was_swept(h200):
+    """The shipped ladder swept batches 1-8 for tf32 and frontier_graphed and batch 1 alone for the other rungs: the
+    throughput panel labels the first with their best batch, the others "(batch 1 only)", each from its sample.json."""
+    from reporting.bench import rate_text
+
+    sample = {p.parent.name: json.loads(p.read_text()) for p in H200.glob("*/sample.json")}
+    fig = _build(h200, "fig11_optimization_ladder")
+    try:
+        [ax] = [ax for ax in fig.get_axes() if ax.get_title(loc="left") == "volumes sampled per hour"]
+        labels = {t.get_text() for t in ax.texts}
+    finally:
+        plt.close(fig)
+    for variant in pd.read_csv(H200 / "bench.csv")["variant"]:
+        sweep = sample[variant]["throughput"]
+        if len(sweep["batches"]) > 1:
+            expected = f"{rate_text(sweep['volumes_per_hour_best'])} (batch {sweep['best_batch']})"
+        else:
+            expected = f"{rate_text(sweep['batches'][0]['volumes_per_hour'])} (batch 1 only)"
+        assert expected in labels, variant
+    assert "778 (batch 4)" in labels and "73 (batch 1 only)" in labels
+
+
+def test_the_ladder_page_quotes_the_shipped_bench():
+    """docs/optimization-ladder.md's table of the H200's ladder holds bench.csv's numbers, row for row, as rounded
+    there: a new bench shipped without the page following fails here."""
+    page = (REPO / "docs" / "optimization-ladder.md").read_text()
+    section = page[page.index("## The H200's ladder"):]
+    rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| `")]
+    bench = pd.read_csv(H200 / "bench.csv").set_index("variant")
+    assert [cells[0].strip().strip("`") for cells in rows] == list(bench.index)
+    for cells in rows:
+        variant, train, base, tf32, share, step, volume, rate, peak = (cell.strip() for cell in cells)
+        row = bench.loc[variant.strip("`")]
+        assert float(train) == round(row["train_ms_per_sample"], 1), variant
+        assert float(base) == round(row["train_speedup_vs_baseline"], 2), variant
+        assert float(tf32) == round(row["train_speedup_vs_tf32"], 2), variant
+        assert float(share.rstrip(" %")) == round(100 * row["train_fraction_of_bf16_rate"], 1), variant
+        assert float(step) == round(row["sample_step_ms"], 2) and float(volume) == round(row["sample_volume_s"], 2)
+        assert float(peak) == round(row["train_peak_gib"], 2), variant
+        one = float(rate.split()[0].replace(",", ""))
+        assert one == round(row["sample_volumes_per_hour_b1"]), variant
+        if pd.notna(row["sample_volumes_per_hour_best"]):
+            assert f"({round(row['sample_volumes_per_hour_best'])} at {int(row['sample_best_batch'])})" in rate
+        else:
+            assert rate == str(round(row["sample_volumes_per_hour_b1"])), variant
 
 
 def test_bench_on_runs_keeps_the_rate_and_takes_the_runs_time():
