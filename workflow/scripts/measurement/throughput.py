@@ -54,5 +54,9 @@ def run_columns(sample: dict) -> dict:
 
 def single_size_sweep(b1_rate, best_rate) -> bool:
     """Whether a run's columns are those of a sweep of batch 1 alone: a batch-1 rate and no best batch."""
-    measured = lambda value: value is not None and value == value  # noqa: E731 (NaN from a table is not measured)
-    return measured(b1_rate) and not measured(best_rate)
+    return _measured(b1_rate) and not _measured(best_rate)
+
+
+def _measured(rate) -> bool:
+    """A rate that is there: neither None (a run's record) nor NaN (a table's empty cell; NaN != NaN)."""
+    return rate is not None and rate == rate

@@ -20,14 +20,14 @@ COUNTERS = {
     "autograd_hits": ("aot_autograd", "autograd_cache_hit"),
     "autograd_misses": ("aot_autograd", "autograd_cache_miss"),
 }
+# The states of `state` in which a compile time is not a cold compile's.
+WARM = ("warm", "partly warm")
 
 
 def _read() -> dict[str, int]:
     from torch._dynamo.utils import counters
 
     return {name: int(counters[group][counter]) for name, (group, counter) in COUNTERS.items()}
-# The states of `state` in which a compile time is not a cold compile's.
-WARM = ("warm", "partly warm")
 
 
 @contextlib.contextmanager

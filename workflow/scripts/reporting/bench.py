@@ -206,8 +206,8 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
             f"{_fmt(row.train_peak_gib, '.2f')} / {_fmt(row.sample_peak_gib, '.2f')}",
             f"{_fmt(row.train_speedup_vs_baseline, '.2f')} / {_fmt(row.sample_speedup_vs_baseline, '.2f')}",
             f"{_fmt(row.train_speedup_vs_tf32, '.2f')} / {_fmt(row.sample_speedup_vs_tf32, '.2f')}",
-            f"{compile_text(row.train_compile_s, getattr(row, 'train_compile_cache', None))} / "
-            f"{compile_text(row.sample_compile_s, getattr(row, 'sample_compile_cache', None))}",
+            f"{compile_text(row.train_compile_s, row.train_compile_cache)} / "
+            f"{compile_text(row.sample_compile_s, row.sample_compile_cache)}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
