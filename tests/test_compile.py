@@ -15,7 +15,7 @@ import torch
 from config_settings import configured
 from medddpm.training import Trainer, TrainSettings
 from medddpm.diffusion import GaussianDiffusion
-from medddpm.engine import Placement
+from medddpm.placement import Placement
 from medddpm.unet import set_checkpointing
 from medddpm.variants import Variant, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet

@@ -19,10 +19,11 @@ import torch
 from torch import nn
 
 from medddpm.diffusion import GaussianDiffusion, cosine_beta_schedule
-from medddpm.engine import Placement
+from medddpm.placement import Placement
 from config_settings import configured
 from medddpm.settings import TrainSettings
-from medddpm.training import EMA, Trainer
+from medddpm.ema import EMA
+from medddpm.training import Trainer
 from medddpm.variants import Variant
 
 S = 0.008

@@ -201,8 +201,10 @@ PLACING = re.compile(r"(?<![\w.])(prepare_model|prepare_input|compile_model|comp
 def test_only_the_engine_applies_a_variant():
     """Outside the modules that define the switches and the steps (variants, diffusion, sampling, training), every
     call that places a model or an input, enters the variant's autocast, compiles, builds the optimizer or the EMA,
-    or runs a sampling step is in the engine; the scan finds the known ones there."""
-    defining = {"medddpm/variants.py", "medddpm/diffusion.py", "medddpm/sampling.py", "medddpm/training.py"}
+    or runs a sampling step is in the engine (medddpm.engine and the placement it applies, medddpm.placement); the
+    scan finds the known ones there."""
+    defining = {"medddpm/variants.py", "medddpm/diffusion.py", "medddpm/sampling.py", "medddpm/training.py",
+                "medddpm/ema.py"}
     found = {}
     for path in sorted(SCRIPTS.rglob("*.py")):
         name = path.relative_to(SCRIPTS).as_posix()
@@ -212,8 +214,8 @@ def test_only_the_engine_applies_a_variant():
             code = line.split("#")[0]
             if PLACING.search(code):
                 found.setdefault(name, []).append(code.strip())
-    assert set(found) == {"medddpm/engine.py"}, found
-    calls = {match[0] or match[1] for code in found["medddpm/engine.py"] for match in PLACING.findall(code)}
+    assert set(found) == {"medddpm/engine.py", "medddpm/placement.py"}, found
+    calls = {match[0] or match[1] for codes in found.values() for code in codes for match in PLACING.findall(code)}
     assert calls >= {"prepare_model", "prepare_input", "compile_model", "compiles_on", "autocast", "UNetEvaluation",
                      "EMA", "p_sample", "sample_steps"}
 

@@ -969,7 +969,7 @@ def test_profiled_kernels_reads_ncus_log():
 
 
 def test_json_results_refuse_nan(tmp_path):
-    from medddpm.jobs import write_json
+    from errors import write_json
 
     with pytest.raises(ValueError, match=r"final_loss is not a finite number"):
         write_json(tmp_path / "train.json", {"final_loss": float("nan"), "step_time": {"n": 2}})

@@ -14,7 +14,7 @@ import torch
 from config_settings import config_section, configured, paper_unet
 from measurement.rates import RateSettings, device_rates
 from medddpm.diffusion import GaussianDiffusion
-from medddpm.engine import Placement
+from medddpm.placement import Placement
 from medddpm.sampling import UNetEvaluation
 from medddpm.training import Trainer, TrainSettings
 from medddpm.unet import GroupNorm32, GroupNormSiLU, UNet3D, parameter_count

@@ -7,7 +7,7 @@ import torch
 
 from config_settings import configured, paper_unet, unet
 from medddpm.diffusion import GaussianDiffusion, cosine_beta_schedule
-from medddpm.engine import Placement
+from medddpm.placement import Placement
 from medddpm.training import Trainer, TrainSettings
 from medddpm.unet import AttentionBlock, UNet3D, parameter_count
 from medddpm.variants import Variant

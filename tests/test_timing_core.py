@@ -40,12 +40,16 @@ from medddpm import engine
 from medddpm.build import Workload
 from medddpm.checkpoints import workload_record
 from medddpm.flops import step_flops
-from medddpm.jobs import held_out_conditions, run_sampling, run_training
-from medddpm.prepare import heldout_images, heldout_masks
+from medddpm.dataset import HeldOut
+from medddpm.jobs import run_sampling, run_training
+from medddpm.prepare import heldout_images
 from medddpm.runs import start_job
 from medddpm.settings import SampleSettings, TrainSettings, as_dict, from_mapping
 from medddpm.switches import Variant
-from medddpm.training import EMA, NonFiniteLoss, Trainer
+from medddpm.ema import EMA
+from medddpm import placement as placement_module
+from medddpm.placement import Placement
+from medddpm.training import NonFiniteLoss, Trainer
 from medddpm.unet import UNet3D, parameter_count
 from medddpm.variants import backend_flags
 
@@ -225,8 +229,8 @@ def test_sample_json_is_its_step_records(trained, dataset, tmp_path, max_steps):
     # Each volume: the chain from its own mask and seed (sample.seed + its index), as the same engine samples it
     # untimed, with the affine of the real image of its mask.
     sampling = engine.Sampling.from_checkpoint(workload(), run, folder / "checkpoint.pt", "ema")
-    masks, images = heldout_masks(dataset), heldout_images(dataset)
-    for index, (condition, path) in enumerate(zip(held_out_conditions(sampling, dataset, masks), volumes)):
+    images = heldout_images(dataset)
+    for index, (condition, path) in enumerate(zip(HeldOut(dataset).conditions(sampling.placement), volumes)):
         with sampling.running():
             *_, (_, last) = sampling.chain(condition, torch.Generator().manual_seed(SAMPLE["seed"] + index), max_steps)
         written = nib.load(path)
@@ -256,7 +260,7 @@ def test_sample_json_is_its_step_records(trained, dataset, tmp_path, max_steps):
 
 def test_sample_json_compile_seconds_are_the_warm_ups_where_something_compiles(trained, dataset, tmp_path,
                                                                              monkeypatch):
-    monkeypatch.setattr(engine.Placement, "compiles", property(lambda self: True))
+    monkeypatch.setattr(Placement, "compiles", property(lambda self: True))
     monkeypatch.setattr(engine.Sampling, "warm_up", lambda self, condition, seed: 7.5)
     run = start_job(params("baseline"), "baseline", REPO)
     run_sampling(workload(), SampleSettings(**(SAMPLE | {"max_steps": 1, "warmup_steps": 0})), run,
@@ -311,7 +315,7 @@ def test_sample_json_throughput_is_its_timed_steps_at_each_batch_size(trained, d
         (batch, TIMESTEPS - 1 - k % (TIMESTEPS - 1)) for batch in (1, 2, 3) for k in range(per_batch)]
     assert all(shape[1:] == (1, *SHAPE) for shape, _, _ in calls)
     sampling = engine.Sampling.from_checkpoint(workload(), run, trained[0] / "checkpoint.pt", "ema")
-    first, second = held_out_conditions(sampling, dataset, heldout_masks(dataset))
+    first, second = HeldOut(dataset).conditions(sampling.placement)
     for shape, _, condition in calls[1:]:
         expected = torch.cat([first, second, first][: shape[0]])
         assert torch.equal(condition, expected)
@@ -513,7 +517,7 @@ def _batches(values):
 
 def _trainer(values, variant="baseline", **settings) -> tuple[Trainer, list]:
     train = from_mapping(TrainSettings, TRAIN | {"ema_start_step": 0} | settings, "train")
-    placement = engine.Placement(Variant.from_config(variant, VARIANTS[variant]), torch.device("cpu"))
+    placement = Placement(Variant.from_config(variant, VARIANTS[variant]), torch.device("cpu"))
     trainer = Trainer(Scalar(), _batches(values), placement, train, torch.Generator().manual_seed(41))
     trainer.optimizer = torch.optim.SGD(trainer.diffusion.parameters(), lr=1.0)
     grads = []
@@ -544,10 +548,10 @@ def test_the_loss_of_a_batch_is_the_mean_of_its_samples():
 
 def test_batches_go_to_the_device_asynchronously_and_the_model_is_compiled(monkeypatch):
     copies, compiled = [], []
-    place = engine.Placement.input
-    monkeypatch.setattr(engine.Placement, "input",
+    place = Placement.input
+    monkeypatch.setattr(Placement, "input",
                         lambda self, x, non_blocking=False: copies.append(non_blocking) or place(self, x, non_blocking))
-    monkeypatch.setattr(engine.Placement, "compile", lambda self, model: compiled.append(model))
+    monkeypatch.setattr(Placement, "compile", lambda self, model: compiled.append(model))
     trainer, _ = _trainer([1.0, 2.0, 6.0])
     assert compiled == [trainer.diffusion] and trainer.pin_memory is False
     trainer.step()
@@ -557,7 +561,7 @@ def test_batches_go_to_the_device_asynchronously_and_the_model_is_compiled(monke
 def test_compiled_trainers_warm_up_on_the_resident_batch_with_a_generator_of_their_own(monkeypatch):
     """warm_up_compiled: one loss and backward on the next batch (not consumed), with its own generator (seed +
     7919, the loop's left alone), the gradients dropped after it, its wall-clock seconds returned."""
-    monkeypatch.setattr(engine.Placement, "compiles", property(lambda self: True))
+    monkeypatch.setattr(Placement, "compiles", property(lambda self: True))
     trainer, grads = _trainer([5.0, 2.0, 6.0, 10.0, 20.0, 60.0])
     assert trainer.compiled is True
     seconds = trainer.warm_up_compiled()
@@ -566,7 +570,7 @@ def test_compiled_trainers_warm_up_on_the_resident_batch_with_a_generator_of_the
     assert trainer.diffusion.w.grad is None and trainer.generator.initial_seed() == 41
     trainer.step()
     assert grads == pytest.approx([13 / 3])  # the warm-up's batch is the first step's
-    monkeypatch.setattr(engine.Placement, "compiles", property(lambda self: False))
+    monkeypatch.setattr(Placement, "compiles", property(lambda self: False))
     assert _trainer([1.0])[0].warm_up_compiled() is None
 
 
@@ -655,7 +659,7 @@ def test_a_non_finite_loss_stops_training_naming_the_step_and_micro_batch():
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_placement_applies_each_switch(variant):
     switches = Variant.from_config(variant, VARIANTS[variant])
-    placement = engine.Placement(switches, torch.device("cpu"))
+    placement = Placement(switches, torch.device("cpu"))
     layout = torch.channels_last_3d if switches.channels_last else torch.contiguous_format
     x = placement.input(torch.randn(1, 2, 4, 4, 4))
     assert x.is_contiguous(memory_format=layout) and x.device.type == "cpu"
@@ -678,7 +682,7 @@ def test_placement_applies_each_switch(variant):
 
 def test_placement_copies_with_the_callers_non_blocking_and_places_everything_on_its_device(monkeypatch):
     device = torch.device("cpu")
-    placement = engine.Placement(Variant.from_config("graphs", PAPER | {"cuda_graphs": True}), device)
+    placement = Placement(Variant.from_config("graphs", PAPER | {"cuda_graphs": True}), device)
     copies, compiled = [], []
 
     class Copied:
@@ -689,7 +693,7 @@ def test_placement_copies_with_the_callers_non_blocking_and_places_everything_on
     placement.input(Copied(), non_blocking=True)
     placement.input(Copied())
     assert copies == [((device,), {"non_blocking": True}), ((device,), {"non_blocking": False})]
-    monkeypatch.setattr(engine, "compile_model", lambda model, variant: compiled.append((model, variant)) or True)
+    monkeypatch.setattr(placement_module, "compile_model", lambda model, variant: compiled.append((model, variant)) or True)
     diffusion = workload().build(0)
     assert placement.compile(diffusion) is True and compiled == [(diffusion, placement.variant)]
     assert placement.evaluation(diffusion).graphs is False  # CUDA graphs are for a GPU
@@ -770,7 +774,7 @@ def test_what_the_unet_receives_under_each_variant(variant, dataset):
         training.step()
         trained = list(calls)
         calls.clear()
-        sampling = engine.Sampling(copy.deepcopy(workload().build(0)), engine.Placement.of(run))
+        sampling = engine.Sampling(copy.deepcopy(workload().build(0)), Placement.of(run))
         sampling.diffusion.denoiser.input_blocks[0][0]._first_conv = True
         condition = training.placement.input(torch.zeros(1, 2, *SHAPE))
         x = sampling.placement.input(torch.randn(1, 1, *SHAPE))

@@ -10,7 +10,7 @@ from config_settings import paper_unet, unet
 from measurement.devices import DeviceMismatch, resolve_device
 from medddpm.diffusion import GaussianDiffusion
 from medddpm.sampling import UNetEvaluation
-from medddpm.training import EMA
+from medddpm.ema import EMA
 from medddpm.unet import AttentionBlock, ResBlock, UNet3D, parameter_count, set_checkpointing
 from medddpm.variants import Variant, apply_backend, autocast, backend_flags, prepare_input, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet

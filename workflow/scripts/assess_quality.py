@@ -4,7 +4,7 @@ from pathlib import Path
 
 from medddpm.build import Workload
 from medddpm.prepare import heldout_images
-from medddpm.jobs import write_json
+from errors import write_json
 from medddpm.quality import image_similarity, loss_curve_deviation, numeric_error, summarise_similarity
 from medddpm.runs import start_job
 from medddpm.settings import QualitySettings, params_dict

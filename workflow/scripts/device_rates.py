@@ -5,7 +5,7 @@ from pathlib import Path
 from measurement.devices import resolve_device
 from measurement.provenance import provenance
 from measurement.rates import RateSettings, device_rates
-from medddpm.jobs import write_json
+from errors import write_json
 from medddpm.settings import DeviceSpec, from_mapping, params_dict
 from ruleio import repo_root, run_job
 

@@ -9,6 +9,12 @@ from collections.abc import Sequence
 import torch
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA); nothing to wait for on the CPU, whose work is synchronous."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 class DeviceTimer:
     """Times a region: `start()`, then device work, then `stop()` returns nothing; `elapsed_ms()` reads all."""
 
@@ -33,8 +39,8 @@ class DeviceTimer:
 
     def elapsed_ms(self) -> list[float]:
         """Milliseconds of every stopped region, in order; synchronises once at the end (no per-step sync)."""
+        synchronize(self.device)
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
             return [float(a.elapsed_time(b)) for a, b in self._pending]
         return [(b - a) * 1e3 for a, b in self._pending]
 

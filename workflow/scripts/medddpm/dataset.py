@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from medddpm.prepare import MANIFEST_NAME, WHOLEHEAD_CONDITION, DatasetError, condition_values, manifest_files
+from medddpm.prepare import (MANIFEST_NAME, WHOLEHEAD_CONDITION, DatasetError, condition_values, file_shape,
+                             heldout_images, heldout_masks, manifest_files, to_image_axes, write_nifti)
 
 
 def load_condition(mask_path: Path, values: tuple[float, float] = WHOLEHEAD_CONDITION) -> torch.Tensor:
@@ -68,3 +69,33 @@ class PreparedPairs(Dataset):
             self._cache[index] = {"input": load_condition(self.masks[index], self.values),
                                   "target": load_target(self.images[index])}
         return self._cache[index]
+
+
+class HeldOut:
+    """The first `count` held-out cases of a prepared dataset (all of them when None), as the sampling jobs use them:
+    each mask's condition on the device, and each sample written as a NIfTI on its real image's grid."""
+
+    def __init__(self, out_dir: Path, count: int | None = None) -> None:
+        self.masks = heldout_masks(out_dir)[:count]
+        self.images = heldout_images(out_dir)[:count]
+        self.values = condition_values(out_dir)
+
+    def __len__(self) -> int:
+        return len(self.masks)
+
+    def condition(self, index: int) -> torch.Tensor:
+        """The condition of mask `index`, (K, H, W, D) on the CPU (load_condition)."""
+        return load_condition(self.masks[index], self.values)
+
+    def conditions(self, placement) -> list[torch.Tensor]:
+        """The condition of each mask, one batch of one on the device in the placement's layout."""
+        return [placement.input(self.condition(index).unsqueeze(0)) for index in range(len(self))]
+
+    def shape(self) -> list[int]:
+        """(D, W, H) of the volumes, in the files' axis order."""
+        return file_shape(self.images[0])
+
+    def write(self, volume: torch.Tensor, index: int, path: Path) -> None:
+        """A sampled (1, C, H, W, D) volume of mask `index` as a NIfTI with its real image's affine."""
+        write_nifti(to_image_axes(volume), nib.load(self.images[index]).affine, Path(path))
+

@@ -5,7 +5,7 @@ step that is profiled is the step that is timed: the same placement (device, mod
 input layout, autocast, optimizer and EMA switches, the U-Net evaluation of a sampling step) and the same step
 function.
 
-- `Placement`: a variant on a device; applies each switch (medddpm.variants says how) and nothing else does.
+- `Placement` (medddpm.placement): a variant on a device; applies each switch and nothing else does.
 - `Training`: the trainer of a job, its model placed and compiled; `step()` is one optimizer step.
 - `Sampling`: a diffusion placed for evaluation; `step()` is one DDPM step, `chain()` the reversed chain of them.
 - `timed_steps`: warm-up steps, then measured steps each between a timer's start and stop.
@@ -21,74 +21,16 @@ from pathlib import Path
 
 import torch
 
+from measurement.timing import synchronize
+
 from .build import Workload
 from .checkpoints import load_checkpoint, load_weights_into, workload_record
 from .dataset import PreparedPairs
 from .diffusion import GaussianDiffusion
+from .placement import Placement
 from .runs import Run
-from .sampling import UNetEvaluation
 from .settings import TrainSettings
-from .training import EMA, Trainer, data_batches
-from .variants import Variant, autocast, compile_model, compiles_on, prepare_input, prepare_model
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-class Placement:
-    """A variant on a device: where the model and its inputs live, in which layout, under which autocast, compiled
-    or not, with which optimizer and EMA kernels."""
-
-    def __init__(self, variant: Variant, device: torch.device, graph_capture: bool = False):
-        self.variant = variant
-        self.device = device
-        # The training step will be captured in a CUDA graph (the quality study, or the variant's
-        # cuda_graph_training on CUDA; training.StepGraph): Adam keeps its step count on the device (capturable), and
-        # autocast casts the weights afresh in every forward (its cache of casts cannot outlive a capture). Both
-        # compute the same function.
-        self.graph_capture = graph_capture or (variant.cuda_graph_training and device.type == "cuda")
-
-    @classmethod
-    def of(cls, run: Run, graph_capture: bool = False) -> Placement:
-        return cls(run.variant, run.device, graph_capture)
-
-    @property
-    def compiles(self) -> bool:
-        """Whether anything compiles on this device (the U-Net, or the fused norm on its own on CUDA)."""
-        return compiles_on(self.variant, self.device)
-
-    def model(self, diffusion: GaussianDiffusion) -> GaussianDiffusion:
-        """The diffusion on the device with the model-level switches applied in place (checkpointing, fused norm,
-        memory format); parameters stay the same objects."""
-        diffusion.to(self.device)
-        prepare_model(diffusion, self.variant, self.device)
-        return diffusion
-
-    def compile(self, diffusion: GaussianDiffusion) -> bool:
-        """Compile the U-Net in place when the variant asks for it (compilation happens at the first call)."""
-        return compile_model(diffusion, self.variant)
-
-    def input(self, x: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
-        """A tensor on the device, in the variant's memory format."""
-        return prepare_input(x.to(self.device, non_blocking=non_blocking), self.variant)
-
-    def autocast(self) -> contextlib.AbstractContextManager:
-        return autocast(self.variant, self.device, cache=not self.graph_capture)
-
-    def optimizer(self, parameters, lr: float) -> torch.optim.Adam:
-        options = {"fused": True} if self.variant.fused_adam else {}
-        if self.graph_capture:
-            options["capturable"] = True
-        return torch.optim.Adam(parameters, lr=lr, **options)
-
-    def ema(self, decay: float) -> EMA:
-        return EMA(decay, foreach=self.variant.foreach_ema)
-
-    def evaluation(self, diffusion: GaussianDiffusion) -> UNetEvaluation:
-        """The U-Net evaluation of a sampling step: plain, compiled, or replayed from a CUDA graph."""
-        return UNetEvaluation(diffusion, self.variant, self.device)
+from .training import Trainer, data_batches
 
 
 class Training:
@@ -174,9 +116,14 @@ class Sampling:
         timesteps = self.diffusion.num_timesteps
         return timesteps if max_steps is None else min(max_steps, timesteps)
 
-    def warm_up(self, condition: torch.Tensor, seed: int) -> float:
-        """One step on throw-away noise (its own generator) before any chain: compilation, CUDA graph capture and
-        cuDNN autotuning happen here. Returns its wall-clock seconds."""
+    @property
+    def middle_step(self) -> int:
+        """The step at which warm-ups and profiles evaluate: mid-chain, a step like most of the chain's."""
+        return self.diffusion.num_timesteps // 2
+
+    def warm_up(self, condition: torch.Tensor, seed: int, steps: int = 1) -> float:
+        """`steps` steps on throw-away noise (its own generator) before any chain: compilation, CUDA graph capture and
+        cuDNN autotuning happen here. Returns their wall-clock seconds."""
         device = self.placement.device
         generator = torch.Generator(device=device).manual_seed(seed + 7919)
         shape = (condition.shape[0], self.diffusion.channels, *condition.shape[2:])
@@ -184,7 +131,8 @@ class Sampling:
         synchronize(device)
         started = time.perf_counter()
         with self.running():
-            self.step(x, condition, self.diffusion.num_timesteps // 2, generator)
+            for _ in range(steps):
+                self.step(x, condition, self.middle_step, generator)
         synchronize(device)
         return time.perf_counter() - started
 

@@ -4,68 +4,28 @@ from __future__ import annotations
 
 import gc
 import itertools
-import json
-import math
-import os
 import time
 from pathlib import Path
 
-import nibabel as nib
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-from errors import writing
+from errors import write_json, writing
 from measurement import throughput
-from measurement.timing import DeviceTimer, summary
+from measurement.timing import DeviceTimer, summary, synchronize
 
 from . import compile_cache
 from .build import Workload
 from .checkpoints import save_checkpoint, workload_record
-from .dataset import PreparedPairs, load_condition
-from .engine import Sampling, Training, synchronize, timed_steps
+from .dataset import HeldOut, PreparedPairs
+from .engine import Sampling, Training, timed_steps
 from .flops import step_flops
-from .prepare import condition_values, heldout_images, heldout_masks
-from .prepare import write_nifti
+from .prepare import file_shape
 from .runs import Run, peak_memory, reset_peak_memory
 from .settings import SampleSettings, TrainSettings, as_dict
 from .unet import parameter_count
 from .variants import raise_recompile_limit, recompile_limit
-
-
-def _non_finite(value, key: str = "") -> str | None:
-    """The key path of the first NaN or infinity in a JSON-ready payload, or None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return key or "(the value)"
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
-    else:
-        return None
-    for name, item in items:
-        found = _non_finite(item, f"{key}.{name}" if key else str(name))
-        if found:
-            return found
-    return None
-
-
-def write_json(path: Path, payload: dict) -> None:
-    """`payload` as JSON, written whole (a temporary file renamed into place). Strict JSON only: a NaN or infinity
-    (which json.dumps would write as the invalid NaN/Infinity) is a bug upstream and raises ValueError naming it."""
-    bad = _non_finite(payload)
-    if bad:
-        raise ValueError(f"{path}: {bad} is not a finite number, and JSON has none; refusing to write it")
-    text = json.dumps(payload, indent=2, sort_keys=True, default=str, allow_nan=False) + "\n"
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        with writing(path):
-            temporary.write_text(text)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 TRAINING_PHASES = {"warmup": "warm-up steps", "measured": "measured steps"}  # the progress bars' names
@@ -133,7 +93,7 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
     bare = bare_loop(training, train.bare_loop_steps)  # after the checkpoint: it changes the weights
     timing = summary(step_ms)
     samples_per_step = train.gradient_accumulation  # batch size 1, as upstream
-    shape = _file_shape(PreparedPairs(dataset_dir, "train").images[0])
+    shape = file_shape(PreparedPairs(dataset_dir, "train").images[0])
     write_json(
         out_json,
         {
@@ -160,36 +120,29 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
     )
 
 
-def held_out_conditions(sampling: Sampling, dataset_dir: Path, masks: list[Path]) -> list[torch.Tensor]:
-    """The condition of each held-out mask, one batch of one on the device in the variant's layout."""
-    values = condition_values(dataset_dir)
-    return [sampling.placement.input(load_condition(mask, values).unsqueeze(0)) for mask in masks]
-
-
 def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoint: Path, dataset_dir: Path,
                  out_json: Path, out_steps: Path, out_volumes: list[Path]) -> None:
     sampling = Sampling.from_checkpoint(workload, run, checkpoint, "ema")
     timesteps = sampling.diffusion.num_timesteps
-    masks = heldout_masks(dataset_dir)[: len(out_volumes)]
-    images = heldout_images(dataset_dir)
+    held_out = HeldOut(dataset_dir, len(out_volumes))
     max_steps = sample.max_steps
     chain = sampling.chain_length(max_steps)
     reset_peak_memory(run.device)
-    conditions = held_out_conditions(sampling, dataset_dir, masks)
+    conditions = held_out.conditions(sampling.placement)
     with compile_cache.counting() as cache:
         warm_seconds = sampling.warm_up(conditions[0], sample.seed)
     rows = []
-    for index, (condition, mask, out_path) in enumerate(zip(conditions, masks, out_volumes)):
+    for index, (condition, out_path) in enumerate(zip(conditions, out_volumes)):
         generator = torch.Generator(device=run.device).manual_seed(sample.seed + index)
         timer = DeviceTimer(run.device)
         steps = sampling.chain(condition, generator, max_steps)
         with sampling.running():
             for _, (_, volume) in timed_steps(lambda: next(steps), 0, chain, timer, progress=lambda _, count: tqdm(
-                    range(count), desc=f"sampling {mask.name}", mininterval=5)):
+                    range(count), desc=f"sampling {held_out.masks[index].name}", mininterval=5)):
                 pass
         for position, ms in enumerate(timer.elapsed_ms()):
             rows.append({"volume": index, "position": position, "t": timesteps - 1 - position, "step_ms": ms})
-        write_nifti(_to_image_axes(volume), nib.load(images[index]).affine, out_path)
+        held_out.write(volume, index, out_path)
     warmed = sampling.compiled or sampling.evaluate.graphs  # the warm-up compiled or captured something
     # What the chains measured, read before the throughput sweep adds its batches' memory and graph captures.
     memory, captures = peak_memory(run.device), sampling.evaluate.captures
@@ -204,7 +157,7 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
         out_json,
         {
             "provenance": run.provenance,
-            "volume_shape": _file_shape(images[0]),
+            "volume_shape": held_out.shape(),
             "settings": as_dict(sample),
             "timesteps": timesteps,
             "chain_steps_run": chain,
@@ -231,8 +184,8 @@ def throughput_sweep(sampling: Sampling, sample: SampleSettings, dataset_dir: Pa
     `sample.batch_sizes`, in increasing order. A batch that raises torch.cuda.OutOfMemoryError is recorded as not
     fitting (no time of it is kept), its memory is freed, and the larger batches are skipped."""
     device = sampling.placement.device
-    values = condition_values(dataset_dir)
-    conditions = [load_condition(mask, values) for mask in heldout_masks(dataset_dir)]
+    held_out = HeldOut(dataset_dir)
+    conditions = [held_out.condition(index) for index in range(len(held_out))]
     if sampling.compiled:
         _room_for_batch_shapes(len(sample.batch_sizes))
     batches: list[dict] = []
@@ -318,17 +271,3 @@ def _free_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def _file_shape(path: Path) -> list[int]:
-    """(D, W, H) of a prepared volume, in the file's axis order (the dataset's `shape`)."""
-    return [int(n) for n in nib.load(str(path)).shape[:3]]
-
-
-def _to_image_axes(volume: torch.Tensor):
-    """(1, C, H, W, D) tensor in the loader's axis order -> float32 array in the file's axis order: (D, W, H) for
-    one channel, (D, W, H, C) for several (BraTS's modalities, as the prepared images store them)."""
-    image = volume[0].float().permute(3, 2, 1, 0)
-    if image.shape[-1] == 1:
-        image = image[..., 0]
-    return image.contiguous().cpu().numpy()

@@ -88,6 +88,21 @@ def write_nifti(data: np.ndarray, affine: np.ndarray, path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def file_shape(path: str | Path) -> list[int]:
+    """(D, W, H) of a prepared volume, in the file's axis order (the dataset's `shape`)."""
+    return [int(n) for n in nib.load(str(path)).shape[:3]]
+
+
+def to_image_axes(volume) -> np.ndarray:
+    """A (1, C, H, W, D) tensor in the loader's axis order (medddpm.dataset) -> a float32 array in the file's axis
+    order: (D, W, H) for one channel, (D, W, H, C) for several (BraTS's modalities, as the prepared images store
+    them). The inverse of the loader's axis swap, so `write_nifti` stores a sample on its mask's grid."""
+    image = volume[0].float().permute(3, 2, 1, 0)
+    if image.shape[-1] == 1:
+        image = image[..., 0]
+    return image.contiguous().cpu().numpy()
+
+
 @contextmanager
 def staged_directory(final: Path, owned: set[str]) -> Iterator[Path]:
     """Yield an empty temporary sibling folder of `final`; it replaces `final` when the block succeeds and is

@@ -34,14 +34,15 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from errors import writing
+from errors import write_json, writing
+from measurement.timing import synchronize
 
 from .build import Workload
 from .curves import final_loss, smoothed, smoothing_window
-from .engine import Sampling, Training, synchronize
+from .dataset import HeldOut
+from .engine import Sampling, Training
 from .ensemble import Ensemble, determinism_state, deterministic_algorithms, weights_identical
-from .jobs import _file_shape, _to_image_axes, held_out_conditions, write_json
-from .prepare import heldout_images, heldout_masks, read_manifest, write_nifti
+from .prepare import read_manifest
 from .quality import compare_with_real, float64_reference, fidelity_inputs, image_similarity, summarise_similarity
 from .quality import variant_errors
 from .runs import Run, peak_memory, reset_peak_memory
@@ -138,8 +139,8 @@ def sample_run(workload: Workload, training: Training, study: StudySettings, run
     sampling (its evaluation, for the float64 check) and the sampling's record."""
     trainer = training.trainer
     sampling = Sampling.from_weights(workload, run, trainer.ema_model.state_dict(), trainer.settings.seed)
-    masks, images = heldout_masks(dataset_dir)[: len(out_volumes)], heldout_images(dataset_dir)[: len(out_volumes)]
-    conditions = held_out_conditions(sampling, dataset_dir, masks)
+    held_out = HeldOut(dataset_dir, len(out_volumes))
+    conditions = held_out.conditions(sampling.placement)
     batches = [range(start, min(start + study.sample_batch, len(conditions)))
                for start in range(0, len(conditions), study.sample_batch)]
     warm_up = sampling.warm_up(torch.cat([conditions[i] for i in batches[0]]), study.noise_seed)
@@ -151,8 +152,7 @@ def sample_run(workload: Workload, training: Training, study: StudySettings, run
             for _, volume in sampling.chain(torch.cat([conditions[i] for i in batch]), generator, None):
                 pass
         for offset, index in enumerate(batch):
-            write_nifti(_to_image_axes(volume[offset: offset + 1]), nib.load(images[index]).affine,
-                        out_volumes[index])
+            held_out.write(volume[offset: offset + 1], index, out_volumes[index])
     seconds = time.perf_counter() - started
     return sampling, {
         "volumes": len(out_volumes),
@@ -166,9 +166,9 @@ def sample_run(workload: Workload, training: Training, study: StudySettings, run
 
 def measure_samples(volumes: list[Path], dataset_dir: Path, study: StudySettings, run: Run) -> dict:
     """The samples against the held-out real images of their masks (quality.compare_with_real)."""
-    masks, images = heldout_masks(dataset_dir)[: len(volumes)], heldout_images(dataset_dir)[: len(volumes)]
-    return compare_with_real(volumes, images, masks, read_manifest(dataset_dir)["workload"], study.ssim_kernel,
-                             run.device)
+    held_out = HeldOut(dataset_dir, len(volumes))
+    return compare_with_real(volumes, held_out.images, held_out.masks, read_manifest(dataset_dir)["workload"],
+                             study.ssim_kernel, run.device)
 
 
 def write_run(workload: Workload, study: StudySettings, run: Run, dataset_dir: Path, training: Training,
@@ -191,13 +191,13 @@ def write_run(workload: Workload, study: StudySettings, run: Run, dataset_dir: P
     del reference
 
     vs_real = measure_samples(files.volumes, dataset_dir, study, run)
-    images = heldout_images(dataset_dir)
+    held_out = HeldOut(dataset_dir, len(files.volumes))
     with writing(files.slice):
-        np.save(files.slice, slices(files.volumes[0], images[0]))
+        np.save(files.slice, slices(files.volumes[0], held_out.images[0]))
     record = {
         "provenance": run.provenance,
         "parameters": parameter_count(trainer.diffusion.denoiser),
-        "volume_shape": _file_shape(images[0]),
+        "volume_shape": held_out.shape(),
         "timesteps": workload.diffusion.timesteps,
         "settings": {"train": as_dict(trainer.settings), "study": as_dict(study)},
         # Since the job started: building, compiling, training every run, and this run's sampling and checks.

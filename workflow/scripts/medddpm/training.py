@@ -16,20 +16,17 @@ import math
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
 
 from errors import ExpectedError
+from measurement.timing import synchronize
 
 from .diffusion import GaussianDiffusion
+from .placement import Placement
 from .settings import TrainSettings
 
-if TYPE_CHECKING:
-    from .engine import Placement
-
-__all__ = ["EMA", "NonFiniteLoss", "StepGraph", "Trainer", "TrainSettings", "cycle", "data_batches"]
+__all__ = ["NonFiniteLoss", "StepGraph", "Trainer", "TrainSettings", "cycle", "data_batches"]
 
 
 class NonFiniteLoss(ExpectedError, FloatingPointError):
@@ -45,46 +42,15 @@ class NonFiniteLoss(ExpectedError, FloatingPointError):
         self.step, self.micro_batch = step, micro_batch
 
 
-class EMA:
-    """Exponential moving average of the weights, as upstream: old * beta + (1 - beta) * new.
-
-    `foreach` does the same arithmetic with one multi-tensor kernel per operation instead of three kernels per
-    parameter: the same three roundings in the same order (old * beta, (1 - beta) * new, their sum), so the same
-    numbers.
-    """
-
-    def __init__(self, beta: float, foreach: bool = False):
-        self.beta = beta
-        self.foreach = foreach
-
-    @torch.no_grad()
-    def update_model_average(self, ma_model: nn.Module, current_model: nn.Module) -> None:
-        averages = list(ma_model.parameters())
-        currents = list(current_model.parameters())
-        if self.foreach:
-            averages = [p.data for p in averages]
-            scaled = torch._foreach_mul([p.data for p in currents], 1 - self.beta)
-            torch._foreach_mul_(averages, self.beta)
-            torch._foreach_add_(averages, scaled)
-            return
-        for ma_param, current in zip(averages, currents):
-            ma_param.data = ma_param.data * self.beta + (1 - self.beta) * current.data
-
-
 def cycle(loader) -> Iterator:
     while True:
         yield from loader
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 class Trainer:
     """One `step()` = one optimizer step over `gradient_accumulation` micro-batches, then the EMA rule.
 
-    `placement` (engine.Placement) applies the variant: its optimizer and EMA kernels, the compilation of the U-Net
+    `placement` (medddpm.placement) applies the variant: its optimizer and EMA kernels, the compilation of the U-Net
     and the layout and autocast of every micro-batch; `diffusion` comes placed (engine.Training). The EMA copy is
     taken before compiling, so it is a plain module with the same state_dict keys.
     """
@@ -211,10 +177,10 @@ class Trainer:
             return None
         condition, target = self.resident_batch()
         generator = torch.Generator(device=self.device).manual_seed(self.settings.seed + 7919)
-        _synchronize(self.device)
+        synchronize(self.device)
         started = time.perf_counter()
         self.loss(target, condition, generator).backward()
-        _synchronize(self.device)
+        synchronize(self.device)
         seconds = time.perf_counter() - started
         self.optimizer.zero_grad(set_to_none=True)
         return seconds

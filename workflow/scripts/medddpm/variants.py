@@ -4,7 +4,7 @@ A variant is data from the config (`variants: {name: {switch: value}}`, ``medddp
 adds one without code. The switches change precision (TF32, autocast), layout (channels-last), fusion (GroupNorm +
 SiLU, torch.compile), scheduling (CUDA graphs, fused optimizer and EMA) and memory strategy (checkpointing), never
 the function: every variant has the same parameters and state_dict keys. `runs.start_run` sets a job's backend switches;
-`engine.Placement` is the one caller of the rest, for the jobs, the quality study and the profiled program alike.
+`placement.Placement` is the one caller of the rest, for the jobs, the quality study and the profiled program alike.
 """
 
 from __future__ import annotations

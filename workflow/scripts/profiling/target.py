@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from measurement.timing import synchronize
+
 RANGE = "medddpm_profiled"
 
 
@@ -31,14 +33,13 @@ def profiled_region(device: torch.device, torch_trace: Path | None):
     # its operands' memory format, say) can then be traced to the operand. Kernel durations are the GPU's either way.
     session = (torch.profiler.profile(activities=activities, record_shapes=True) if torch_trace
                else contextlib.nullcontext())
+    synchronize(device)
     if cuda:
-        torch.cuda.synchronize(device)
         torch.cuda.profiler.start()
         range_id = torch.cuda.nvtx.range_start(RANGE)
     with session as prof:
         yield prof
-        if cuda:
-            torch.cuda.synchronize(device)
+        synchronize(device)
     if cuda:
         torch.cuda.nvtx.range_end(range_id)
         torch.cuda.profiler.stop()
@@ -51,7 +52,8 @@ def run(spec: dict) -> None:
     warm it up (compilation, CUDA graph capture, cuDNN autotuning happen there), then profile one step."""
     from medddpm.build import Workload
     from medddpm.dataset import PreparedPairs
-    from medddpm.engine import Placement, Sampling, Training
+    from medddpm.engine import Sampling, Training, timed_steps
+    from medddpm.placement import Placement
     from medddpm.runs import start_job
     from medddpm.settings import TrainSettings, from_mapping
 
@@ -64,9 +66,8 @@ def run(spec: dict) -> None:
     if spec["phase"] == "train":
         training = Training(workload, train, run_, Path(spec["dataset"]))
         training.warm_up()
-        for _ in range(warmup):
-            training.prepare()
-            training.step()
+        for _ in timed_steps(training.step, warmup, 0, timer=None, prepare=training.prepare):
+            pass
         # Profile a steady-state step: one that updates the EMA average (every `ema_update_every` steps once past
         # `ema_start_step`), so the profile holds forward, backward of every micro-batch, Adam and the EMA update.
         training.trainer.step_index = -(-train.ema_start_step // train.ema_update_every) * train.ema_update_every
@@ -79,12 +80,9 @@ def run(spec: dict) -> None:
         batch = PreparedPairs(Path(spec["dataset"]), "train")[0]
         condition = sampling.placement.input(batch["input"].unsqueeze(0))
         x = sampling.placement.input(torch.randn_like(batch["target"].unsqueeze(0)))
-        step = sampling.diffusion.num_timesteps // 2
-        with sampling.running():
-            for _ in range(warmup):
-                sampling.step(x, condition, step)
-            with profiled_region(run_.device, trace):
-                sampling.step(x, condition, step)
+        sampling.warm_up(condition, train.seed, steps=warmup)
+        with sampling.running(), profiled_region(run_.device, trace):
+            sampling.step(x, condition, sampling.middle_step)
     print(json.dumps({"profiled": spec["phase"], "variant": spec["variant"], "device": str(run_.device)}))
 
 
