@@ -85,8 +85,8 @@ GROUPS: dict[str, tuple] = {
     "results": (["reporting/results.py", "reporting/derived.py", "reporting/bench.py"],
                 [CORE, "tests/test_bench.py", "tests/test_numbers.py", "-k",
                  "runs_table or tab04 or tab07 or fig08 or bench or verdict or same or derived"],
-                ["gather", "_runs", "_tag", "relative_to", "speedup", "speedup_verdict", "bench_frame",
-                 "bench_on_runs", "_same"]),
+                ["gather", "_runs", "_tag", "_flop_columns", "_rates", "relative_to", "speedup", "speedup_verdict",
+                 "bench_rows", "_bench_row"]),
     # Not mutmut: the module-level tables (kernel-class patterns, unit factors), see tests/mutation_tables.py.
     "constants": (["profiling/kernels.py (patterns)", "profiling/units.py (factors)"],
                   ["tests/test_kernel_classes.py", "tests/test_profiling_units.py", "tests/test_profiling_parsers.py"]),

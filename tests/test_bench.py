@@ -8,7 +8,8 @@ import torch
 
 from config_settings import configured
 from measurement.rates import RateSettings, device_rates
-from reporting.bench import bench_frame, bench_markdown, describe_switches
+from reporting.bench import bench_markdown, bench_rows, describe_switches
+from reporting.results import collect
 from medddpm.switches import Variant
 
 
@@ -29,19 +30,25 @@ def _flops(shape, checkpointing):
             "checkpointing": checkpointing}
 
 
+def bench_of(files, rates: dict, label: str = "h200"):
+    """The bench of `files` (train.json and sample.json of one label) against `rates` as the bench job computes it:
+    the runs through the reader every table uses, then bench_rows."""
+    return bench_rows(collect(files, measured_labels=[label])["runs"], {label: rates})
+
+
 def _write(tmp_path, variant, switches, step_ms, sample_ms, compile_s=None, bare=None, peak=2**30, sweep=None,
            cache=(None, None)):
-    folder = tmp_path / "results" / "h200" / variant
+    folder = tmp_path / "results" / "wholehead" / "h200" / variant
     folder.mkdir(parents=True)
     full = Variant.from_config(variant, switches).switches()
     train = {"provenance": {"switches": full, "device_name": "NVIDIA H200", "torch": "2.11.0",
                             "measured_at": "2026-12-01T00:00:00+00:00"},
-             "settings": {"gradient_accumulation": 2}, "volume_shape": [8, 8, 8],
+             "settings": {"gradient_accumulation": 2}, "volume_shape": [8, 8, 8], "parameters": 1000,
              "flops": {"model": _flops([8, 8, 8], "none"), "executed": _flops([8, 8, 8], full["checkpointing"])},
-             "step_time": {"median_ms": step_ms, "q1_ms": step_ms - 2, "q3_ms": step_ms + 2},
+             "step_time": {"n": 3, "median_ms": step_ms, "q1_ms": step_ms - 2, "q3_ms": step_ms + 2},
              "train_ms_per_sample": step_ms / 2, "peak_memory_bytes": peak, "peak_memory_kind": "cuda_max_allocated",
              "compile_seconds": compile_s, "compile_cache": cache[0], "bare_loop_ms_per_sample": bare}
-    sample = {"volume_shape": [8, 8, 8], "timesteps": 250, "step_time": {"median_ms": sample_ms, "q1_ms": sample_ms,
+    sample = {"provenance": train["provenance"], "volume_shape": [8, 8, 8], "timesteps": 250, "chain_complete": True, "step_time": {"median_ms": sample_ms, "q1_ms": sample_ms,
               "q3_ms": sample_ms}, "volume_seconds_estimate": sample_ms * 250 / 1e3, "peak_memory_bytes": peak // 2,
               "compile_seconds": compile_s, "compile_cache": cache[1]}
     if sweep:  # {batch: median step ms}: the throughput sweep (a sample.json without it predates the sweep)
@@ -69,7 +76,7 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
     ]
     rates = {"bf16_matmul_tflops": 800.0, "copy_gb_per_s": 4300.0, "device_kind": "cuda", "note": None,
              "matmul": [{"n": 8192, "time": {"n": 10}}]}
-    frame = bench_frame([t for t, _ in files], [s for _, s in files], rates).set_index("variant")
+    frame = bench_of([f for pair in files for f in pair], rates).set_index("variant")
     assert frame.loc["tf32", "train_ms_per_sample"] == 240.0
     assert frame.loc["tf32", "train_ms_per_sample_q1"] == 239.0 and frame.loc["tf32", "train_ms_per_sample_q3"] == 241.0
     # Model FLOPs (no recomputation) per second, and as a fraction of the measured bf16 rate.
@@ -89,7 +96,7 @@ def test_bench_table_rows_rates_and_speedups(tmp_path):
     assert frame.loc["frontier", "switches"] == "bfloat16 autocast, compile default, cuda graphs"
     text = bench_markdown(frame.reset_index(), "h200", rates, {"device_name": "NVIDIA H200", "torch": "2.11.0",
                                                                "measured_at": "2026-12-01"},
-                          {"forward": {"total": 5e12}, "train_micro_batch": {"total": 16e12}, "shape": [8, 8, 8]})
+                          {"forward_model_flop": 5e12, "train_model_flop_per_sample": 16e12, "flop_shape": "8x8x8"})
     assert "| frontier | bfloat16 autocast, compile default, cuda graphs | 100.0 (99.0-101.0) | 160 | 20.0 % |" in text
     assert "| baseline | fp32 |" in text and "- / -" in text  # nothing compiled: no compile time
     assert "| 70.5 (warm cache) / 70.5 |" in text  # a cold compile's time unmarked
@@ -126,15 +133,15 @@ def test_bench_refuses_a_training_run_without_its_flop_count_and_a_sample_of_ano
     rates = {"bf16_matmul_tflops": 800.0}
     train, sample = _write(tmp_path, "baseline", paper, 2400.0, 200.0)
     record = json.loads(train.read_text())
-    assert bench_frame([train], [sample], rates).loc[0, "train_executed_tflop_per_sample"] == pytest.approx(16.001)
+    assert bench_of([train, sample], rates).loc[0, "train_executed_tflop_per_sample"] == pytest.approx(16.001)
     sample.write_text(json.dumps({**json.loads(sample.read_text()), "volume_shape": [16, 16, 16]}))
-    with pytest.raises(ExpectedError, match=r"sample.json: sampled volumes of \[16, 16, 16\], but .*train.json "
-                                            r"trained on \[8, 8, 8\]"):
-        bench_frame([train], [sample], rates)
+    with pytest.raises(ExpectedError, match=r"h200 baseline: sampled volumes of 16x16x16 \(sample.json\), but "
+                                            r"trained on 8x8x8 \(train.json\)"):
+        bench_of([train, sample], rates)
     del record["flops"]
     train.write_text(json.dumps(record))
-    with pytest.raises(ExpectedError, match=r"baseline/train.json: no FLOP count .* run that job again"):
-        bench_frame([train], [sample], rates)
+    with pytest.raises(ExpectedError, match=r"h200 baseline: its train.json has no FLOP count .* run that job again"):
+        bench_of([train, sample], rates)
 
 
 def test_an_exported_sets_readme_writes_volumes_per_hour_as_measured():

@@ -147,6 +147,18 @@ def test_the_bench_rows_come_from_one_gpu_in_one_sitting():
     assert when[-1] - when[0] < timedelta(hours=1)
 
 
+def test_the_shipped_bench_is_what_the_bench_job_makes_of_the_shipped_runs(tmp_path):
+    """bench.csv and bench.md, byte for byte, from the rungs' train.json and sample.json and the device's rates by
+    the bench job's own code (the runs through reporting.results, reporting.bench): the shipped bench is its runs."""
+    from reporting.bench import write_bench
+
+    variants = list(pd.read_csv(H200 / "bench.csv")["variant"])
+    write_bench("h200", [H200 / v / "train.json" for v in variants], [H200 / v / "sample.json" for v in variants],
+                H200 / "device_rates.json", tmp_path / "bench.csv", tmp_path / "bench.md")
+    assert (tmp_path / "bench.csv").read_bytes() == (H200 / "bench.csv").read_bytes()
+    assert (tmp_path / "bench.md").read_text() == (H200 / "bench.md").read_text()
+
+
 # --- Nsight Compute over whole steps: four variants' training steps, three variants' sampling steps -------------
 
 VARIANTS = ["baseline", "tf32", "channels_last", "tf32_channels_last"]

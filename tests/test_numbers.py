@@ -14,7 +14,6 @@ import pytest
 from matplotlib.patches import Rectangle
 
 from reporting import derived
-from reporting.bench import bench_on_runs, spread_notes
 from reporting.registry import BY_ID
 from reporting.render import Job
 from reporting.results import Results, collect
@@ -118,8 +117,6 @@ def test_tables_and_figures_agree_on_every_shipped_h200_number(h200):
     for variant in bench.index:
         assert bench.loc[variant, "train_ms_per_sample"] == pytest.approx(
             train_json[variant]["train_ms_per_sample"], rel=1e-9), variant
-    assert seven["train_ms_other_run"].isna().all() and four["train_ms_other_run"].isna().all()
-    assert not any("two shipped runs" in note for table in (tab04, tab07) for note in table.notes)
     # The figures draw the same training times.
     for output_id, variants in (("fig08_end_to_end", list(four.index)), ("fig11_optimization_ladder",
                                                                          list(seven.index))):
@@ -177,26 +174,3 @@ def test_the_ladder_page_quotes_the_shipped_bench():
             assert rate == str(round(row["sample_volumes_per_hour_b1"])), variant
 
 
-def test_bench_on_runs_keeps_the_rate_and_takes_the_runs_time():
-    bench = pd.DataFrame({"gpu": "g", "variant": ["baseline", "tf32"], "train_ms_per_sample": [100.0, 50.0],
-                          "train_ms_per_sample_q1": [99.0, 49.0], "train_ms_per_sample_q3": [101.0, 51.0],
-                          "train_model_tflops": [10.0, 20.0], "train_fraction_of_bf16_rate": [0.01, 0.02],
-                          "train_speedup_vs_baseline": [1.0, 2.0], "bare_loop_ms_per_sample": [98.0, 49.0],
-                          "bare_loop_gap_pct": [2.0, 2.0], "train_compile_s": [None, 3.0]})
-    runs = _runs([("g", "baseline", 200.0, 198.0, 202.0), ("g", "tf32", 110.0, 100.0, 120.0)])
-    runs["train_ms_per_sample"] = [100.0, 55.0]
-    runs["samples_per_step"] = 2
-    frame = bench_on_runs(bench, runs).set_index("variant")
-    assert frame.loc["tf32", "train_ms_per_sample"] == 55.0 and frame.loc["tf32", "train_ms_other_run"] == 50.0
-    assert math.isnan(frame.loc["baseline", "train_ms_other_run"])  # the bench row is the run
-    assert frame.loc["tf32", "train_model_tflops"] == pytest.approx(20.0 * 50 / 55)
-    assert frame.loc["tf32", "train_fraction_of_bf16_rate"] == pytest.approx(0.02 * 50 / 55)
-    assert frame.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(100 / 55)
-    assert frame.loc["tf32", "train_ms_per_sample_q1"] == 50.0 and frame.loc["tf32", "train_ms_per_sample_q3"] == 60.0
-    # What only the other run measured is not put beside this run's time.
-    assert math.isnan(frame.loc["tf32", "bare_loop_ms_per_sample"]) and math.isnan(frame.loc["tf32", "train_compile_s"])
-    assert frame.loc["baseline", "bare_loop_ms_per_sample"] == 98.0
-    assert spread_notes(frame.reset_index()) == [
-        "g tf32: two shipped runs. Shown: 55.0 ms per training sample, the run of tf32/train.json and sample.json "
-        "(authoritative everywhere); the label's bench.csv holds another run of it: 50.0 (-9.1 %), the spread "
-        "between two runs of one configuration; what only that run measured (bare loop, compile time) is left out."]

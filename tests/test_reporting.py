@@ -31,6 +31,7 @@ H200 = REPO / "data" / "reference" / "wholehead" / "h200"
 CLAIMS = yaml.safe_load((REPO / "data" / "paper_claims.yaml").read_text())
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())
 PROVENANCE = json.loads((H200 / "baseline" / "train.json").read_text())
+TRAIN_FLOP = PROVENANCE["flops"]["model"]["train_micro_batch"]["total"]  # model FLOPs of one training sample
 
 
 def shipped_files(without_ncu: bool = False) -> list[Path]:
@@ -103,13 +104,11 @@ def a100_files(tmp_path_factory) -> list[Path]:
     root = tmp_path_factory.mktemp("a100")
     files = write_run(root, "a100", "baseline", 100.0, 2.0, 1.5, 1.0) + write_run(root, "a100", "tf32", 50.0, 1.0,
                                                                                   10.0, 1.07)
-    # The bench of both: 1 ms of model FLOPs at the device's measured bf16 rate (1 % and 2 % of it).
-    bench = pd.DataFrame({"variant": ["baseline", "tf32"], "switches": ["fp32", "TF32"],
-                          "train_ms_per_sample": [100.0, 50.0], "train_fraction_of_bf16_rate": [0.01, 0.02],
-                          "sample_volume_s": [40.0, 20.0], "sample_fraction_of_bf16_rate": [0.05, 0.1],
-                          "train_speedup_vs_baseline": [1.0, 2.0]})
-    bench.to_csv(root / "results" / "wholehead" / "a100" / "bench.csv", index=False)
-    return files + [root / "results" / "wholehead" / "a100" / "bench.csv"]
+    # The device's measured bf16 rate: the one at which a training sample's model FLOPs (the train.json's count)
+    # take 1 ms, so 1 % and 2 % of it at 100 and 50 ms.
+    rates = root / "results" / "wholehead" / "a100" / "device_rates.json"
+    rates.write_text(json.dumps({"bf16_matmul_tflops": TRAIN_FLOP / 1e9}))
+    return files + [rates]
 
 
 @pytest.fixture(scope="module")
@@ -405,7 +404,11 @@ def test_ladder_draws_every_rung_against_the_flop_floor(built):
     floors = [line.get_xdata()[0] for line in train.get_lines()]
     assert floors == pytest.approx([1.0])  # 100 ms x 1 % = 50 ms x 2 %
     sample = axes_titled(fig, "sampling per volume")[0]
-    assert [line.get_xdata()[0] for line in sample.get_lines()] == pytest.approx([2.0])
+    # T evaluations of the forward's model FLOPs at that rate (the sample.json copied from the H200 baseline's).
+    forward = PROVENANCE["flops"]["model"]["forward"]["total"]
+    timesteps = json.loads((H200 / "baseline" / "sample.json").read_text())["timesteps"]
+    assert [line.get_xdata()[0] for line in sample.get_lines()] == pytest.approx([timesteps * forward / TRAIN_FLOP
+                                                                                  / 1e3])
     mix = axes_titled(fig, "training step: kernel time by class")[0]
     assert sum(bar_widths(mix)) == pytest.approx(200.0)  # two profiled rungs, 100 % each
     frontier = built["tab07_frontier"].frame.set_index(["gpu", "variant"])

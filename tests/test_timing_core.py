@@ -877,16 +877,12 @@ def _result_files(root, steps=STEP, sample_steps=SAMPLE_STEP, origin_note="") ->
 @pytest.fixture
 def statistics_results(tmp_path):
     """Per test (not per module), so that every test that reads it counts as reaching the reader's code."""
-    from reporting.bench import bench_frame
     from reporting.results import Results, collect
 
     root = tmp_path / "results" / "wholehead" / "g1"
     files = _result_files(root)
-    rates = {"bf16_matmul_tflops": 800.0}
-    bench = bench_frame([f for f in files if f.name == "train.json"], [f for f in files if f.name == "sample.json"],
-                        rates)
-    bench.to_csv(root / "bench.csv", index=False)
-    return Results.from_tables(collect(files + [root / "bench.csv"], measured_labels=["g1"]))
+    (root / "device_rates.json").write_text(json.dumps({"bf16_matmul_tflops": 800.0}))
+    return Results.from_tables(collect(files + [root / "device_rates.json"], measured_labels=["g1"]))
 
 
 def test_runs_table_rows_in_label_and_variant_order_with_their_tags_and_measured_winning(tmp_path):
@@ -982,7 +978,7 @@ def test_tab04_takes_the_median_per_sample_and_the_quartile_range(statistics_res
     assert tf32["sample_step_median_ms"] == 5.0
     assert tf32["sample_speedup_vs_baseline"] == pytest.approx(2.0) and tf32["sample_verdict"] == "faster"
     assert tf32["train_peak_memory_gib"] == 3.0
-    assert frame.loc["baseline", "train_verdict"] == "reference" and math.isnan(tf32["train_ms_other_run"])
+    assert frame.loc["baseline", "train_verdict"] == "reference"
 
 
 def test_tab07_takes_the_median_per_sample_and_the_quartiles_per_sample(statistics_results):
@@ -996,7 +992,6 @@ def test_tab07_takes_the_median_per_sample_and_the_quartiles_per_sample(statisti
         assert row["sample_step_ms"] == SAMPLE_STEP[variant]["median_ms"]
         assert row["sample_volume_s"] == SAMPLE_STEP[variant]["median_ms"] * SAMPLE_T / 1e3
         assert row["train_peak_gib"] == 3.0 and row["sample_peak_gib"] == 1.0
-        assert math.isnan(row["train_ms_other_run"])
     assert frame.loc["tf32", "train_speedup_low"] == pytest.approx(90.0 / 44.0)
     assert frame.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(2.5)
 
@@ -1081,13 +1076,19 @@ def test_fig08_draws_the_median_per_sample_with_the_quartiles_per_sample(statist
         plt.close(fig)
 
 
-def test_bench_frame_takes_every_column_from_its_run(tmp_path):
-    from reporting.bench import bench_frame
+def _bench(files: list) -> pd.DataFrame:
+    """The bench of one label's result files through the reader (reporting.results.collect) at 800 TFLOP/s."""
+    from reporting.results import collect
 
+    rates = files[0].parents[1] / "device_rates.json"
+    rates.write_text(json.dumps({"bf16_matmul_tflops": 800.0}))
+    return collect([*files, rates], measured_labels=["g1"])["bench"]
+
+
+def test_bench_takes_every_column_from_its_run(tmp_path):
     files = _result_files(tmp_path / "results" / "wholehead" / "g1")
-    frame = bench_frame([f for f in files if f.name == "train.json"], [f for f in files if f.name == "sample.json"],
-                        {"bf16_matmul_tflops": 800.0})
-    assert list(frame["variant"]) == ["tf32", "baseline"]  # the order of the files given
+    frame = _bench(files)
+    assert list(frame["variant"]) == ["baseline", "tf32"]  # the runs table's order
     frame = frame.set_index("variant")
     for variant, step in STEP.items():
         row, sample = frame.loc[variant], SAMPLE_STEP[variant]
@@ -1123,7 +1124,7 @@ def test_bench_frame_takes_every_column_from_its_run(tmp_path):
     train = json.loads(files[0].read_text())
     del train["provenance"]["switches"]
     files[0].write_text(json.dumps(train))
-    alone = bench_frame([files[0]], [], {"bf16_matmul_tflops": 800.0}).iloc[0]
+    alone = _bench([files[0]]).iloc[0]
     assert alone["switches"] == "fp32"
     for column in ("sample_step_ms", "sample_step_q1_ms", "sample_step_q3_ms", "sample_model_tflops",
                    "sample_fraction_of_bf16_rate", "sample_volume_s", "timesteps", "sample_peak_gib",
@@ -1133,52 +1134,8 @@ def test_bench_frame_takes_every_column_from_its_run(tmp_path):
     train["provenance"] |= {"switches": {"autocast": "bfloat16", "fused_adam": True},
                             "switches_effective": {"fused_adam": False}}
     files[0].write_text(json.dumps(train))
-    marked = bench_frame([files[0]], [], {"bf16_matmul_tflops": 800.0}).iloc[0]
+    marked = _bench([files[0]]).iloc[0]
     assert marked["switches"] == "bfloat16 autocast, fused adam (no effect here)"
-
-
-def test_bench_on_runs_rescales_a_bench_without_its_sampling_step_by_the_volume_time():
-    from reporting.bench import bench_on_runs
-
-    bench = pd.DataFrame({"gpu": "g", "variant": ["baseline", "tf32"], "train_ms_per_sample": [100.0, 50.0],
-                          "sample_step_ms": [float("nan"), 5.0], "sample_volume_s": [4.0, 1.0],
-                          "sample_model_tflops": [1.0, 8.0], "sample_fraction_of_bf16_rate": [0.001, 0.008],
-                          "bare_loop_ms_per_sample": [80.0, 40.0], "bare_loop_gap_pct": [99.0, 99.0],
-                          "train_speedup_vs_tf32": [0.5, 1.0], "sample_speedup_vs_baseline": [1.0, 1.0]},
-                         index=[7, 9])
-    runs = pd.DataFrame({"gpu": "g", "variant": ["tf32", "baseline", "baseline"],
-                         "train_ms_per_sample": [50.0, 100.0, 999.0], "sample_step_median_ms": [4.0, 8.0, 1.0],
-                         "sample_volume_s": [0.8, 2.0, 1.0], "sample_timesteps": [250, 250, 250]})
-    frame = bench_on_runs(bench, runs)
-    assert list(frame.columns) == [*bench.columns, "train_ms_other_run", "sample_step_ms_other_run"]
-    frame = frame.set_index("variant")
-    assert list(frame.index) == ["baseline", "tf32"]
-    assert frame.loc["baseline", "train_speedup_vs_tf32"] == pytest.approx(0.5)
-    assert frame.loc["tf32", "sample_speedup_vs_baseline"] == pytest.approx(2.0)  # 8.0 / 4.0, the runs' steps
-    assert frame.loc["baseline", "sample_step_ms"] == 8.0  # the run's (its first row)
-    assert frame.loc["baseline", "sample_model_tflops"] == pytest.approx(1.0 * 4.0 / 2.0)  # by the volume time
-    assert frame.loc["baseline", "sample_fraction_of_bf16_rate"] == pytest.approx(0.001 * 4.0 / 2.0)
-    assert frame.loc["tf32", "sample_model_tflops"] == pytest.approx(8.0 * 5.0 / 4.0)  # by the step time
-    assert frame.loc["tf32", "sample_volume_s"] == 0.8
-    assert frame.loc["tf32", "sample_step_ms_other_run"] == 5.0 and math.isnan(frame.loc["baseline",
-                                                                                          "sample_step_ms_other_run"])
-    assert frame.loc["tf32", "bare_loop_gap_pct"] == pytest.approx(25.0)
-    assert math.isnan(frame.loc["tf32", "train_ms_other_run"])  # 50.0 either way: the same run
-    assert bench_on_runs(bench.iloc[:0], runs).empty and len(bench_on_runs(bench, runs.iloc[:0])) == 2
-    unchanged = bench_on_runs(bench, pd.DataFrame())
-    assert unchanged["sample_model_tflops"].tolist() == [1.0, 8.0] and unchanged["train_ms_other_run"].isna().all()
-    no_training = bench_on_runs(bench.drop(columns=["train_ms_per_sample", "bare_loop_gap_pct"]), runs)
-    no_training = no_training.set_index("variant")
-    assert no_training.loc["tf32", "sample_step_ms"] == 4.0  # the sampling side still taken from the run
-
-
-def test_same_run_up_to_the_csv_rounding():
-    from reporting.bench import _same
-
-    a = pd.Series([1.0, 1.0, float("nan"), 2.0, 100.0])
-    b = pd.Series([1.0 + 5e-7, 1.0 + 2e-6, 3.0, float("nan"), 100.0001])
-    assert list(_same(a, b)) == [True, False, True, True, True]
-    assert list(_same(pd.Series([1.0]), pd.Series([1.0 + 1e-6]))) == [True]  # the bound itself
 
 
 def test_speedup_verdict_at_its_boundaries():

@@ -132,8 +132,8 @@ def file_keys(path: str | Path) -> dict:
     if seed and len(parents) > 4 and parents[2].name == "study" and name in STUDY_FILES:
         return {**NO_KEYS, "workload": parents[4].name, "gpu": parents[3].name, "variant": parents[1].name,
                 "kind": STUDY_FILES[name], "seed": int(seed.group(1))}
-    if name == "bench.csv" and len(parents) > 1:
-        return {**NO_KEYS, "workload": parents[1].name, "gpu": parents[0].name, "kind": "bench"}
+    if name == "device_rates.json" and len(parents) > 1:
+        return {**NO_KEYS, "workload": parents[1].name, "gpu": parents[0].name, "kind": "device_rates"}
     if name in RUN_FILES and len(parents) > 2:
         return {**NO_KEYS, "workload": parents[2].name, "gpu": parents[1].name, "variant": parents[0].name,
                 "kind": name}

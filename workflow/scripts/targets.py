@@ -18,7 +18,7 @@ RAW_EXPORTS = {"torch": ("torch_trace.json",), "ncu": ("ncu_raw.csv", "ncu_detai
 EXPORTED_RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "sample_steps.csv")
 # Name endings of the files a shipped set contributes to the figures (the rules may ship them gzipped).
 SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "_summary.csv", "_kernels.parquet",
-                 "ncu_rules.csv", "ncu_rules.csv.gz", "bench.csv", *layout.STUDY_FILES)
+                 "ncu_rules.csv", "ncu_rules.csv.gz", "device_rates.json", *layout.STUDY_FILES)
 
 
 class ReferenceSetError(ValueError):
@@ -115,8 +115,9 @@ class Plan:
         return [path for gpu in self.labels if "ncu" in self.tools[gpu]
                 for path in self.profiles("ncu_rules.csv", gpu)]
 
-    def bench_tables(self) -> list[str]:
-        return [layout.label_file("bench.csv", self.workload, gpu) for gpu in self.labels]
+    def device_rates(self) -> list[str]:
+        """Each measured label's device_rates.json: the ceilings the bench sets its runs against."""
+        return [layout.label_file("device_rates.json", self.workload, gpu) for gpu in self.labels]
 
     # -- the quality study -----------------------------------------------------------------------------------------
     @property
@@ -155,7 +156,7 @@ class Plan:
     def measured_result_files(self) -> list[str]:
         """Every result file this invocation measures that the figures and tables read."""
         runs = [path for name in layout.RUN_FILES for path in self.runs(name)]
-        return (runs + self.bench_tables() + self.profile_summaries() + self.profile_kernel_tables()
+        return (runs + self.device_rates() + self.profile_summaries() + self.profile_kernel_tables()
                 + self.ncu_rule_tables() + self.study_result_files())
 
     def reference_labels(self) -> list[str]:

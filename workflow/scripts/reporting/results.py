@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ import pandas as pd
 from errors import ExpectedError
 from layout import file_keys
 from measurement.throughput import run_columns as throughput_columns
+from medddpm import compile_cache
 
 MEASURED = "measured here"
 SHIPPED = "shipped reference"
@@ -225,6 +227,10 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
                 "memory_kind": data["peak_memory_kind"],
                 "switches": json.dumps(prov.get("switches", {}), sort_keys=True),
                 "switches_effective": json.dumps(prov.get("switches_effective", {}), sort_keys=True),
+                **_flop_columns(data.get("flops")),
+                "train_compile_s": data.get("compile_seconds"),
+                "train_compile_cache": compile_cache.state(data.get("compile_cache")),
+                "bare_loop_ms_per_sample": data.get("bare_loop_ms_per_sample"),
             }
     for row in files[files["kind"] == "sample.json"].itertuples():
         with _reading(row.path, "sample.json"):
@@ -237,11 +243,33 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
                 sample_timesteps=data["timesteps"],
                 sample_chain_complete=data["chain_complete"],
                 sample_peak_memory_gib=data["peak_memory_bytes"] / 2**30,
+                sample_volume_shape="x".join(str(side) for side in data.get("volume_shape", [])),
+                sample_compile_s=data.get("compile_seconds"),
+                sample_compile_cache=compile_cache.state(data.get("compile_cache")),
                 # Volumes per hour at batch 1 and at the best batch: None (not measured) in a sample.json written
                 # before the throughput sweep.
                 **throughput_columns(data),
             )
     return pd.DataFrame(list(rows.values()))
+
+
+def _flop_columns(flops: dict | None) -> dict:
+    """The FLOP counts a training job recorded (medddpm.flops.step_flops): the model's per training sample and per
+    forward (no recomputation), the executed per training sample, and the volume they were counted at; NaN for a
+    train.json of before the counts."""
+    if not flops:
+        return {"train_model_flop_per_sample": math.nan, "forward_model_flop": math.nan,
+                "train_executed_flop_per_sample": math.nan, "flop_shape": ""}
+    model = flops["model"]
+    return {"train_model_flop_per_sample": float(model["train_micro_batch"]["total"]),
+            "forward_model_flop": float(model["forward"]["total"]),
+            "train_executed_flop_per_sample": float(flops["executed"]["train_micro_batch"]["total"]),
+            "flop_shape": "x".join(str(side) for side in model["shape"])}
+
+
+def _rates(files: pd.DataFrame) -> dict[str, dict]:
+    """Each label's device_rates.json (its measured ceilings), by label."""
+    return {row.gpu: _read_json(row.path) for row in files[files["kind"] == "device_rates"].itertuples()}
 
 
 def _quality(files: pd.DataFrame) -> pd.DataFrame:
@@ -418,10 +446,13 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
         "kernels": _per_file(files, "kernels", load_frame),
         "rules": _per_file(files, "rules", read_rules),
         "slices": _slices(files),
-        "bench": _per_file(files, "bench", load_csv),
         "study": _study(files),
         "study_losses": _study_losses(files),
     }
+    # The bench from the runs just read and each label's measured ceilings (reporting.bench), once for every output.
+    from .bench import bench_rows
+
+    tables["bench"] = bench_rows(tables["runs"], _rates(files), refuse_uncounted=False)
     kernels = tables.pop("kernels")
     tables["ncu_kernels"] = kernels[kernels["tool"] == "ncu"] if "tool" in kernels else kernels
     tables["kernels"] = kernels.reindex(columns=["gpu", "variant", *KERNEL_IDENTITY])

@@ -11,7 +11,7 @@ import pandas as pd
 from profiling.kernels import CLASS_NAMES
 from measurement.throughput import single_size_sweep
 
-from ..bench import bench_on_runs, rate_text
+from ..bench import rate_text
 from ..panels import (BAR_LABEL_SIZE, CLASS_COLORS, OWN_SCALES, bars_height, class_legend, label_room, log_ticks,
                       panel_title, rows_figure, say, significant, variant_barh)
 from ..results import preferred_tool
@@ -115,7 +115,7 @@ def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
 def build(job):
     results = job.results
     # Times from each run's own train.json/sample.json, the bench's rate and FLOPs (the numbers of tab04 and tab07).
-    bench, summaries = bench_on_runs(results.table("bench"), results.table("runs")), results.table("summaries")
+    bench, summaries = results.table("bench"), results.table("summaries")
     configured = list(job.settings.get("run_variants", []))
     labels = [g for g in results.labels() if len(bench) and (bench["gpu"] == g).any()] or results.labels()
     counts = [int((bench["gpu"] == g).sum()) if len(bench) else 0 for g in labels]
@@ -130,7 +130,7 @@ def build(job):
         run = bench[bench["gpu"] == gpu] if len(bench) else bench
         if run.empty:
             for ax in (ax_train, ax_sample, ax_rate, ax_mix):
-                say(ax, f"no bench table for {gpu} (its bench.csv: `snakemake bench`)")
+                say(ax, f"no bench for {gpu}: no measured ceilings (device_rates.json; `snakemake bench` measures them)")
             continue
         order = ladder(run, configured)
         run = run.set_index("variant")

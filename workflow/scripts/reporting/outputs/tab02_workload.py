@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reporting.bench import recorded_flops
+from errors import ExpectedError
 
 from ..render import Table
 
@@ -41,6 +41,14 @@ def workload_rows(settings: dict, manifest: dict, counted: dict) -> list[tuple[s
                     f"{manifest['counts']['heldout']} held-out"),
         ("timed steps (warm-up + measured)", f"{train['warmup_steps']} + {train['measured_steps']}"),
     ]
+
+
+def recorded_flops(train: dict, path: Path) -> dict:
+    """The FLOP counts a training job recorded with its step time (medddpm.flops.step_flops)."""
+    if "flops" not in train:
+        raise ExpectedError(f"{path}: no FLOP count (`flops`); a training job of an older version of the workflow "
+                            "wrote it: run that job again (snakemake --forcerun train)")
+    return train["flops"]
 
 
 def counted(training: dict, path: Path) -> dict:

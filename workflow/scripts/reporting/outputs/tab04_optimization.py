@@ -2,15 +2,12 @@
 step-time quartiles (and "within noise" where they overlap the baseline's), and the Nsight Compute ratios to
 baseline where the training step was profiled.
 
-Times are the run's own train.json and sample.json, the numbers every table and figure shows; where the label's
-bench.csv holds another run of a (gpu, variant), that run's time is the train_ms_other_run column and the spread a
-note (reporting.bench.bench_on_runs)."""
+Times are the run's own train.json and sample.json, the numbers every table and figure shows."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..bench import bench_on_runs, spread_notes
 from ..derived import ncu_headline, relative_to, speedup_verdict
 from ..render import Table
 
@@ -20,10 +17,9 @@ CAPTION = ("Optimization impact per variant and device: training time per sample
            "IPC of the training step relative to baseline, tensor-pipe utilisation (%)")
 
 
-def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame,
-                       bench: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
+def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
-        return pd.DataFrame(), []
+        return pd.DataFrame()
     table = runs[["gpu", "variant", "origin", "device", "train_ms_per_sample", "sample_step_median_ms",
                   "train_peak_memory_gib"]].copy()
     verdict = speedup_verdict(runs)
@@ -36,25 +32,15 @@ def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame,
         position = table.columns.get_loc("sample_step_median_ms") + 1
         table.insert(position, "sample_speedup_vs_baseline", sampling["speedup"].to_numpy())
         table.insert(position + 1, "sample_verdict", sampling["verdict"].to_numpy())
-    notes = []
-    if bench is not None and len(bench):
-        joined = bench_on_runs(bench, runs)
-        other = joined[["gpu", "variant", "train_ms_other_run"]]
-        table = table.merge(other, on=["gpu", "variant"], how="left")
-        table.insert(5, "train_ms_other_run", table.pop("train_ms_other_run").astype(float))
-        notes = spread_notes(joined)
-    else:
-        table.insert(5, "train_ms_other_run", float("nan"))
     head = ncu_headline(summaries)
     rel = relative_to(head, ["sm_cycles", "warp_instructions", "ipc"]).rename(
         columns={"sm_cycles": "sm_cycles_rel", "warp_instructions": "warp_instructions_rel", "ipc": "ipc_rel"})
     table = table.merge(rel, on=["gpu", "variant"], how="left")
     for column in ("sm_cycles_rel", "warp_instructions_rel", "ipc_rel", "tensor_pipe_pct"):
         table[column] = table[column].astype(float)
-    return table, notes
+    return table
 
 
 def build(job) -> Table:
     results = job.results
-    table, notes = optimization_table(results.table("runs"), results.table("summaries"), results.table("bench"))
-    return Table(table, CAPTION, notes=notes)
+    return Table(optimization_table(results.table("runs"), results.table("summaries")), CAPTION)

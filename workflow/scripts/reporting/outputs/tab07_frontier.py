@@ -3,22 +3,20 @@ its interquartile range, the model's TFLOP/s and its share of the device's measu
 sampling step and the full-chain volume, volumes per hour at batch 1 and at the best batch, peak memory, compile
 seconds, speed-ups and the bare-loop time.
 
-Times and peaks are the run's own (train.json, sample.json), the numbers tab04, fig08 and fig11 show; the bench adds
-the device's rate and the model's FLOPs (reporting.bench.bench_on_runs). Where a label's bench.csv holds another run
-of a (gpu, variant), its time is in the *_other_run columns and the spread in a note."""
+Times and peaks are the run's own (train.json, sample.json), the numbers tab04, fig08 and fig11 show; the bench
+(reporting.bench, computed from the collected runs) adds the device's rate and the model's FLOPs."""
 
 from __future__ import annotations
 
 from measurement.throughput import COLUMNS as THROUGHPUT, single_size_sweep
 from medddpm import compile_cache
 
-from ..bench import bench_on_runs, spread_notes
 from ..derived import speedup_verdict
 from ..render import Table
 
 COLUMNS = ["gpu", "variant", "origin", "device", "switches", "train_ms_per_sample", "train_ms_per_sample_q1",
-           "train_ms_per_sample_q3", "train_ms_other_run", "train_model_tflops", "train_fraction_of_bf16_rate",
-           "sample_step_ms", "sample_step_ms_other_run", "sample_volume_s", *THROUGHPUT, "train_peak_gib",
+           "train_ms_per_sample_q3", "train_model_tflops", "train_fraction_of_bf16_rate",
+           "sample_step_ms", "sample_volume_s", *THROUGHPUT, "train_peak_gib",
            "sample_peak_gib", "train_compile_s", "sample_compile_s", "train_speedup_vs_baseline", "train_speedup_low",
            "train_speedup_high", "train_verdict", "train_speedup_vs_tf32", "sample_speedup_vs_baseline",
            "bare_loop_ms_per_sample"]
@@ -32,7 +30,7 @@ CAPTION = ("Frontier: every variant against its device's own ceilings. Model FLO
 
 
 def frontier_table(bench, runs):
-    frame = bench_on_runs(bench, runs)
+    frame = bench.reset_index(drop=True)
     if frame.empty:
         return frame.reindex(columns=COLUMNS), []
     verdict = speedup_verdict(runs).rename(columns={"speedup": "_speedup", "low": "train_speedup_low",
@@ -41,7 +39,7 @@ def frontier_table(bench, runs):
     cache_notes = warm_compile_notes(frame)
     frame = frame.reindex(columns=COLUMNS)
     frame["sample_best_batch"] = frame["sample_best_batch"].astype(float).round().astype("Int64")  # a count: 8, not 8.0
-    return frame, spread_notes(frame) + unmeasured_throughput_notes(frame) + single_size_notes(frame) + cache_notes
+    return frame, unmeasured_throughput_notes(frame) + single_size_notes(frame) + cache_notes
 
 
 def warm_compile_notes(frame) -> list[str]:
