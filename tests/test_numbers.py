@@ -33,7 +33,8 @@ def test_speedup_verdict_within_noise_when_quartiles_overlap():
     runs = _runs([("cpu", "baseline", 2177.0, 1900.0, 2300.0), ("cpu", "channels_last", 1902.0, 1850.0, 2250.0),
                   ("cpu", "tf32", 1000.0, 990.0, 1010.0), ("cpu", "slow", 4000.0, 3900.0, 4100.0)])
     verdict = derived.speedup_verdict(runs).set_index("variant")
-    assert list(verdict.columns) == ["gpu", "speedup", "low", "high", "within_noise", "verdict"]
+    assert list(verdict.columns) == ["gpu", "speedup", "low", "high", "within_noise", "verdict", "paired", "why"]
+    assert not verdict["paired"].any() and verdict["why"].isna().all()  # no paired comparison: unpaired, no reason
     assert verdict.loc["channels_last", "speedup"] == pytest.approx(2177 / 1902)
     assert verdict.loc["channels_last", "low"] == pytest.approx(1900 / 2250)
     assert verdict.loc["channels_last", "high"] == pytest.approx(2300 / 1850)
@@ -42,6 +43,28 @@ def test_speedup_verdict_within_noise_when_quartiles_overlap():
     assert verdict.loc["tf32", "verdict"] == "faster" and not verdict.loc["tf32", "within_noise"]
     assert verdict.loc["slow", "verdict"] == "slower" and not verdict.loc["slow", "within_noise"]
     assert verdict.loc["baseline", "verdict"] == "reference"
+
+
+def test_speedup_verdict_takes_the_paired_comparison_where_the_label_has_one():
+    """The runs table's <phase>_vs_<reference>_* columns (reporting.results.with_comparisons) decide, whatever the
+    two jobs' own times say; a label without them keeps the unpaired ratio, marked so."""
+    from reporting.results import with_comparisons
+
+    runs = _runs([("cpu", "baseline", 2177.0, 1900.0, 2300.0), ("cpu", "channels_last", 1000.0, 990.0, 1010.0),
+                  ("gpu", "baseline", 100.0, 99.0, 101.0), ("gpu", "channels_last", 50.0, 49.0, 51.0)])
+    comparisons = pd.DataFrame([{"gpu": "cpu", "phase": "train", "reference": "baseline", "variant": "channels_last",
+                                 "speedup": 0.97, "low": 0.8, "high": 1.2, "rounds": 6,
+                                 "verdict": "not measurable under this load", "why": "the interval is wider"}])
+    verdict = derived.speedup_verdict(with_comparisons(runs, comparisons)).set_index(["gpu", "variant"])
+    cpu = verdict.loc[("cpu", "channels_last")]
+    assert (cpu["speedup"], cpu["low"], cpu["high"]) == (0.97, 0.8, 1.2) and bool(cpu["paired"])
+    assert cpu["verdict"] == "not measurable under this load" and cpu["why"] == "the interval is wider"
+    assert not cpu["within_noise"]
+    assert verdict.loc[("cpu", "baseline"), "verdict"] == "reference" and bool(verdict.loc[("cpu", "baseline"),
+                                                                                           "paired"])
+    gpu = verdict.loc[("gpu", "channels_last")]
+    assert gpu["speedup"] == pytest.approx(2.0) and not gpu["paired"] and gpu["verdict"] == "faster"
+    assert derived.speedup_verdict(with_comparisons(runs, comparisons), "sample").empty  # no sampling times
 
 
 def test_speedup_verdict_scales_step_quartiles_to_samples_and_handles_gaps():

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from reporting.bench import write_bench
+from reporting.bench_files import write_bench
 from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)

@@ -6,7 +6,7 @@ The workload is an axis of its own, never folded into the hardware label::
     results/<workload>/dataset/{synthetic,prepared,study}       a workload's raw (synthetic) and prepared datasets
     results/<workload>/<gpu>/<variant>/train.json ...           one run: RUN_FILES, samples/, logs/
     results/<workload>/<gpu>/<variant>/profile/<phase>/...      its profiles (<tool>_summary.csv, ...)
-    results/<workload>/<gpu>/{bench.csv,bench.md,device_rates.json}
+    results/<workload>/<gpu>/{bench.csv,bench.md,device_rates.json,comparison.json,comparison_rounds.csv}
     results/<workload>/<gpu>/study/<variant>/seed<k>/...        the quality study's runs
     results/<workload>/collected/<table>.parquet                everything read once for the figures and tables
     data/reference/<workload>/<gpu>/...                         a shipped reference set: mirrors results/<workload>/<gpu>/
@@ -30,8 +30,9 @@ RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
 # The quality study's files of one run, by kind.
 STUDY_FILES = {"run.json": "study_run", "comparison.json": "study_comparison", "losses.csv": "study_losses",
                "slice.npy": "study_slice"}
-# A label's files beside its runs: the device's ceilings and the bench against them.
-LABEL_FILES = ("bench.csv", "bench.md", "device_rates.json")
+# A label's files beside its runs: the device's ceilings and the bench against them, and the paired comparisons of its
+# variants (every speed-up and its verdict).
+LABEL_FILES = ("bench.csv", "bench.md", "device_rates.json", "comparison.json", "comparison_rounds.csv")
 
 
 def workload_dir(workload: str = "{workload}", root: str = RESULTS) -> str:
@@ -132,8 +133,8 @@ def file_keys(path: str | Path) -> dict:
     if seed and len(parents) > 4 and parents[2].name == "study" and name in STUDY_FILES:
         return {**NO_KEYS, "workload": parents[4].name, "gpu": parents[3].name, "variant": parents[1].name,
                 "kind": STUDY_FILES[name], "seed": int(seed.group(1))}
-    if name == "device_rates.json" and len(parents) > 1:
-        return {**NO_KEYS, "workload": parents[1].name, "gpu": parents[0].name, "kind": "device_rates"}
+    if name in ("device_rates.json", "comparison.json") and len(parents) > 1:
+        return {**NO_KEYS, "workload": parents[1].name, "gpu": parents[0].name, "kind": name.removesuffix(".json")}
     if name in RUN_FILES and len(parents) > 2:
         return {**NO_KEYS, "workload": parents[2].name, "gpu": parents[1].name, "variant": parents[0].name,
                 "kind": name}

@@ -18,7 +18,7 @@ RAW_EXPORTS = {"torch": ("torch_trace.json",), "ncu": ("ncu_raw.csv", "ncu_detai
 EXPORTED_RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "sample_steps.csv")
 # Name endings of the files a shipped set contributes to the figures (the rules may ship them gzipped).
 SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "_summary.csv", "_kernels.parquet",
-                 "ncu_rules.csv", "ncu_rules.csv.gz", "device_rates.json", *layout.STUDY_FILES)
+                 "ncu_rules.csv", "ncu_rules.csv.gz", "device_rates.json", "comparison.json", *layout.STUDY_FILES)
 
 
 class ReferenceSetError(ValueError):
@@ -119,6 +119,16 @@ class Plan:
         """Each measured label's device_rates.json: the ceilings the bench sets its runs against."""
         return [layout.label_file("device_rates.json", self.workload, gpu) for gpu in self.labels]
 
+    def compares(self) -> bool:
+        """Whether the run variants hold a comparison (comparison.references: a reference and another variant)."""
+        references = set(self.config["comparison"]["references"])
+        return len(self.variants) > 1 and bool(references & set(self.variants))
+
+    def comparisons(self) -> list[str]:
+        """Each measured label's comparison.json (the paired comparisons of its run variants), where they hold one."""
+        return [layout.label_file("comparison.json", self.workload, gpu) for gpu in self.labels] if self.compares() \
+            else []
+
     # -- the quality study -----------------------------------------------------------------------------------------
     @property
     def study(self) -> dict:
@@ -156,7 +166,7 @@ class Plan:
     def measured_result_files(self) -> list[str]:
         """Every result file this invocation measures that the figures and tables read."""
         runs = [path for name in layout.RUN_FILES for path in self.runs(name)]
-        return (runs + self.device_rates() + self.profile_summaries() + self.profile_kernel_tables()
+        return (runs + self.device_rates() + self.comparisons() + self.profile_summaries() + self.profile_kernel_tables()
                 + self.ncu_rule_tables() + self.study_result_files())
 
     def reference_labels(self) -> list[str]:
@@ -189,7 +199,8 @@ class Plan:
         for tool in self.tools[label]:
             for name in (f"{tool}_summary.csv", f"{tool}_kernels.parquet", *RAW_EXPORTS[tool]):
                 files += self.profiles(name, label)
-        files += [layout.label_file(name, self.workload, label) for name in layout.LABEL_FILES]
+        files += [layout.label_file(name, self.workload, label) for name in layout.LABEL_FILES
+                  if self.compares() or not name.startswith("comparison")]
         if label in self.study_labels:
             files += self.study_result_files([label])
         return files

@@ -60,6 +60,11 @@ def _pci_address(props) -> str | None:
         return None
 
 
+def pci_address(device: torch.device) -> str | None:
+    """The PCI address of a CUDA device as nvidia-smi names it, where torch reports it."""
+    return _pci_address(torch.cuda.get_device_properties(device))
+
+
 def parse_clocks(line: str) -> dict:
     """CLOCK_FIELDS from one line of `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`; a field the
     board does not report ([N/A], [Not Supported]) is left out."""

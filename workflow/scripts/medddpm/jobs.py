@@ -12,7 +12,7 @@ import torch
 from tqdm import tqdm
 
 from errors import write_json, writing
-from measurement import throughput
+from measurement import conditions, throughput
 from measurement.timing import DeviceTimer, summary, synchronize
 
 from . import compile_cache
@@ -61,6 +61,8 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
     with compile_cache.counting() as cache:
         compile_seconds = training.warm_up()
     timer = DeviceTimer(run.device)
+    before, load = conditions.snapshot(run.device), conditions.OtherLoad()
+    load.start()
     rows = [
         {"step": training.trainer.step_index - 1, "phase": phase, "losses": losses}
         for phase, losses in timed_steps(
@@ -70,6 +72,7 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
         )
     ]
     step_ms = timer.elapsed_ms()
+    timed_conditions = measured_conditions(before, load, run.device)
     memory = peak_memory(run.device)
     measured = [row for row in rows if row["phase"] == "measured"]
     for row, ms in zip(measured, step_ms):
@@ -115,6 +118,7 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
             "graph_capture_seconds": trainer.graph.capture_seconds if trainer.graph is not None else None,
             "bare_loop": bare,
             "bare_loop_ms_per_sample": bare["ms_per_sample"] if bare else None,
+            "conditions": timed_conditions,
             **memory,
         },
     )
@@ -128,11 +132,13 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
     max_steps = sample.max_steps
     chain = sampling.chain_length(max_steps)
     reset_peak_memory(run.device)
-    conditions = held_out.conditions(sampling.placement)
+    held_conditions = held_out.conditions(sampling.placement)
     with compile_cache.counting() as cache:
-        warm_seconds = sampling.warm_up(conditions[0], sample.seed)
+        warm_seconds = sampling.warm_up(held_conditions[0], sample.seed)
     rows = []
-    for index, (condition, out_path) in enumerate(zip(conditions, out_volumes)):
+    before, load = conditions.snapshot(run.device), conditions.OtherLoad()
+    load.start()
+    for index, (condition, out_path) in enumerate(zip(held_conditions, out_volumes)):
         generator = torch.Generator(device=run.device).manual_seed(sample.seed + index)
         timer = DeviceTimer(run.device)
         steps = sampling.chain(condition, generator, max_steps)
@@ -145,6 +151,7 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
         held_out.write(volume, index, out_path)
     warmed = sampling.compiled or sampling.evaluate.graphs  # the warm-up compiled or captured something
     # What the chains measured, read before the throughput sweep adds its batches' memory and graph captures.
+    timed_conditions = measured_conditions(before, load, run.device)
     memory, captures = peak_memory(run.device), sampling.evaluate.captures
     sweep = throughput_sweep(sampling, sample, dataset_dir)
     steps_table = pd.DataFrame(rows)
@@ -172,10 +179,19 @@ def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoin
             "compile_seconds": warm_seconds if warmed else None,
             "compile_cache": cache if warmed else None,
             "cuda_graph_captures": captures,
+            "conditions": timed_conditions,
             **memory,
             "throughput": sweep,
         },
     )
+
+
+def measured_conditions(before: dict, load: conditions.OtherLoad, device: torch.device) -> dict:
+    """The machine's conditions of a job's timed loop (measurement.conditions): before and after it, what changed,
+    and the cores other processes kept busy while it ran."""
+    after = conditions.snapshot(device)
+    return {"before": before, "after": after, "changes": conditions.changes(before, after),
+            "other_load_cores": load.stop()}
 
 
 # -- throughput: volumes per hour at several batch sizes -------------------------------------------------------------
@@ -185,7 +201,7 @@ def throughput_sweep(sampling: Sampling, sample: SampleSettings, dataset_dir: Pa
     fitting (no time of it is kept), its memory is freed, and the larger batches are skipped."""
     device = sampling.placement.device
     held_out = HeldOut(dataset_dir)
-    conditions = [held_out.condition(index) for index in range(len(held_out))]
+    mask_conditions = [held_out.condition(index) for index in range(len(held_out))]
     if sampling.compiled:
         _room_for_batch_shapes(len(sample.batch_sizes))
     batches: list[dict] = []
@@ -195,7 +211,7 @@ def throughput_sweep(sampling: Sampling, sample: SampleSettings, dataset_dir: Pa
             batches.append({"batch": batch, "fits": None, "skipped": f"batch {too_large} did not fit in memory"})
             continue
         try:
-            record = timed_batch(sampling, conditions, batch, sample)
+            record = timed_batch(sampling, mask_conditions, batch, sample)
         except torch.cuda.OutOfMemoryError as error:
             message = str(error).strip().splitlines() or [type(error).__name__]
             record = {"batch": batch, "fits": False, "error": message[0][:300]}
@@ -204,18 +220,20 @@ def throughput_sweep(sampling: Sampling, sample: SampleSettings, dataset_dir: Pa
             _free_memory(device)
         batches.append(record)
     best_batch, best_rate = throughput.best_batch(batches)
-    return {"timesteps": sampling.diffusion.num_timesteps, "masks": len(conditions), "batches": batches,
+    return {"timesteps": sampling.diffusion.num_timesteps, "masks": len(mask_conditions), "batches": batches,
             "best_batch": best_batch, "volumes_per_hour_best": best_rate}
 
 
-def timed_batch(sampling: Sampling, conditions: list[torch.Tensor], batch: int, sample: SampleSettings) -> dict:
-    """The sampling step at `batch` volumes: `batch` held-out conditions (repeated in turn where there are fewer),
-    noise drawn as a chain draws it, then `sample.throughput_warmup_steps` untimed steps (compilation and CUDA graph
+def timed_batch(sampling: Sampling, mask_conditions: list[torch.Tensor], batch: int,
+                sample: SampleSettings) -> dict:
+    """The sampling step at `batch` volumes: `batch` held-out masks' conditions (repeated in turn where there are
+    fewer), noise drawn as a chain draws it, then `sample.throughput_warmup_steps` untimed steps (compilation and CUDA graph
     capture for these shapes) and `sample.throughput_steps` timed ones through Sampling.step, the chain's step, at
     t = T - 1, T - 2, ... as a chain runs them (never the cheaper last step, t = 0, unless T = 1)."""
     device = sampling.placement.device
     timesteps = sampling.diffusion.num_timesteps
-    condition = sampling.placement.input(torch.stack([conditions[k % len(conditions)] for k in range(batch)]))
+    condition = sampling.placement.input(torch.stack([mask_conditions[k % len(mask_conditions)]
+                                                      for k in range(batch)]))
     generator = torch.Generator(device=device).manual_seed(sample.seed + batch)
     shape = (batch, sampling.diffusion.channels, *condition.shape[2:])
     x = [sampling.placement.input(torch.randn(shape, device=device, generator=generator))]

@@ -121,6 +121,30 @@ class StudySettings:
         return from_mapping(cls, dict(mapping), "quality_study")
 
 
+@dataclass(frozen=True)
+class ComparisonSettings:
+    """The paired comparisons of a hardware label's variants (the config's `comparison`, measurement.pairing): each
+    reference against every other variant, per phase, in rounds that time every variant once, until every interval
+    is narrow enough to decide, or the round or time limits end it."""
+
+    references: tuple[str, ...]
+    phases: tuple[str, ...]
+    confidence: float
+    precision: float
+    band: float
+    min_rounds: int
+    max_rounds: int
+    budget_seconds: float
+    warmup_steps: int
+    # Largest difference, in cores, between the load other processes put on the CPUs during the reference's steps
+    # and during the variant's (median over the rounds) for the two sides to count as timed under the same conditions.
+    load_difference_cores: float
+
+    @classmethod
+    def from_params(cls, mapping: dict) -> ComparisonSettings:
+        return from_mapping(cls, dict(mapping), "comparison")
+
+
 def params_dict(params: Any) -> dict:
     """A Snakemake job's `params` (a named list) as a plain dict of its named entries."""
     if isinstance(params, dict):

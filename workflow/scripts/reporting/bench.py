@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import MISSING, fields
-from pathlib import Path
 
 import pandas as pd
 
@@ -83,9 +82,15 @@ def bench_rows(runs: pd.DataFrame, rates: dict[str, dict], refuse_uncounted: boo
     frame = pd.DataFrame(rows, columns=["gpu", *BENCH_COLUMNS])
     if frame.empty:
         return frame
+    counted = runs[chosen].reset_index(drop=True)
     for reference in SPEEDUP_REFERENCES:
         for phase, column in (("train", "train_ms_per_sample"), ("sample", "sample_step_ms")):
-            frame[f"{phase}_speedup_vs_{reference}"] = speedup(frame, column, reference).to_numpy()
+            # From the label's paired rounds where it has them (medddpm.comparison), else the two jobs' times.
+            ratio = speedup(frame, column, reference)
+            paired = f"{phase}_vs_{reference}_speedup"
+            if paired in counted:
+                ratio = counted[paired].astype(float).fillna(ratio)
+            frame[f"{phase}_speedup_vs_{reference}"] = ratio.to_numpy()
     bare = frame["bare_loop_ms_per_sample"].astype(float)
     frame["bare_loop_gap_pct"] = 100 * (frame["train_ms_per_sample"].astype(float) / bare - 1)  # what the loop adds
     return frame
@@ -130,21 +135,6 @@ def _bench_row(run, bf16: float) -> dict:
             **{column: getattr(run, column) for column in THROUGHPUT},
         )
     return row
-
-
-def write_bench(label: str, train: list[Path], sample: list[Path], rates_path: Path, csv: Path, md: Path) -> None:
-    """A label's bench.csv and bench.md: its runs through the reader every table uses (reporting.results), against
-    its device_rates.json, the variants in the order of `train` (the configuration's)."""
-    from .results import collect
-
-    tables = collect([*train, *sample], measured_labels=[label])
-    rates = json.loads(rates_path.read_text())
-    order = [path.parent.name for path in train]
-    bench = bench_rows(tables["runs"], {label: rates}).set_index("variant", drop=False)
-    bench = bench.loc[[variant for variant in order if variant in bench.index]].reset_index(drop=True)
-    bench.reindex(columns=BENCH_COLUMNS).to_csv(csv, index=False)
-    provenance = json.loads(tables["hardware"].set_index("gpu").loc[label, "provenance"])
-    md.write_text(bench_markdown(bench, label, rates, provenance, tables["runs"].iloc[0]))
 
 
 def _missing(value) -> bool:

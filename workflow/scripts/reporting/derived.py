@@ -29,30 +29,66 @@ def speedup(runs: pd.DataFrame, column: str = "train_ms_per_sample", reference: 
 
 
 # speedup_verdict's phases: the time column a speed-up is computed from, and the step-time median and quartiles
-# whose spread decides whether it is within noise (a training step covers `samples_per_step` samples).
+# whose spread decides the unpaired fallback (a training step covers `samples_per_step` samples).
 VERDICT_PHASES = {
     "train": ("train_ms_per_sample", "train_step_median_ms", "train_step_q1_ms", "train_step_q3_ms"),
     "sample": ("sample_step_median_ms", "sample_step_median_ms", "sample_step_q1_ms", "sample_step_q3_ms"),
 }
-VERDICT_COLUMNS = ["gpu", "variant", "speedup", "low", "high", "within_noise", "verdict"]
+VERDICT_COLUMNS = ["gpu", "variant", "speedup", "low", "high", "within_noise", "verdict", "paired", "why"]
 
 
 def speedup_verdict(runs: pd.DataFrame, phase: str = "train", reference: str = "baseline") -> pd.DataFrame:
     """Per (gpu, variant): the speed-up over the same gpu's `reference` and whether its direction is real.
 
-    speedup = reference time / variant time (> 1: faster), from the run's median (train_ms_per_sample, or the
-    sampling step's median). low/high: the same ratio between the two runs' step-time quartiles, taken the way that
-    makes it smallest (reference q1 / variant q3) and largest (reference q3 / variant q1). within_noise: the two
-    interquartile ranges overlap (low <= 1 <= high), so the measurement does not say which of the two is faster.
-    verdict: "reference", "faster", "slower", "within noise", "no spread measured" (a time without quartiles:
-    within_noise is True, no direction is claimed) or "not measured" (no time, or no reference on the gpu);
-    "faster"/"slower" only where the quartiles are known and apart. Text that names a fastest variant or calls one
-    slower takes it from here."""
+    Paired (paired True): from the label's paired comparison (comparison.json, medddpm.comparison; the runs table's
+    <phase>_vs_<reference>_* columns): speedup = the median of the rounds' ratios reference / variant (> 1: faster),
+    low/high its interval, verdict "faster" / "slower" (the whole interval beyond the comparison's band), "within
+    noise" (wholly inside), "not measurable under this load" (undecided, or the rounds or the machine's conditions
+    disagreed: `why` says which) or "not measurable here" (the switches that set the variant apart have no effect on
+    the device).
+
+    Unpaired (paired False), for runs with no paired comparison (a shipped set of before them): the ratio of the two
+    jobs' medians, low/high the same ratio between their step-time quartiles taken the way that makes it smallest and
+    largest; "faster"/"slower" where that range lies wholly above/below 1, "within noise" where the two interquartile
+    ranges overlap, "no spread measured" without quartiles (no direction is claimed). The tables and the text mark
+    these as unpaired: two jobs timed at different moments, which a change of load could have made. Either way "reference" for the reference's own row and "not measured" without a time.
+    Text that names a fastest variant or calls one slower takes it from here."""
     if phase not in VERDICT_PHASES:
         raise ValueError(f"phase {phase!r}: one of {sorted(VERDICT_PHASES)}")
     column, median, q1, q3 = VERDICT_PHASES[phase]
     if runs.empty or column not in runs:
         return pd.DataFrame(columns=VERDICT_COLUMNS)
+    out = _unpaired(runs, column, median, q1, q3, reference)
+    prefix = f"{phase}_vs_{reference}_"
+    if prefix + "verdict" in runs:
+        paired = runs[prefix + "verdict"].notna().to_numpy()
+        for key in ("speedup", "low", "high", "verdict", "why"):
+            out.loc[paired, key] = runs.loc[paired, prefix + key].to_numpy()
+        out.loc[paired, "paired"] = True
+    out["within_noise"] = out["verdict"].isin(["within noise", "no spread measured"]).astype(bool)
+    return out.reset_index(drop=True)[VERDICT_COLUMNS]
+
+
+def verdict_notes(runs: pd.DataFrame, phases=("train", "sample"), reference: str = "baseline") -> list[str]:
+    """The notes a table of speed-ups carries: per label whose speed-ups are unpaired, that they are; per comparison
+    that is not measurable, why."""
+    notes = []
+    for phase in phases:
+        if VERDICT_PHASES[phase][0] not in runs:
+            continue
+        verdicts = speedup_verdict(runs, phase, reference)
+        measured = verdicts[verdicts["verdict"] != "not measured"]
+        for gpu, rows in measured.groupby("gpu", sort=False):
+            if not rows["paired"].any() and len(rows) > 1 and phase == phases[0]:
+                notes.append(f"{gpu}: unpaired speed-ups (no paired comparison in its set): each variant timed in its "
+                             "own job, at its own moment, so a change of load between the jobs could have made a "
+                             "difference; the range is that of the two jobs' step-time quartiles.")
+        for row in verdicts[verdicts["why"].notna()].itertuples():
+            notes.append(f"{row.gpu} {row.variant}, {phase}: {row.verdict} ({row.why}).")
+    return notes
+
+
+def _unpaired(runs: pd.DataFrame, column: str, median: str, q1: str, q3: str, reference: str) -> pd.DataFrame:
     frame = runs.reindex(columns=list(dict.fromkeys(["gpu", "variant", column, median, q1, q3]))).copy()
     time = frame[column].astype(float)
     scale = time / frame[median].astype(float)  # step time -> the time the speed-up is computed from
@@ -64,19 +100,20 @@ def speedup_verdict(runs: pd.DataFrame, phase: str = "train", reference: str = "
     out["low"] = (ref_q1 / frame["_q3"].where(frame["_q3"] > 0)).to_numpy()
     out["high"] = (ref_q3 / frame["_q1"].where(frame["_q1"] > 0)).to_numpy()
     known = out["low"].notna() & out["high"].notna()
-    out["within_noise"] = (known & (out["low"] <= 1) & (out["high"] >= 1)).astype(bool)
-    verdict = pd.Series("not measured", index=out.index)
+    verdict = pd.Series("not measured", index=out.index, dtype=object)
     measured = out["speedup"].notna()
     verdict[measured & known & (out["low"] > 1)] = "faster"
     verdict[measured & known & (out["high"] < 1)] = "slower"
-    verdict[measured & out["within_noise"]] = "within noise"
+    verdict[measured & known & (out["low"] <= 1) & (out["high"] >= 1)] = "within noise"
     verdict[measured & ~known] = "no spread measured"  # no quartiles: no direction can be claimed
-    out.loc[measured & ~known, "within_noise"] = True
     is_reference = frame["variant"] == reference
     verdict[is_reference & measured] = "reference"
     out.loc[is_reference & measured, ["low", "high"]] = 1.0
     out["verdict"] = verdict.to_numpy()
-    return out.reset_index(drop=True)[VERDICT_COLUMNS]
+    out["paired"] = False
+    out["why"] = None
+    out["why"] = out["why"].astype(object)
+    return out
 
 
 def weighted_mean(frame: pd.DataFrame, column: str, weight: str = "duration_ns") -> float:

@@ -19,7 +19,7 @@ CATEGORIES = ("Setup", "Profiling", "Optimization", "Quality", "Conformance")
 # Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read. The
 # reference_* tables hold the shipped sets of labels measured here too (the other side of tab08); study and
 # study_losses the quality study's runs.
-BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
+BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench", "comparisons",
           "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
 # The collected tables the article's text is written from (inputs of the article rule besides the outputs).
 ARTICLE_TABLES = ("runs", "kernels", "ncu_kernels", "rules")

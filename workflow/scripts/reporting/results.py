@@ -37,6 +37,7 @@ TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
 # The bundle: one Parquet file per table.
 TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
+          "comparisons",
           "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
 # The kernels of every tool with the columns all tools share; Nsight Compute's kernels with every metric apart
 # (a CPU run adds tens of thousands of operator rows that have none: reading them with 500 metric columns would
@@ -272,6 +273,45 @@ def _rates(files: pd.DataFrame) -> dict[str, dict]:
     return {row.gpu: _read_json(row.path) for row in files[files["kind"] == "device_rates"].itertuples()}
 
 
+# The paired comparison's columns (comparison.json, medddpm.comparison) a runs row carries per phase and reference:
+# <phase>_vs_<reference>_<key> (reporting.derived.speedup_verdict reads them).
+PAIRED_KEYS = ("speedup", "low", "high", "verdict", "why", "rounds")
+
+
+def _comparisons(files: pd.DataFrame) -> pd.DataFrame:
+    """One row per paired comparison (gpu, phase, reference, variant): its ratio, interval, verdict and why, the
+    rounds it took and why they stopped."""
+    rows = []
+    for row in files[files["kind"] == "comparison"].itertuples():
+        data = _read_json(row.path)
+        with _reading(row.path, "comparison.json"):
+            for phase, record in data["phases"].items():
+                for compared in record["comparisons"]:
+                    rows.append({"gpu": row.gpu, "phase": phase, **compared, "stopped": record["stopped"],
+                                 "phase_seconds": record["seconds"], "unit": record["unit"]})
+    columns = ["gpu", "phase", "reference", "variant", "speedup", "low", "high", "coverage", "rounds", "verdict", "why",
+               "stopped", "phase_seconds", "unit"]
+    return pd.DataFrame(rows).reindex(columns=[*columns, *(c for c in (rows[0] if rows else {}) if c not in columns)])
+
+
+def with_comparisons(runs: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFrame:
+    """The runs with each paired comparison's columns (PAIRED_KEYS) on the variant's row; the reference's own row
+    says "reference" (a ratio of 1)."""
+    if runs.empty or comparisons.empty:
+        return runs
+    runs = runs.copy()
+    for (phase, reference), group in comparisons.groupby(["phase", "reference"], sort=False):
+        prefix = f"{phase}_vs_{reference}_"
+        keyed = group.set_index(["gpu", "variant"])
+        index = pd.MultiIndex.from_frame(runs[["gpu", "variant"]])
+        for key in PAIRED_KEYS:
+            runs[prefix + key] = keyed[key].reindex(index).to_numpy()
+        own = runs["variant"].eq(reference) & runs["gpu"].isin(set(group["gpu"]))
+        runs.loc[own, [prefix + k for k in ("speedup", "low", "high")]] = 1.0
+        runs.loc[own, prefix + "verdict"] = "reference"
+    return runs
+
+
 def _quality(files: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for row in files[files["kind"] == "quality.json"].itertuples():
@@ -438,8 +478,10 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
     def read_rules(path: Path) -> pd.DataFrame:
         return load_csv(path)
 
+    comparisons = _comparisons(files)
     tables = {
-        "runs": _runs(files),
+        "runs": with_comparisons(_runs(files), comparisons),
+        "comparisons": comparisons,
         "quality": _quality(files),
         "losses": _per_file(files, "train_steps.csv", load_csv),
         "summaries": _per_file(files, "summary", load_frame),

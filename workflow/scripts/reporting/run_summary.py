@@ -69,8 +69,8 @@ def _fastest(root: Path) -> list[str]:
     frame = _table(root, "tab04_optimization")
     if frame is None:
         return ["paper/tables/tab04_optimization.csv is missing: no fastest variant to report."]
-    lines = ["Fastest variant per hardware label (training time per sample against its baseline, quartiles apart; "
-             "tab04):"]
+    lines = ["Fastest variant per hardware label (training speed-up over its baseline from paired rounds, with its "
+             "interval; tab04):"]
     for gpu, rows in frame.groupby("gpu", sort=False):
         rows = rows.dropna(subset=["train_ms_per_sample"])
         origin = rows["origin"].iloc[0] if len(rows) else ""
@@ -79,14 +79,15 @@ def _fastest(root: Path) -> list[str]:
             lines.append(f"  {gpu}: no training time of the baseline")
             continue
         base_ms = float(baseline["train_ms_per_sample"].iloc[0])
-        # tab04's verdict (reporting.derived.speedup_verdict): a variant is named faster only where its step-time
-        # quartiles and the baseline's are apart.
+        # tab04's verdict (reporting.derived.speedup_verdict): a variant is named faster only where its paired
+        # rounds say so (or, in a set of separately timed jobs, its step-time quartiles and the baseline's are apart).
         verdicts = rows["train_verdict"] if "train_verdict" in rows else \
             rows["train_speedup_vs_baseline"].gt(1).map({True: "faster", False: ""})
+        unpaired = "paired" in rows and (rows["paired"] == "no").all()
         faster = rows[(verdicts == "faster") & (rows["variant"] != "baseline")]
         if faster.empty:
             line = f"  {gpu} ({origin}): none measurably faster than baseline ({base_ms:.1f} ms/sample)"
-            for word in ("within noise", "slower"):
+            for word in ("within noise", "slower", "not measurable under this load", "not measurable here"):
                 named = [v for v, verdict in zip(rows["variant"], verdicts) if verdict == word]
                 if named:
                     text = ", ".join(named)
@@ -97,8 +98,11 @@ def _fastest(root: Path) -> list[str]:
         speedup = best["train_speedup_vs_baseline"]
         if pd.isna(speedup):
             speedup = base_ms / float(best["train_ms_per_sample"])
-        lines.append(f"  {gpu} ({origin}): {best['variant']}, {speedup:.2f}x the baseline's speed "
-                     f"({best['train_ms_per_sample']:.1f} ms against {base_ms:.1f} ms per sample)")
+        interval = (f" [{best['train_speedup_low']:.2f}-{best['train_speedup_high']:.2f}]"
+                    if pd.notna(best.get("train_speedup_low")) else "")
+        lines.append(f"  {gpu} ({origin}): {best['variant']}, {speedup:.2f}x{interval} the baseline's speed "
+                     f"({best['train_ms_per_sample']:.1f} ms against {base_ms:.1f} ms per sample"
+                     + ("; unpaired: separate jobs)" if unpaired else ")"))
     return lines
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..derived import ncu_headline, relative_to, speedup
+from ..derived import ncu_headline, relative_to, speedup_verdict
 from ..panels import (absent_reason, bars_height, grouped_barh, log_ticks, panel_title, rows_figure, say,
                       variant_barh)
 from ..results import variant_order
@@ -66,9 +66,15 @@ def build(job):
         if len(run) == 0 or "baseline" not in set(run["variant"]):
             say(ax_speed, f"no baseline training run for {gpu}: no speed-up to compute")
             continue
-        run = run.assign(speedup=speedup(run)).set_index("variant")
-        order = variant_order(run.index)
-        variant_barh(ax_speed, order, run.loc[order, "speedup"], fmt="{:.2f}x", axis_in=2.4)
+        # The paired rounds' ratio and interval (reporting.derived.speedup_verdict), the verdict beside the bar.
+        verdict = speedup_verdict(run).set_index("variant")
+        order = variant_order(verdict.index)
+        errors = (verdict.loc[order, "speedup"] - verdict.loc[order, "low"],
+                  verdict.loc[order, "high"] - verdict.loc[order, "speedup"])
+        variant_barh(ax_speed, order, verdict.loc[order, "speedup"].astype(float), fmt="{:.2f}x", axis_in=2.4,
+                     errors=tuple(e.astype(float).clip(lower=0).to_numpy() for e in errors))
         ax_speed.axvline(1, color="black", linewidth=0.8)
-        ax_speed.set_xlabel("speed-up vs baseline (x, per sample)")
+        paired = bool(verdict["paired"].all())
+        ax_speed.set_xlabel("speed-up vs baseline (x per sample)\n" + ("paired rounds, their interval" if paired else
+                                                                        "separate jobs, quartile range"))
     return fig

@@ -1,6 +1,7 @@
-"""tab04: per hardware label and variant, training and sampling cost, speed-up over baseline with its range from the
-step-time quartiles (and "within noise" where they overlap the baseline's), and the Nsight Compute ratios to
-baseline where the training step was profiled.
+"""tab04: per hardware label and variant, training and sampling cost, speed-up over baseline with its interval and
+verdict from the label's paired comparison (reporting.derived.speedup_verdict; unpaired, from the step-time quartiles,
+for a shipped set of before the comparisons, and marked so), and the Nsight Compute ratios to baseline where the
+training step was profiled.
 
 Times are the run's own train.json and sample.json, the numbers every table and figure shows."""
 
@@ -8,13 +9,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..derived import ncu_headline, relative_to, speedup_verdict
+from ..derived import ncu_headline, relative_to, speedup_verdict, verdict_notes
 from ..render import Table
 
-CAPTION = ("Optimization impact per variant and device: training time per sample, speed-up over baseline (low-high: "
-           "the same ratio between the two runs' step-time quartiles; 'within noise' where they overlap, so the "
-           "direction is not measured), sampling step with its speed-up and verdict, peak memory; Nsight Compute SM cycles, warp instructions and "
-           "IPC of the training step relative to baseline, tensor-pipe utilisation (%)")
+CAPTION = ("Optimization impact per variant and device: training time per sample; speed-up over baseline from paired "
+           "rounds (the median of the rounds' ratios, low-high its interval; faster or slower where the whole "
+           "interval lies beyond the comparison's band, within noise where it lies inside, not measurable under this "
+           "load otherwise; paired = no marks a set of separately timed jobs); the sampling step with its speed-up and "
+           "verdict the same way; peak memory; Nsight Compute SM cycles, warp instructions and IPC of the training "
+           "step relative to baseline, tensor-pipe utilisation (%)")
 
 
 def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFrame:
@@ -22,16 +25,17 @@ def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFr
         return pd.DataFrame()
     table = runs[["gpu", "variant", "origin", "device", "train_ms_per_sample", "sample_step_median_ms",
                   "train_peak_memory_gib"]].copy()
-    verdict = speedup_verdict(runs)
-    for k, column in enumerate(("speedup", "low", "high", "verdict")):
-        name = "train_speedup_vs_baseline" if column == "speedup" else f"train_speedup_{column}"
-        name = "train_verdict" if column == "verdict" else name
-        table.insert(5 + k, name, verdict[column].to_numpy())
+    phases = ["train"]
     if "sample_step_median_ms" in runs and runs["sample_step_median_ms"].notna().any():
-        sampling = speedup_verdict(runs, "sample")
-        position = table.columns.get_loc("sample_step_median_ms") + 1
-        table.insert(position, "sample_speedup_vs_baseline", sampling["speedup"].to_numpy())
-        table.insert(position + 1, "sample_verdict", sampling["verdict"].to_numpy())
+        phases.append("sample")
+    for phase in phases:
+        verdict = speedup_verdict(runs, phase)
+        position = table.columns.get_loc("train_ms_per_sample" if phase == "train" else "sample_step_median_ms") + 1
+        for k, (column, name) in enumerate((("speedup", f"{phase}_speedup_vs_baseline"), ("low", f"{phase}_speedup_low"),
+                                            ("high", f"{phase}_speedup_high"), ("verdict", f"{phase}_verdict"))):
+            table.insert(position + k, name, verdict[column].to_numpy())
+    table.insert(table.columns.get_loc("train_verdict") + 1, "paired",
+                 speedup_verdict(runs)["paired"].map({True: "yes", False: "no"}).to_numpy())
     head = ncu_headline(summaries)
     rel = relative_to(head, ["sm_cycles", "warp_instructions", "ipc"]).rename(
         columns={"sm_cycles": "sm_cycles_rel", "warp_instructions": "warp_instructions_rel", "ipc": "ipc_rel"})
@@ -43,4 +47,5 @@ def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFr
 
 def build(job) -> Table:
     results = job.results
-    return Table(optimization_table(results.table("runs"), results.table("summaries")), CAPTION)
+    runs = results.table("runs")
+    return Table(optimization_table(runs, results.table("summaries")), CAPTION, notes=verdict_notes(runs))

@@ -11,35 +11,42 @@ from __future__ import annotations
 from measurement.throughput import COLUMNS as THROUGHPUT, single_size_sweep
 from medddpm import compile_cache
 
-from ..derived import speedup_verdict
+from ..derived import speedup_verdict, verdict_notes
 from ..render import Table
 
 COLUMNS = ["gpu", "variant", "origin", "device", "switches", "train_ms_per_sample", "train_ms_per_sample_q1",
            "train_ms_per_sample_q3", "train_model_tflops", "train_fraction_of_bf16_rate",
            "sample_step_ms", "sample_volume_s", *THROUGHPUT, "train_peak_gib",
            "sample_peak_gib", "train_compile_s", "sample_compile_s", "train_speedup_vs_baseline", "train_speedup_low",
-           "train_speedup_high", "train_verdict", "train_speedup_vs_tf32", "sample_speedup_vs_baseline",
-           "bare_loop_ms_per_sample"]
+           "train_speedup_high", "train_verdict", "paired", "train_speedup_vs_tf32", "sample_speedup_vs_baseline",
+           "sample_speedup_low", "sample_speedup_high", "sample_verdict", "bare_loop_ms_per_sample"]
 CAPTION = ("Frontier: every variant against its device's own ceilings. Model FLOPs (counted once on the U-Net's "
            "shapes, without recomputation) per measured time, as a share of the bf16 matrix-product rate measured on "
            "the same device; sampling per volume = median step x T; volumes per hour = 3600 x batch / (T x median "
            "step seconds), at batch 1 and at the batch size that gives the most among those that fit in memory (its "
            "size in sample_best_batch); compile time apart from every step time. Times "
-           "are each run's own (train.json, sample.json), as in tab04; the speed-up's low-high range is its value "
-           "between the two runs' step-time quartiles, and 'within noise' where those overlap")
+           "are each run's own (train.json, sample.json), as in tab04; the speed-ups over baseline with their "
+           "interval and verdict from the label's paired rounds, as in tab04 (paired = no: separately timed jobs, "
+           "the range between their step-time quartiles)")
 
 
 def frontier_table(bench, runs):
     frame = bench.reset_index(drop=True)
     if frame.empty:
         return frame.reindex(columns=COLUMNS), []
-    verdict = speedup_verdict(runs).rename(columns={"speedup": "_speedup", "low": "train_speedup_low",
-                                                    "high": "train_speedup_high", "verdict": "train_verdict"})
-    frame = frame.merge(verdict.drop(columns=["_speedup", "within_noise"]), on=["gpu", "variant"], how="left")
+    for phase in ("train", "sample"):  # the speed-up is the bench's (paired where measured so); its interval, verdict
+        verdict = speedup_verdict(runs, phase)
+        columns = {"low": f"{phase}_speedup_low", "high": f"{phase}_speedup_high", "verdict": f"{phase}_verdict"}
+        if phase == "train":
+            verdict["paired"] = verdict["paired"].map({True: "yes", False: "no"})
+            columns["paired"] = "paired"
+        frame = frame.merge(verdict[["gpu", "variant", *columns]].rename(columns=columns), on=["gpu", "variant"],
+                            how="left")
     cache_notes = warm_compile_notes(frame)
     frame = frame.reindex(columns=COLUMNS)
     frame["sample_best_batch"] = frame["sample_best_batch"].astype(float).round().astype("Int64")  # a count: 8, not 8.0
-    return frame, unmeasured_throughput_notes(frame) + single_size_notes(frame) + cache_notes
+    shown = runs[runs["variant"].isin(set(frame["variant"]))]
+    return frame, verdict_notes(shown) + unmeasured_throughput_notes(frame) + single_size_notes(frame) + cache_notes
 
 
 def warm_compile_notes(frame) -> list[str]:

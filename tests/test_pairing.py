@@ -1,0 +1,256 @@
+"""Paired comparisons (measurement.pairing, measurement.conditions, medddpm.comparison): the sign-test interval against
+binomial sums written out by hand, the verdict at each of its edges, the stop rule, the machine's conditions read
+from stand-in /proc and nvidia-smi output, and the comparison job on real steps and on scripted loads."""
+
+import json
+import math
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from conftest import random_prepared_dataset
+
+from measurement import conditions, pairing
+from medddpm import comparison
+from medddpm.settings import ComparisonSettings
+
+
+def binomial_tail(n: int, k: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2), summed here from math.comb."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+@pytest.mark.parametrize("n, expected", [(5, None), (6, (1, 6)), (10, (2, 9)), (20, (6, 15)), (40, (14, 27))])
+def test_the_median_interval_takes_the_order_statistics_a_sign_test_allows(n, expected):
+    assert pairing.median_interval_ranks(n, 0.95) == expected
+    if expected:
+        k = expected[0]
+        assert 1 - 2 * binomial_tail(n, k - 1) >= 0.95 > 1 - 2 * binomial_tail(n, k)  # k is the largest that covers
+        assert pairing.coverage(n, k) == pytest.approx(1 - 2 * binomial_tail(n, k - 1))
+    assert pairing.coverage(6, 1) == pytest.approx(62 / 64)  # [min, max] of 6: all but the two one-sided extremes
+
+
+def test_the_ratio_is_the_median_of_the_rounds_and_its_interval_their_order_statistics():
+    reference = [100.0, 100.0, 100.0, 100.0, 100.0, 100.0]
+    variant = [50.0, 40.0, 80.0, 25.0, 100.0, 62.5]  # ratios 2, 2.5, 1.25, 4, 1, 1.6
+    ratio = pairing.paired_ratio(reference, variant, 0.95)
+    assert ratio.rounds == 6
+    assert ratio.speedup == pytest.approx(math.sqrt(1.6 * 2.0))  # the median of 1, 1.25, 1.6, 2, 2.5, 4 on a log scale
+    assert (ratio.low, ratio.high) == pytest.approx((1.0, 4.0))  # ranks 1 and 6
+    assert ratio.coverage == pytest.approx(62 / 64)
+    assert ratio.half_width == pytest.approx(math.log(4.0) / 2)
+    few = pairing.paired_ratio(reference[:5], variant[:5], 0.95)
+    assert few.low is None and few.half_width == math.inf and few.speedup == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="as many reference times as variant times"):
+        pairing.paired_ratio([1.0, 2.0], [1.0], 0.95)
+
+
+def _ratio(speedup, low, high):
+    return pairing.Ratio(10, speedup, low, high, 0.98)
+
+
+@pytest.mark.parametrize("speedup, low, high, expected", [
+    (1.0, 0.95, 1.05, pairing.WITHIN),
+    (1.1, 1.05, 1.15, pairing.WITHIN),  # the band's edge itself is inside
+    (1 / 1.1, 0.87, 0.95, pairing.WITHIN),
+    (1.2, 1.1, 1.3, pairing.FASTER),
+    (0.8, 0.75, 0.85, pairing.SLOWER),
+    (1.0, 0.8, 1.25, pairing.UNMEASURABLE),  # half-width log(1.25) = 0.22 > 0.1
+    (1.15, 0.99, 1.2, pairing.UNMEASURABLE),  # beyond the band, but the interval reaches 1
+    (0.85, 0.8, 1.01, pairing.UNMEASURABLE),
+])
+def test_the_verdict_at_each_of_its_edges(speedup, low, high, expected):
+    assert pairing.verdict(_ratio(speedup, low, high), 0.10) == expected
+
+
+def test_no_interval_is_not_measurable():
+    assert pairing.verdict(pairing.Ratio(3, 2.0, None, None, None), 0.10) == pairing.UNMEASURABLE
+
+
+def test_the_rounds_stop_when_every_interval_is_narrow_or_a_limit_ends_them():
+    rule = pairing.StopRule(0.95, precision=0.03, band=0.10, min_rounds=6, max_rounds=20, budget_seconds=10.0)
+    narrow, wide = _ratio(1.0, 0.98, 1.02), _ratio(1.0, 0.9, 1.1)
+    assert rule.stop([narrow], 5, 1.0) is None  # min_rounds always run
+    assert rule.stop([narrow], 6, 1.0) == "settled"
+    assert rule.stop([narrow, wide], 6, 1.0) is None  # every comparison must be narrow
+    assert rule.stop([wide], 6, 10.0) == "budget"
+    assert rule.stop([wide], 5, 50.0) is None  # the budget does not cut min_rounds short
+    assert rule.stop([wide], 20, 1.0) == "max_rounds"
+
+
+def test_halves_that_disagree_are_found():
+    steady = [100.0] * 12
+    assert pairing.halves_disagree(steady, [50.0, 51.0, 49.0, 50.5, 49.5, 50.2] * 2, 0.95) is False
+    drifting = [50.0, 51.0, 49.0, 50.5, 49.5, 50.2, 80.0, 81.0, 79.0, 80.5, 79.5, 80.2]
+    assert pairing.halves_disagree(steady, drifting, 0.95) is True
+    assert pairing.halves_disagree(steady[:10], drifting[:10], 0.95) is None  # halves of 5 give no 95 % interval
+
+
+# -- the machine's conditions --------------------------------------------------------------------------------------
+def test_other_load_is_the_machines_busy_time_less_this_processs_own():
+    clock, busy, own = iter([10.0, 12.0]), iter([100.0, 103.0]), iter([5.0, 6.5])
+    load = conditions.OtherLoad(busy=lambda: next(busy), own=lambda: next(own), clock=lambda: next(clock))
+    load.start()
+    assert load.stop() == pytest.approx((3.0 - 1.5) / 2.0)  # 1.5 CPU seconds of others in 2 s: 0.75 cores
+    clock, busy, own = iter([0.0, 1.0]), iter([10.0, 10.2]), iter([1.0, 1.25])
+    tick = conditions.OtherLoad(busy=lambda: next(busy), own=lambda: next(own), clock=lambda: next(clock))
+    tick.start()
+    assert tick.stop() == 0.0  # a tick's rounding below zero is no load
+    blind = conditions.OtherLoad(busy=lambda: None, own=lambda: 0.0, clock=iter([0.0, 1.0]).__next__)
+    blind.start()
+    assert blind.stop() is None
+
+
+def test_proc_stat_is_read_for_busy_time_and_runnable_processes(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 20 30 400 50 6 7 8 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nprocs_running 3\nprocs_blocked 0\n")
+    assert conditions.busy_cpu_seconds(stat) == pytest.approx((100 + 20 + 30 + 6 + 7 + 8) / conditions.TICKS)
+    assert conditions.runnable_processes(stat) == 3
+    assert conditions.busy_cpu_seconds(tmp_path / "missing") is None
+    live = conditions.busy_cpu_seconds()
+    assert live is None or live > 0
+
+
+def test_the_gpu_state_is_parsed_with_its_slowdowns_and_other_processes():
+    state = conditions.parse_gpu_state("1980, 2619, 54, 612.34, 0x0000000000000024, 99")
+    assert state["sm_clock_mhz"] == 1980.0 and state["memory_clock_mhz"] == 2619.0 and state["temperature_c"] == 54
+    assert state["power_w"] == 612.34 and state["utilization_pct"] == 99.0
+    # 0x4, the software power cap, is a busy board's normal state: no slowdown.
+    assert state["throttle_reasons"] == 0x24 and state["slowdowns"] == ["software thermal slowdown"]
+    partial = conditions.parse_gpu_state("1980, [N/A], 54, [N/A], [N/A], 10")
+    assert "memory_clock_mhz" not in partial and "slowdowns" not in partial
+    apps = conditions.parse_compute_apps(["4242, python3, 8123", "77, /usr/bin/other, [N/A]", "garbage"], own_pid=4242)
+    assert apps == [{"pid": 77, "name": "/usr/bin/other", "used_memory_mib": None}]
+
+
+def test_gpu_state_asks_nvidia_smi_for_the_jobs_gpu_and_falls_back_to_the_newer_field_name():
+    calls = []
+
+    def run(command, **_):
+        calls.append(command)
+        if any("clocks_throttle_reasons" in part for part in command):
+            raise conditions.subprocess.CalledProcessError(2, command)
+        if any(part.startswith("--query-gpu") for part in command):
+            return SimpleNamespace(stdout="1755, 2619, 40, 300.0, 0x0000000000000001, 0\n")
+        return SimpleNamespace(stdout="9, python3, 100\n")
+
+    state = conditions.gpu_state("00000000:1B:00.0", run)
+    assert state["sm_clock_mhz"] == 1755.0 and state["other_processes"][0]["pid"] == 9
+    assert all(command[-2:] == ["-i", "00000000:1B:00.0"] for command in calls)
+    assert any("clocks_event_reasons.active" in part for part in calls[1])
+
+
+def test_what_changed_between_two_snapshots():
+    before = {"cpu_set": [0, 1], "gpu": {"other_processes": [], "slowdowns": []}}
+    after = {"cpu_set": [0, 1], "gpu": {"other_processes": [{"pid": 5, "name": "trainer"}],
+                                        "slowdowns": ["hardware thermal slowdown"]}}
+    assert conditions.changes(before, before) == []
+    assert conditions.changes(before, after) == ["other processes started on the GPU: trainer",
+                                                 "the GPU throttled (hardware thermal slowdown)"]
+    assert conditions.changes({"cpu_set": [0, 1]}, {"cpu_set": [0]}) == ["the CPU set changed from [0, 1] to [0]"]
+    here = conditions.snapshot()
+    assert here["cpu_set"] and here["cpu_count"] >= 1 and len(here["load_average"]) == 3 and "gpu" not in here
+
+
+# -- the comparison job -------------------------------------------------------------------------------------------
+SETTINGS = dict(references=("baseline",), phases=("train", "sample"), confidence=0.95, precision=0.03, band=0.10,
+                min_rounds=6, max_rounds=8, budget_seconds=1.0, warmup_steps=1, load_difference_cores=0.5)
+
+
+class Scripted:
+    """A side whose step takes `ms` times the machine's slowdown at that moment (a load that comes and goes, the
+    same for both sides of a round), reporting the others' load it saw."""
+
+    def __init__(self, ms: float, load):
+        self.ms, self.load = ms, load
+
+    def timed(self):
+        factor = self.load()
+        return self.ms * factor, factor - 1
+
+
+def test_paired_rounds_recover_the_effect_under_a_load_that_would_flip_separate_jobs():
+    """The load triples halfway through: timed in two jobs, one before and one after, the variant (truly 1.25x
+    faster) would come out 2.4x slower; paired, every round's ratio is 1.25 and the verdict is 'faster'."""
+    step = iter(range(1000))
+
+    def load() -> float:
+        return 1.0 if next(step) < 8 else 3.0
+
+    sides = {"baseline": Scripted(100.0, load), "fast": Scripted(80.0, load)}
+    runs = {name: SimpleNamespace(variant=SimpleNamespace(switches=lambda: {"x": name}),
+                                  provenance={"switches_effective": {"x": True}}) for name in sides}
+    settings = ComparisonSettings(**(SETTINGS | {"max_rounds": 12, "min_rounds": 12}))
+    frame, why, _ = comparison.measure_phase("train", sides, settings, runs)
+    assert why == "max_rounds" and len(frame) == 24
+    assert list(frame["variant"][:4]) == ["baseline", "fast", "fast", "baseline"]  # the leader rotates
+    judged = comparison.judge("baseline", "fast", frame, settings, runs, [])
+    assert judged["speedup"] == pytest.approx(1.25) and judged["verdict"] == pairing.FASTER
+    assert judged["halves_disagree"] is False and judged["load_difference_cores"] == 0.0
+    separate = 100.0 * 1.0 / (80.0 * 3.0)  # the baseline's job before the load, the variant's after it
+    assert separate < 1 / 2.4 + 1e-9
+
+
+def test_a_comparison_under_a_load_that_hits_one_side_says_so():
+    """Another process that runs only while the baseline's steps run (one core more) would make an equal variant
+    look twice as fast, with a narrow interval: the recorded load tells the two sides apart."""
+    sides = {"baseline": Scripted(100.0, lambda: 2.0), "other": Scripted(100.0, lambda: 1.0)}
+    runs = {name: SimpleNamespace(variant=SimpleNamespace(switches=lambda: {"x": name}),
+                                  provenance={"switches_effective": {"x": True}}) for name in sides}
+    settings = ComparisonSettings(**SETTINGS)
+    frame, _, _ = comparison.measure_phase("train", sides, settings, runs)
+    judged = comparison.judge("baseline", "other", frame, settings, runs, [])
+    assert judged["verdict"] == pairing.UNMEASURABLE and "different load" in judged["why"]
+    changed = comparison.judge("baseline", "other", frame, settings, runs, ["other processes started on the GPU: x"])
+    assert changed["verdict"] == pairing.UNMEASURABLE and changed["why"] == "other processes started on the GPU: x"
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """The comparison job on a tiny workload on the CPU: baseline, channels_last, and tf32 (no effect on a CPU)."""
+    from config_settings import config_section
+    from medddpm.build import Workload
+    from medddpm.runs import start_run
+    from medddpm.settings import DeviceSpec, SampleSettings, TrainSettings, from_mapping
+    from medddpm.switches import Variant
+    from conftest import REPO
+
+    dataset = random_prepared_dataset(tmp_path_factory)
+    config = {name: config_section(name, "tests/tiny.yaml") for name in ("model", "diffusion", "train", "sample",
+                                                                          "variants")}
+    spec = DeviceSpec("cpu", "cpu", None, False)
+    runs = {name: start_run(spec, Variant.from_config(name, config["variants"][name]), REPO, {})
+            for name in ("baseline", "channels_last", "tf32")}
+    folder = tmp_path_factory.mktemp("compared")
+    settings = ComparisonSettings(**SETTINGS)
+    comparison.run_comparison(Workload.from_params(config["model"], config["diffusion"]),
+                              from_mapping(TrainSettings, config["train"], "train"),
+                              from_mapping(SampleSettings, config["sample"], "sample"), settings, runs, dataset,
+                              folder / "comparison.json", folder / "comparison_rounds.csv")
+    return json.loads((folder / "comparison.json").read_text()), pd.read_csv(folder / "comparison_rounds.csv")
+
+
+def test_the_job_times_every_variant_in_every_round(compared):
+    record, rounds = compared
+    for phase in ("train", "sample"):
+        mine = rounds[rounds["phase"] == phase]
+        count = record["phases"][phase]["rounds"]
+        assert SETTINGS["min_rounds"] <= count <= SETTINGS["max_rounds"]
+        assert record["phases"][phase]["stopped"] in ("settled", "budget", "max_rounds")
+        assert sorted(mine.groupby("round")["variant"].apply(sorted).iloc[0]) == ["baseline", "channels_last", "tf32"]
+        assert (mine.groupby("round").size() == 3).all() and (mine["step_ms"] > 0).all()
+        judged = {c["variant"]: c for c in record["phases"][phase]["comparisons"]}
+        assert set(judged) == {"channels_last", "tf32"}
+        by_round = mine.pivot(index="round", columns="variant", values="step_ms")
+        logs = sorted(math.log(a / b) for a, b in zip(by_round["baseline"], by_round["channels_last"]))
+        n = len(logs)
+        middle = (logs[(n - 1) // 2] + logs[n // 2]) / 2
+        assert judged["channels_last"]["speedup"] == pytest.approx(math.exp(middle), rel=1e-5)  # the CSV: 6 digits
+        assert judged["channels_last"]["verdict"] in (pairing.FASTER, pairing.SLOWER, pairing.WITHIN,
+                                                      pairing.UNMEASURABLE)
+        # TF32 does nothing on a CPU: its comparison says so instead of comparing noise with noise.
+        assert judged["tf32"]["verdict"] == comparison.NO_EFFECT and "cudnn_tf32" in judged["tf32"]["why"]
+    assert record["settings"]["comparison"]["band"] == 0.10
+    assert set(record["variants"]) == {"baseline", "channels_last", "tf32"}
+    assert record["conditions"]["before"]["cpu_set"] and record["conditions"]["changes"] == []
+    assert "other_load_cores" in rounds and rounds["other_load_cores"].notna().all()

@@ -1,0 +1,210 @@
+"""The paired comparison job of one hardware label: every variant's training step and sampling step timed in
+alternating rounds in one process, so that a change of load hits every side (measurement.pairing says why and how
+the ratios, intervals and verdicts follow).
+
+Each variant is built as its own jobs build it (engine.Training from the same seed, engine.Sampling of the same
+initial weights), compiled and warmed up before any round (compilation, CUDA graph capture and cuDNN autotuning stay
+outside). A round times one optimizer step (or one sampling step, at mid-chain) of every variant, in an order that
+rotates from round to round, each between its own timer's start and stop with the variant's process-wide backend
+switches (TF32, cuDNN benchmark) set just before it, the device synchronised after it, and the CPU time other
+processes used meanwhile (measurement.conditions.OtherLoad). Rounds go on until every comparison's interval is
+narrow enough to decide (pairing.StopRule), or the round or time limits end them; what was reached is recorded.
+
+Files, beside the label's runs: comparison.json (per phase: rounds, why they stopped, each comparison's ratio,
+interval, verdict and the reason where it is "not measurable"; the machine's conditions before and after) and
+comparison_rounds.csv (every timed step: phase, round, position in its round, variant, ms, other processes' cores).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from errors import write_json, writing
+from measurement import conditions, pairing
+from measurement.timing import DeviceTimer, synchronize
+
+from .build import Workload
+from .dataset import HeldOut
+from .engine import Sampling, Training
+from .placement import Placement
+from .runs import Run
+from .settings import ComparisonSettings, SampleSettings, TrainSettings, as_dict
+from .variants import apply_backend, raise_recompile_limit, recompile_limit
+
+PHASE_UNITS = {"train": "ms per training sample", "sample": "ms per sampling step"}
+NO_EFFECT = "not measurable here"
+
+
+class Side:
+    """One variant's step of one phase, ready to be timed."""
+
+    def __init__(self, run: Run, step, prepare=None, per_step: int = 1):
+        self.run, self.step, self.prepare, self.per_step = run, step, prepare, per_step
+
+    def timed(self) -> tuple[float, float | None]:
+        """(ms per unit, other processes' cores) of one step, with the variant's backend switches in force."""
+        apply_backend(self.run.variant)
+        if self.prepare:
+            self.prepare()
+        device = self.run.device
+        synchronize(device)
+        load = conditions.OtherLoad()
+        load.start()
+        timer = DeviceTimer(device)
+        started = timer.start()
+        self.step()
+        timer.stop(started)
+        synchronize(device)
+        others = load.stop()
+        return timer.elapsed_ms()[0] / self.per_step, others
+
+
+def training_side(workload: Workload, train: TrainSettings, run: Run, dataset_dir: Path) -> Side:
+    apply_backend(run.variant)
+    training = Training(workload, train, run, dataset_dir)
+    training.warm_up()
+    for _ in range(max(1, train.warmup_steps)):  # the first eager step also captures a graph-replayed step
+        training.prepare()
+        training.step()
+    return Side(run, training.step, training.prepare, train.gradient_accumulation)
+
+
+def sampling_side(workload: Workload, train: TrainSettings, sample: SampleSettings, run: Run,
+                  dataset_dir: Path) -> Side:
+    apply_backend(run.variant)
+    sampling = Sampling(workload.build(train.seed), Placement.of(run))
+    condition = HeldOut(dataset_dir, 1).conditions(sampling.placement)[0]
+    sampling.warm_up(condition, sample.seed, steps=max(1, sample.warmup_steps))
+    generator = torch.Generator(device=run.device).manual_seed(sample.seed)
+    x = sampling.placement.input(torch.randn((1, sampling.diffusion.channels, *condition.shape[2:]),
+                                             device=run.device, generator=generator))
+
+    def step() -> None:
+        with sampling.running():
+            sampling.step(x, condition, sampling.middle_step, generator)
+
+    return Side(run, step)
+
+
+def _room_for_variants(count: int) -> None:
+    """Every compiled variant adds its graphs to the same U-Net code (dynamo guards on the module instance): raise
+    dynamo's recompile limits so that none falls back to eager silently."""
+    for accumulated in (False, True):
+        raise_recompile_limit(recompile_limit(accumulated) * (1 + count), accumulated)
+
+
+def pairs(variants: list[str], references: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(reference, variant) of every comparison: each configured reference present against every other variant."""
+    return [(reference, variant) for reference in references if reference in variants
+            for variant in variants if variant != reference]
+
+
+def judge(reference: str, variant: str, rounds: pd.DataFrame, settings: ComparisonSettings, runs: dict[str, Run],
+          changed: list[str]) -> dict:
+    """One comparison's ratio, interval and verdict from its rounds (a frame of round, variant, ms, others)."""
+    by_round = rounds.pivot(index="round", columns="variant", values="ms")
+    ratio = pairing.paired_ratio(list(by_round[reference]), list(by_round[variant]), settings.confidence)
+    verdict, why = pairing.verdict(ratio, settings.band), None
+    load = rounds.pivot(index="round", columns="variant", values="others")
+    difference = (load[reference] - load[variant]).dropna()
+    load_difference = float(statistics.median(difference)) if len(difference) else None
+    drift = pairing.halves_disagree(list(by_round[reference]), list(by_round[variant]), settings.confidence)
+    reference_switches, switches = runs[reference].variant.switches(), runs[variant].variant.switches()
+    effective = runs[variant].provenance["switches_effective"]
+    differing = [name for name, value in switches.items() if reference_switches.get(name) != value]
+    if differing and not any(effective.get(name, True) for name in differing):
+        verdict, why = NO_EFFECT, (f"every switch that sets {variant} apart from {reference} "
+                                   f"({', '.join(differing)}) has no effect on this device")
+    elif changed:
+        verdict, why = pairing.UNMEASURABLE, "; ".join(changed)
+    elif drift:
+        verdict, why = pairing.UNMEASURABLE, ("the first and the second half of the rounds give intervals that do "
+                                              "not overlap")
+    elif load_difference is not None and abs(load_difference) > settings.load_difference_cores:
+        verdict, why = pairing.UNMEASURABLE, (f"the two sides ran under different load: other processes used "
+                                              f"{load_difference:+.2f} cores more during {reference}'s steps")
+    elif verdict == pairing.UNMEASURABLE:
+        why = (f"{ratio.rounds} rounds give no interval at {100 * settings.confidence:g} %" if ratio.low is None else
+               f"the interval [{ratio.low:.3g}, {ratio.high:.3g}] is wider than the band (+-{100 * settings.band:g} %)"
+               if ratio.half_width > settings.band else
+               f"{ratio.speedup:.3g} lies beyond the band (+-{100 * settings.band:g} %) but its interval "
+               f"[{ratio.low:.3g}, {ratio.high:.3g}] reaches 1")
+    return {"reference": reference, "variant": variant, "rounds": ratio.rounds, "speedup": ratio.speedup,
+            "low": ratio.low, "high": ratio.high, "coverage": ratio.coverage,
+            "half_width": None if ratio.low is None else ratio.half_width, "halves_disagree": drift,
+            "load_difference_cores": load_difference, "verdict": verdict, "why": why}
+
+
+def measure_phase(phase: str, sides: dict[str, Side], settings: ComparisonSettings, runs: dict[str, Run],
+                  progress=None) -> tuple[pd.DataFrame, str, float]:
+    """The phase's rounds until the stop rule ends them: (every timed step, why they stopped, seconds)."""
+    rule = pairing.StopRule(settings.confidence, settings.precision, settings.band, settings.min_rounds,
+                            settings.max_rounds, settings.budget_seconds)
+    names = list(sides)
+    compared = pairs(names, settings.references)
+    rows: list[dict] = []
+    started = time.perf_counter()
+    bar = progress(phase) if progress else None
+    for index in range(settings.max_rounds):
+        order = names[index % len(names):] + names[:index % len(names)]  # each variant leads in turn
+        for position, name in enumerate(order):
+            ms, others = sides[name].timed()
+            rows.append({"phase": phase, "round": index, "position": position, "variant": name, "ms": ms,
+                         "others": others})
+        if bar is not None:
+            bar.update(1)
+        frame = pd.DataFrame(rows)
+        by_round = frame.pivot(index="round", columns="variant", values="ms")
+        ratios = [pairing.paired_ratio(list(by_round[r]), list(by_round[v]), settings.confidence) for r, v in compared]
+        why = rule.stop(ratios, index + 1, time.perf_counter() - started)
+        if why:
+            break
+    if bar is not None:
+        bar.close()
+    return pd.DataFrame(rows), why, time.perf_counter() - started
+
+
+def run_comparison(workload: Workload, train: TrainSettings, sample: SampleSettings, settings: ComparisonSettings,
+                   runs: dict[str, Run], dataset_dir: Path, out_json: Path, out_rounds: Path) -> None:
+    """The label's paired comparisons (module docstring); `runs`: variant -> its Run (start_run of each)."""
+    first = next(iter(runs.values()))
+    device = first.device
+    before = conditions.snapshot(device)
+    _room_for_variants(len(runs))
+    phases, tables = {}, []
+    for phase in settings.phases:
+        if phase == "train":
+            sides = {name: training_side(workload, train, run, dataset_dir) for name, run in runs.items()}
+        else:
+            sides = {name: sampling_side(workload, train, sample, run, dataset_dir) for name, run in runs.items()}
+        frame, why, seconds = measure_phase(
+            phase, sides, settings, runs,
+            progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds", mininterval=5))
+        del sides
+        tables.append(frame)
+        phases[phase] = {"unit": PHASE_UNITS[phase], "rounds": int(frame["round"].max()) + 1, "stopped": why,
+                         "seconds": seconds, "median_ms": frame.groupby("variant")["ms"].median().to_dict(),
+                         "other_load_cores": frame.groupby("variant")["others"].median().to_dict()}
+    after = conditions.snapshot(device)
+    changed = conditions.changes(before, after)
+    for phase, table in zip(settings.phases, tables):
+        phases[phase]["comparisons"] = [judge(r, v, table, settings, runs, changed)
+                                        for r, v in pairs(list(runs), settings.references)]
+    rounds = pd.concat(tables, ignore_index=True).rename(columns={"ms": "step_ms", "others": "other_load_cores"})
+    with writing(out_rounds):
+        rounds.to_csv(out_rounds, index=False, float_format="%.6g")
+    write_json(out_json, {
+        "provenance": {key: value for key, value in first.provenance.items()
+                       if key not in ("variant", "switches", "switches_effective", "backend_flags")},
+        "variants": {name: {"switches": run.provenance["switches"],
+                            "switches_effective": run.provenance["switches_effective"]} for name, run in runs.items()},
+        "settings": {"comparison": as_dict(settings), "train": as_dict(train), "sample": as_dict(sample)},
+        "conditions": {"before": before, "after": after, "changes": changed},
+        "phases": phases,
+    })
