@@ -10,8 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reporting import article
+from reporting.article import compose, references, typesetting
+from reporting.article import text as article_text
 from reporting.derived import speedup_verdict
+from reporting.outputs import tab08_conformance
+from reporting.prose import Context, Inputs
+from reporting.registry import BY_ID, Output
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,7 +28,7 @@ def run(gpu: str, variant: str, step_ms: float, q1: float, q3: float) -> dict:
             "train_peak_memory_gib": 1.0}
 
 
-def inputs_with(tmp_path: Path, runs: list[dict], sms=None) -> article.Inputs:
+def inputs_with(tmp_path: Path, runs: list[dict], sms=None) -> Inputs:
     tables = tmp_path / "paper/tables"
     tables.mkdir(parents=True)
     labels = sorted({r["gpu"] for r in runs})
@@ -35,14 +39,14 @@ def inputs_with(tmp_path: Path, runs: list[dict], sms=None) -> article.Inputs:
     pd.DataFrame(columns=["gpu", "variant", "verdict"]).to_csv(tables / "tab08_conformance.csv", index=False)
     path = tmp_path / "runs.parquet"
     pd.DataFrame(runs).to_parquet(path)
-    return article.Inputs(tmp_path, {"runs": path})
+    return Inputs(tmp_path, {"runs": path})
 
 
 def test_abstract_says_within_noise_for_a_speedup_whose_quartiles_overlap(tmp_path):
     # channels_last's median is 5 % faster, but its quartiles (1800-2100 ms) overlap the baseline's (1850-2060 ms).
     inputs = inputs_with(tmp_path, [run("cpu", "baseline", 2000.0, 1850.0, 2060.0),
                                     run("cpu", "channels_last", 1900.0, 1800.0, 2100.0)])
-    text = article.abstract(inputs, {}, speedup_verdict)
+    text = article_text.abstract(inputs, {}, speedup_verdict)
     assert "channels_last 1.05x, within noise" in text
     assert "no variant is measurably faster than the baseline" in text
     assert "fastest" not in text and "1.05x faster" not in text
@@ -52,10 +56,10 @@ def test_abstract_names_a_real_speedup_and_the_fastest_variant(tmp_path):
     inputs = inputs_with(tmp_path, [run("h200", "baseline", 2454.0, 2454.0, 2455.0),
                                     run("h200", "tf32", 472.0, 469.0, 478.0),
                                     run("h200", "frontier", 162.0, 160.0, 163.0)], sms=132)
-    text = article.abstract(inputs, {}, speedup_verdict)
+    text = article_text.abstract(inputs, {}, speedup_verdict)
     assert "tf32 5.20x faster" in text
     assert "the fastest variant measured, frontier, 15.1x faster" in text
-    assert article.title(inputs, speedup_verdict).endswith("TF32 trains 5.20x faster than FP32 on the NVIDIA H200")
+    assert article_text.title(inputs, speedup_verdict).endswith("TF32 trains 5.20x faster than FP32 on the NVIDIA H200")
 
 
 def test_abstract_takes_the_verdict_function_it_is_given(tmp_path):
@@ -67,18 +71,18 @@ def test_abstract_takes_the_verdict_function_it_is_given(tmp_path):
         out.loc[out["verdict"] != "reference", "verdict"] = "within noise"
         return out
 
-    assert "channels_last 2.00x faster" in article.abstract(inputs, {}, speedup_verdict)
-    assert "channels_last 2.00x, within noise" in article.abstract(inputs, {}, everything_within_noise)
+    assert "channels_last 2.00x faster" in article_text.abstract(inputs, {}, speedup_verdict)
+    assert "channels_last 2.00x, within noise" in article_text.abstract(inputs, {}, everything_within_noise)
 
 
 # -- references -----------------------------------------------------------------------------------------------------
 def test_citations_resolve_to_numbers_and_an_unknown_key_is_refused():
-    refs = article.load_references(REPO / article.REFERENCES)
+    refs = references.load_references(REPO / references.REFERENCES)
     numbers = {ref["key"]: k + 1 for k, ref in enumerate(refs)}
-    assert article.resolve_citations("as in [@study] and [@pytorch, @snakemake].", numbers) == \
+    assert references.resolve_citations("as in [@study] and [@pytorch, @snakemake].", numbers) == \
         f"as in [1] and [{numbers['pytorch']}, {numbers['snakemake']}]."
     with pytest.raises(ValueError, match="nosuchpaper"):
-        article.resolve_citations("[@nosuchpaper]", numbers)
+        references.resolve_citations("[@nosuchpaper]", numbers)
     wanted = {"study", "medddpm", "pytorch", "ncu", "nsys", "snakemake", "torchmetrics", "scipy", "typst"}
     assert wanted <= set(numbers)
 
@@ -89,10 +93,64 @@ def test_tab08_of_only_not_comparable_rows_is_a_sentence(tmp_path):
     pd.DataFrame([{"gpu": "cpu", "variant": None, "metric": "every metric", "verdict": "not comparable",
                    "reasons": "no shipped reference set of cpu is listed in reference_results"}]) \
         .to_csv(tables / "tab08_conformance.csv", index=False)
-    assert article.only_not_comparable("tab08_conformance", tmp_path)
-    text = article.text_tab08(article.Inputs(tmp_path), speedup_verdict)
-    assert text.startswith("Nothing here can be checked against a shipped reference: no shipped reference set")
+    inputs = Inputs(tmp_path)
+    assert not compose.shows_table(BY_ID["tab08_conformance"], inputs)
+    said = tab08_conformance.describe(Context(inputs, speedup_verdict))
+    assert said.startswith("Nothing here can be checked against a shipped reference: no shipped reference set")
 
+
+
+def test_tab08_with_a_compared_row_is_shown_as_a_table(tmp_path):
+    tables = tmp_path / "paper/tables"
+    tables.mkdir(parents=True)
+    pd.DataFrame([{"gpu": "h200", "variant": "baseline", "metric": "train ms per sample", "verdict": "within",
+                   "reasons": ""},
+                  {"gpu": "h200", "variant": "tf32", "metric": "train ms per sample", "verdict": "not comparable",
+                   "reasons": "no tf32 run in the reference"}]).to_csv(tables / "tab08_conformance.csv", index=False)
+    assert compose.shows_table(BY_ID["tab08_conformance"], Inputs(tmp_path))
+
+
+# -- where each output sits, and how its table is shown ------------------------------------------------------------
+def test_outputs_sit_in_the_subsections_their_registry_entries_name():
+    subsections = [(title, [o.id for o in outputs]) for title, outputs in compose.results_subsections()]
+    assert subsections == [
+        ("End-to-end time and memory", ["fig08_end_to_end", "tab04_optimization"]),
+        ("Where the time goes", ["fig01_runtime_breakdown", "fig02_top_kernels", "tab03_kernels"]),
+        ("What the optimizations change in the counters",
+         ["fig07_optimization_impact", "fig03_instruction_mix", "fig04_memory_system", "fig05_warp_states",
+          "fig06_priority_scores", "fig10_roofline"]),
+        ("Quality of the samples", ["fig09_quality", "tab06_quality"]),
+        ("Beyond the paper: the optimization ladder", ["fig11_optimization_ladder", "tab07_frontier"]),
+        ("Conformance with the shipped reference", ["tab08_conformance"]),
+    ]
+    placed = {key: [o.id for o in outputs] for key, outputs in compose.method_outputs().items() if outputs}
+    assert placed == {"hardware": ["tab01_hardware"], "workload": ["tab02_workload"]}
+
+
+def test_a_results_group_that_does_not_exist_is_refused():
+    with pytest.raises(ValueError, match="fig99_new: group 'costs' must be one of"):
+        Output("fig99_new", "a new figure", group="costs")
+
+
+def test_a_table_shows_the_columns_its_module_declares_and_a_claim_once():
+    frame = pd.DataFrame({"claim": ["IPC up", "IPC up", "quality"], "published": ["+7 %", "+7 %", "unchanged"],
+                          "published_on": ["a100"] * 3, "gpu": ["cpu", "h200", "cpu"],
+                          "origin": ["measured here", "shipped reference", "measured here"],
+                          "measured": ["1.01", "0.93", "within"], "verdict": ["x", "y", "z"], "rule": ["", "", ""]})
+    shown, header = typesetting.article_frame(typesetting.TableView.of(BY_ID["tab05_claims"]), frame)
+    # published_on and origin are not shown, nor the rule that no row names; a claim and its published value once.
+    assert header == ["claim", "published (A100)", "label", "measured", "verdict"]
+    assert shown["claim"].tolist() == ["IPC up", "", "quality"]
+    assert shown["published"].tolist() == ["+7 %", "", "unchanged"]
+    assert shown["gpu"].tolist() == ["cpu", "h200", "cpu"]
+
+
+def test_a_share_is_shown_as_a_percentage_where_the_table_says_so():
+    percent = typesetting.TableView.of(BY_ID["tab07_frontier"]).percent
+    assert "train_fraction_of_bf16_rate" in percent
+    assert typesetting.cell("0.4567", True) == "45.7"
+    assert typesetting.cell("0.4567", False) == "0.4567"
+    assert typesetting.cell("3.14159") == "3.142"  # elsewhere 4 significant digits
 
 # -- the typeset article of the tiny run ----------------------------------------------------------------------------
 def page_texts(pdf: Path) -> list[str]:
@@ -110,14 +168,14 @@ def test_article_reads_as_a_paper(finished_run):
     pages = page_texts(finished_run / "paper/article.pdf")
     text = squeezed(" ".join(pages))
     # The sections, numbered and in order.
-    positions = [text.find(f"{k + 1} {title}") for k, title in enumerate(article.SECTION_TITLES)]
-    assert all(p >= 0 for p in positions), dict(zip(article.SECTION_TITLES, positions))
+    positions = [text.find(f"{k + 1} {title}") for k, title in enumerate(compose.SECTION_TITLES)]
+    assert all(p >= 0 for p in positions), dict(zip(compose.SECTION_TITLES, positions))
     assert positions == sorted(positions)
     for subsection in ("Differences from upstream Med-DDPM", "What cannot be measured here", "Measuring time"):
         assert subsection in text
     # Every reference listed with its number, and cited before the list.
-    body, _, listed = text.rpartition(f"{len(article.SECTION_TITLES)} References")
-    refs = article.load_references(finished_run / article.REFERENCES)
+    body, _, listed = text.rpartition(f"{len(compose.SECTION_TITLES)} References")
+    refs = references.load_references(finished_run / references.REFERENCES)
     for k, ref in enumerate(refs, start=1):
         assert f"[{k}]" in listed and ref["text"].split(".")[0][:30] in squeezed(listed), ref["key"]
         assert re.search(rf"\[(\d+, )*{k}(, \d+)*\]", body), f"[{k}] ({ref['key']}) is never cited"

@@ -235,11 +235,12 @@ except ReferenceSetError as _error:
     raise WorkflowError(str(_error)) from None
 
 
-# Modules of the reporting package that no registered output reads: one rule each (the article, the export) or the
-# terminal.
+# Modules of the reporting package that no registered output's build reads: the export's (a rule of its own), the
+# article's text helpers (an output module imports them for its paragraph, which only the article shows; the article's
+# own package, reporting/article/, lies outside the glob below) and the terminal's.
 OWN_RULE_MODULES = (
-    "workflow/scripts/reporting/article.py",
     "workflow/scripts/reporting/export.py",
+    "workflow/scripts/reporting/prose.py",
     # What the terminal prints during and after a run (workflow/rules/summary.smk), read by no output.
     "workflow/scripts/reporting/terminal.py",
     "workflow/scripts/reporting/run_summary.py",
@@ -254,6 +255,17 @@ def reporting_code():
         "workflow/scripts/profiling/kernels.py",
         "workflow/scripts/medddpm/curves.py",
         "workflow/scripts/layout.py",
+    ]
+
+
+def article_code():
+    """The article's code: its package, the text helpers, the speed-up verdict, and every output's module (each writes
+    its own paragraph)."""
+    package = glob.glob("workflow/scripts/reporting/article/*.py", root_dir=workflow.basedir)
+    return sorted(package) + [
+        "workflow/scripts/reporting/prose.py",
+        "workflow/scripts/reporting/derived.py",
+        *(output.code for output in OUTPUTS),
     ]
 
 

@@ -61,7 +61,7 @@ rule article:
         peaks="data/gpu_peaks.yaml",
         references="workflow/report/references.yaml",
         template="workflow/report/article.typ",
-        code=["workflow/scripts/reporting/article.py", "workflow/scripts/reporting/derived.py"],
+        code=article_code(),
     output:
         pdf=report("paper/article.pdf", caption="../report/article.rst", category="Article"),
     log:

@@ -2,8 +2,9 @@
 (`paper/figures/all`), the HTML report's entries, the README's list and the tests all derive from OUTPUTS.
 
 Adding an output: one entry here, its code in `reporting/outputs/<id>.py` (a `build(job)` returning a figure or a
-`Table`), and its caption in `workflow/report/<id>.rst`. The article (`paper/article.pdf`) places every output, with
-its caption, in the section the entry names.
+`Table`, and `describe(context)`, its paragraph in the article), and its caption in `workflow/report/<id>.rst`. The
+article (`paper/article.pdf`) places every output, with its caption and paragraph, in the section and subsection the
+entry names.
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from dataclasses import dataclass, field
 # The article (reporting.article): every output in one of its sections, in this order.
 ARTICLE = "paper/article.pdf"
 SECTIONS = ("methods", "results", "claims", "frontier", "conformance")
+# The results' subsections (Output.group), in the order the article shows them: cost first, then where the time goes,
+# then the counters, then quality. A results output of no group gets a subsection of its own, after these.
+RESULTS_GROUPS = {
+    "cost": "End-to-end time and memory",
+    "time": "Where the time goes",
+    "counters": "What the optimizations change in the counters",
+    "quality": "Quality of the samples",
+}
 # The HTML report's categories (`snakemake --report`): every output sits in one; the article in its own.
 CATEGORIES = ("Setup", "Profiling", "Optimization", "Quality", "Conformance")
 
@@ -41,12 +50,17 @@ class Output:
     # titles carry the measurement date).
     timing: bool = False
     section: str = "results"  # where the article shows it (SECTIONS)
+    # Its subsection there, outputs of one in the order of OUTPUTS: for the results one of RESULTS_GROUPS; for the
+    # methods the subsection of the method's text it belongs to (reporting.article.text.METHOD), at their end if none.
+    group: str = ""
     category: str = "Profiling"  # where the HTML report lists it (CATEGORIES)
 
     def __post_init__(self) -> None:
         if self.section not in SECTIONS or self.category not in CATEGORIES:
             raise ValueError(f"{self.id}: section {self.section!r} must be one of {SECTIONS}, category "
                              f"{self.category!r} one of {CATEGORIES}")
+        if self.section == "results" and self.group and self.group not in RESULTS_GROUPS:
+            raise ValueError(f"{self.id}: group {self.group!r} must be one of {tuple(RESULTS_GROUPS)}")
 
     @property
     def kind(self) -> str:
@@ -76,38 +90,41 @@ class Output:
 
 OUTPUTS: list[Output] = [
     Output("fig01_runtime_breakdown", "Runtime breakdown: share of kernel time per kernel class, per variant and phase",
-           reads=("summaries", "runs"), timing=True),
+           reads=("summaries", "runs"), timing=True, group="time"),
     Output("fig02_top_kernels", "Top kernels of a training step with their class and precision",
-           reads=("kernels", "runs"), timing=True),
+           reads=("kernels", "runs"), timing=True, group="time"),
+    # First of the counters: the whole step's totals relative to the baseline, before the figures that break them down.
+    Output("fig07_optimization_impact", "SM cycles, instructions, IPC and tensor use relative to baseline; speed-ups",
+           reads=("summaries", "runs"), timing=True, group="counters", category="Optimization"),
     # Timing-bearing although it shows counts: the counts follow the kernels a run executed, and variants with
     # cudnn_benchmark or max-autotune compilation pick their kernels by timing them, so two clean GPU runs may differ.
     Output("fig03_instruction_mix", "Executed instructions by kind (FP32, tensor, integer, memory, control, ...)",
-           reads=("ncu_kernels", "summaries", "runs"), timing=True),
+           reads=("ncu_kernels", "summaries", "runs"), timing=True, group="counters"),
     Output("fig04_memory_system", "DRAM traffic and cache hit rates per kernel class",
-           reads=("ncu_kernels", "summaries", "runs"), timing=True),
+           reads=("ncu_kernels", "summaries", "runs"), timing=True, group="counters"),
     Output("fig05_warp_states", "Warp stall reasons and achieved occupancy",
-           reads=("ncu_kernels", "summaries", "runs"), timing=True),
+           reads=("ncu_kernels", "summaries", "runs"), timing=True, group="counters"),
     Output("fig06_priority_scores", "Nsight Compute's estimated speedups by rule and kernel class",
-           reads=("rules", "ncu_kernels", "summaries", "runs"), timing=True),
-    Output("fig07_optimization_impact", "SM cycles, instructions, IPC and tensor use relative to baseline; speed-ups",
-           reads=("summaries", "runs"), timing=True, category="Optimization"),
+           reads=("rules", "ncu_kernels", "summaries", "runs"), timing=True, group="counters"),
     Output("fig08_end_to_end", "Training time per sample, sampling time per volume and peak memory", reads=("runs",),
-           timing=True, category="Optimization"),
+           timing=True, group="cost", category="Optimization"),
     Output("fig09_quality", "Quality study: every seed's distance to the real images, each variant's paired difference "
            "from the baseline with its 90 % interval against the margin, loss curves as bands, sample slices",
-           reads=("study", "study_losses", "slices"), files={"claims": "data/paper_claims.yaml"}, category="Quality"),
+           reads=("study", "study_losses", "slices"), files={"claims": "data/paper_claims.yaml"}, group="quality",
+           category="Quality"),
     Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
            reads=("ncu_kernels", "summaries", "runs"), files={"peaks": "data/gpu_peaks.yaml"}, config=("hardware",),
-           timing=True),
+           timing=True, group="counters"),
     Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods",
-           category="Setup"),
+           group="hardware", category="Setup"),
     Output("tab02_workload", "Model and diffusion settings, parameters, FLOPs per step, dataset",
            files={"dataset": "{prepared}", "training": "{baseline_training}"},
-           config=("model", "diffusion", "train", "dataset"), section="methods", category="Setup"),
+           config=("model", "diffusion", "train", "dataset"), section="methods", group="workload", category="Setup"),
     Output("tab03_kernels", "Per run and kernel class: time share, count, SM cycles, instructions, IPC, tensor %",
-           reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True),
+           reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True,
+           group="time"),
     Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"),
-           timing=True, category="Optimization"),
+           timing=True, group="cost", category="Optimization"),
     Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
            reads=("runs", "summaries", "study"), files={"claims": "data/paper_claims.yaml"}, timing=True,
            section="claims", category="Optimization"),
@@ -115,7 +132,7 @@ OUTPUTS: list[Output] = [
            "difference from the baseline with its 90 % interval, margin and outcome, the baseline's rerun",
            reads=("study", "quality"), files={"claims": "data/paper_claims.yaml"},
            extra={"runs": "paper/tables/tab06_quality_runs.csv", "checks": "paper/tables/tab06_quality_checks.csv"},
-           category="Quality"),
+           group="quality", category="Quality"),
     Output("fig11_optimization_ladder", "From baseline to the fastest variant: time per rung against the FLOP floor, "
            "volumes sampled per hour, and what each rung changed in the kernel mix",
            reads=("bench", "runs", "summaries"), config=("run_variants",), timing=True, section="frontier",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from profiling.kernels import CLASS_NAMES
 
 from ..panels import (CLASS_COLORS, TOOL_NAMES, TOOL_TAGS, bars_height, class_legend, panel_title, rows_figure,
                       say)
+from ..prose import Context, PAPER_VARIANTS, class_words, join_words, pct
 from ..results import SHIPPED, preferred_tool, variant_order
 
 
@@ -50,3 +52,25 @@ def build(job):
             ax.set_xlim(0, 100)
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
+
+
+def _top_classes(run: pd.DataFrame, n: int = 2) -> str:
+    run = run[run["kernel_class"] != "all"].sort_values("time_share", ascending=False).head(n)
+    return join_words([f"{class_words(row.kernel_class)} {pct(row.time_share)}" for row in run.itertuples()])
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    said = []
+    for phase in ("train", "sample"):
+        rows = inputs.class_rows(phase)
+        for gpu, runs in rows.groupby("gpu", sort=False) if len(rows) else []:
+            parts = []
+            for variant in ("baseline", *PAPER_VARIANTS):
+                run = runs[runs["variant"] == variant]
+                if len(run):
+                    parts.append(f"{variant}: {_top_classes(run)}")
+            if parts:
+                said.append(f"In a {'training' if phase == 'train' else 'sampling'} step on {gpu} "
+                            f"({runs['tool'].iloc[0]}), the two largest classes are " + "; ".join(parts) + ".")
+    return " ".join(said) or "No kernel profile was collected."

@@ -10,6 +10,7 @@ import pandas as pd
 from profiling.kernels import CLASS_NAMES
 
 from ..panels import CLASS_COLORS, TOOL_NAMES, class_legend, panel_title, rows_figure, say
+from ..prose import Context, class_words, pct
 from ..results import preferred_tool, variant_order
 
 
@@ -70,3 +71,27 @@ def build(job, n: int = 10):
                      f"name [precision] x launches", loc="left")
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    kernels = inputs.result("kernels")
+    if kernels.empty:
+        return "The top kernels are read from the collected kernel table, which this article was not given."
+    said = []
+    for (gpu, variant), run in kernels[kernels["phase"] == "train"].groupby(["gpu", "variant"], sort=False):
+        if variant != "baseline" and variant != "tf32":
+            continue
+        tool = "ncu" if "ncu" in set(run["tool"]) else run["tool"].iloc[0]
+        run = run[run["tool"] == tool]
+        per_name = run.groupby(["short_name", "kernel_class"], as_index=False)["duration_ns"].sum()
+        total = float(run["duration_ns"].sum())
+        if total <= 0 or per_name.empty:
+            continue
+        top = per_name.sort_values("duration_ns", ascending=False).iloc[0]
+        top5 = per_name.sort_values("duration_ns", ascending=False).head(5)["duration_ns"].sum() / total
+        said.append(f"on {gpu} with {variant}, `{str(top['short_name'])[:60]}` ({class_words(top['kernel_class'])}) "
+                    f"takes {pct(top['duration_ns'] / total)} of the training step and the five longest kernels "
+                    f"{pct(top5)}")
+    return ("Few kernels carry most of the time: " + "; ".join(said) + ".") if said else \
+        "No training step has a kernel profile."

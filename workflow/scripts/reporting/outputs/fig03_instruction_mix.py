@@ -15,6 +15,7 @@ from profiling.instructions import CATEGORIES, UNIT, mix_by_class
 
 from ..palette import INSTRUCTION_COLORS as COLORS
 from ..panels import absent_reason, fit, ncu_rows, panel_title, rows_figure, rows_with_data, say
+from ..prose import Context, num, present
 from ..results import variant_order
 
 SPLIT = [name for name, _ in CATEGORIES if name != "not_split"]
@@ -109,3 +110,17 @@ def build(job):
         fig.legend(handles, [labels[n] for n in dict.fromkeys(drawn)], loc="outside lower center", ncol=3,
                    fontsize=8, title=f"instruction kind, in {UNIT}", title_fontsize=9)
     return fig
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    rows = inputs.class_rows("sample")
+    rows = rows[(rows["kernel_class"] == "all") & rows["warp_instructions"].notna()] if len(rows) else rows
+    if rows.empty:
+        return "No sampling step was profiled with Nsight Compute's instruction counters."
+    said = [f"{row.variant} on {row.gpu} {num(row.warp_instructions / 1e9)} G warp instructions"
+            + (f", {num(row.fp32_flop / 1e12)} TFLOP in FP32 arithmetic" if present(row.fp32_flop) else "")
+            for row in rows.itertuples()]
+    return ("A sampling step (one U-Net evaluation) executes: " + "; ".join(said) + ". With TF32 the "
+            "convolutions' FP32 multiply-adds move to the Tensor Cores, which is why the FP32 share of the "
+            "instruction mix falls; what the counters could not split is drawn as such.")

@@ -11,6 +11,7 @@ from profiling.kernels import CLASS_NAMES
 from ..derived import weighted_mean
 from ..panels import (absent_reason, bars_height, grouped_barh, has, ncu_rows, panel_title, rows_figure,
                       rows_with_data, say)
+from ..prose import Context, class_words, num, pct
 
 
 def memory_by_class(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -56,3 +57,18 @@ def build(job):
             if column != "dram_gb":
                 ax.set_xlim(0, 100)
     return fig
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    rows = inputs.class_rows("sample")
+    rows = rows[(rows["kernel_class"] != "all") & rows["dram_bytes"].notna()] if len(rows) else rows
+    if rows.empty:
+        return "No sampling step was profiled with Nsight Compute's memory counters."
+    said = []
+    for (gpu, variant), run in rows.groupby(["gpu", "variant"], sort=False):
+        total = float(run["dram_bytes"].sum())
+        top = run.loc[run["dram_bytes"].idxmax()]
+        said.append(f"{variant} on {gpu} moves {num(total / 1e9)} GB to and from DRAM, "
+                    f"{pct(top['dram_bytes'] / total)} of it in {class_words(top['kernel_class'])} kernels")
+    return "Per sampling step: " + "; ".join(said) + "."

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ..derived import weighted_mean
 from ..panels import (absent_reason, bars_height, grouped_barh, has, ncu_rows, panel_title, rows_figure,
                       rows_with_data, say, variant_barh)
+from ..prose import Context, num, present
 from ..results import variant_order
 
 
@@ -59,3 +62,24 @@ def build(job):
         ax_occ.set_xlabel("active warps (% of peak)")
         ax_occ.set_xlim(0, 115)
     return fig
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    kernels = inputs.result("ncu_kernels")
+    if kernels.empty:
+        return "No kernel was profiled with Nsight Compute's warp-state counters."
+    said = []
+    for (gpu, variant, phase), run in kernels.groupby(["gpu", "variant", "phase"], sort=False):
+        stalls = {c: weighted_mean(run, c) for c in run.columns if c.startswith("stall_")}
+        stalls = {c: v for c, v in stalls.items() if present(v)}
+        occupancy = weighted_mean(run, "achieved_occupancy_pct") if "achieved_occupancy_pct" in run \
+            else math.nan
+        if not stalls or variant not in ("baseline", "tf32"):
+            continue
+        top = max(stalls, key=stalls.get)
+        said.append(f"{variant}'s {phase} step on {gpu}: {top.removeprefix('stall_').replace('_', ' ')} "
+                    f"({num(stalls[top])} cycles per issued instruction)"
+                    + (f", achieved occupancy {num(occupancy)} %" if present(occupancy) else ""))
+    return ("The largest stall reason, weighted by kernel time: " + "; ".join(said) + ".") if said else \
+        "No profile carries warp-state counters."

@@ -10,6 +10,7 @@ from profiling.kernels import CLASS_NAMES, classify
 
 from ..panels import (absent_reason, bars_height, grouped_barh, ncu_rows, panel_title, rows_figure, rows_with_data,
                       say)
+from ..prose import Context, class_words, num
 from ..results import variant_order
 from .fig02_top_kernels import focus_variant
 
@@ -74,3 +75,23 @@ def build(job, top: int = 10):
         ax_heat.set_title(f"by kernel class: {variant}", loc="left")
         ax_heat.figure.colorbar(image, ax=ax_heat, label="estimated saving (% of step kernel time)")
     return fig
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    rules, kernels = inputs.result("rules"), inputs.result("ncu_kernels")
+    if rules.empty or "estimated_speedup_pct" not in rules:
+        return "No profile carries Nsight Compute's rule results."
+    said = []
+    for (gpu, phase), run in rules.groupby(["gpu", "phase"], sort=False):
+        mine = kernels[(kernels["gpu"] == gpu) & (kernels["phase"] == phase)] if len(kernels) else kernels
+        scores = priority_scores(run, mine)
+        scores = scores[scores["variant"] == "baseline"] if "baseline" in set(scores["variant"]) else scores
+        if scores.empty:
+            continue
+        top = scores.loc[scores["saving_pct"].idxmax()]
+        said.append(f"for {top['variant']}'s {phase} step on {gpu}, the largest is {top['rule']} on "
+                    f"{class_words(top['kernel_class'])} kernels ({num(top['saving_pct'])} % of the step)")
+    return ("Nsight Compute's rules estimate what fixing each problem would save; weighted by kernel time, "
+            + "; ".join(said) + ". These are the profiler's estimates, not measured gains.") if said else \
+        "No rule result carries an estimated speedup."

@@ -9,6 +9,7 @@ import pandas as pd
 from ..derived import ncu_headline, relative_to, speedup_verdict
 from ..panels import (absent_reason, bars_height, grouped_barh, log_ticks, panel_title, rows_figure, say,
                       variant_barh)
+from ..prose import Context, num, times
 from ..results import variant_order
 
 RATIOS = [("sm_cycles", "SM cycles"), ("warp_instructions", "warp instructions"), ("ipc", "IPC")]
@@ -78,3 +79,26 @@ def build(job):
         ax_speed.set_xlabel("speed-up vs baseline (x per sample)\n" + ("paired rounds, their interval" if paired else
                                                                         "separate jobs, quartile range"))
     return fig
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    table = inputs.table("tab04_optimization")
+    rows = table[table["sm_cycles_rel"].notna() & (table["variant"] != "baseline")] \
+        if len(table) and "sm_cycles_rel" in table else pd.DataFrame()
+    if rows.empty:
+        return "No label has Nsight Compute profiles of the baseline and another variant's training step."
+    fewest = rows.loc[rows["warp_instructions_rel"].idxmin()]
+    ipc = rows.loc[rows["ipc_rel"].idxmax()]
+    tensor = rows.loc[rows["tensor_pipe_pct"].idxmax()]
+    return (f"Relative to the baseline, {fewest['variant']} on {fewest['gpu']} executes the fewest warp instructions "
+            f"({times(1 / fewest['warp_instructions_rel'])} fewer, {times(1 / fewest['sm_cycles_rel'])} fewer SM "
+            f"cycles); no variant raises IPC above the baseline's: the highest is {ipc['variant']}'s at "
+            f"{num(ipc['ipc_rel'])} of it. " if ipc["ipc_rel"] <= 1 else
+            f"Relative to the baseline, {fewest['variant']} on {fewest['gpu']} executes the fewest warp instructions "
+            f"({times(1 / fewest['warp_instructions_rel'])} fewer); {ipc['variant']} raises IPC to "
+            f"{num(ipc['ipc_rel'])} of the baseline's. ") + (
+            f"The Tensor pipe is busiest with {tensor['variant']} ({num(tensor['tensor_pipe_pct'])} % of the "
+            "step's time, weighted by kernel time). Fewer instructions with a lower IPC is what moving the "
+            "convolutions' arithmetic onto the Tensor Cores looks like: each tensor instruction does the work of "
+            "many FFMAs, and the remaining kernels (normalization, element-wise) issue at their own rate.")

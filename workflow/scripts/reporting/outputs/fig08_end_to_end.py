@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..panels import OWN_SCALES, bars_height, panel_title, rows_figure, say, variant_barh
+from ..prose import Context, join_words, num, speedup_words
 from ..results import variant_order
 
 PANELS = [
@@ -52,3 +53,39 @@ def build(job):
                 ax.set_yticklabels([])
             ax.set_xlabel(label)
     return fig
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    table, runs = context.verdicts(), inputs.result("runs")
+    if runs.empty:
+        return "No run was timed."
+    said = []
+    for gpu, rows in runs.groupby("gpu", sort=False):
+        base = rows[rows["variant"] == "baseline"]
+        if base.empty:
+            continue
+        base = base.iloc[0]
+        mine = table[table["gpu"] == gpu]
+        faster = mine[mine["verdict"] == "faster"]
+        best = faster.loc[faster["speedup"].astype(float).idxmax()] if len(faster) else None
+        text = (f"On {inputs.named(gpu)}, {inputs.workload(gpu)}, the baseline takes "
+                f"{num(base['train_ms_per_sample'], 4)} ms per training sample, "
+                f"{num(base['sample_step_median_ms'], 4)} ms per sampling step and "
+                f"{num(base['train_peak_memory_gib'])} GiB at its peak")
+        if best is not None:
+            run = rows[rows["variant"] == best["variant"]].iloc[0]
+            text += (f"; the fastest variant measured, {best['variant']}, trains {speedup_words(best)} "
+                     f"({num(run['train_ms_per_sample'], 4)} ms) with a peak of "
+                     f"{num(run['train_peak_memory_gib'])} GiB")
+        else:
+            text += "; no variant trains measurably faster"
+        noise = mine[mine["verdict"].isin(["within noise", "no spread measured"])]
+        if len(noise):
+            text += f", and {join_words(list(noise['variant']))} cannot be told apart from the baseline"
+        slower = mine[mine["verdict"] == "slower"]
+        if len(slower):
+            text += "; " + join_words([f"{r['variant']} is {speedup_words(r)}" for _, r in slower.iterrows()])
+        said.append(text + ".")
+    return (" ".join(said) + " Rows of different workloads are not comparable with each other; each is read "
+            "against its own baseline.")

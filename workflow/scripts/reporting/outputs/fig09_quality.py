@@ -32,6 +32,7 @@ from medddpm.curves import smoothing_window
 
 from ..claims import QualityJudgement, load_claims, quality_judgement, quality_verdict, reference_seed
 from ..panels import mark, shape_text, variant_color
+from ..prose import Context, join_words, num
 from ..results import variant_order
 from ..style import note
 
@@ -440,3 +441,45 @@ def _fit_title(title: str, width_in: float) -> str:
             lines.append("")
         lines[-1] += part
     return "\n".join(lines)
+
+
+def _quality_label(gpu: str, rows: pd.DataFrame) -> str | None:
+    """One label's quality study as tab06 has it: the baseline's samples, then each variant's paired difference
+    against the margin, and the rerun."""
+    base = rows[rows["variant"] == "baseline"]
+    if base.empty:
+        return None
+    first = base.iloc[0]
+    text = (f"On {gpu} ({first['volume_shape']}, T = {int(first['timesteps'])}, {int(first['optimizer_steps'])} "
+            f"optimizer steps), the baseline's samples reach a mean 3D SSIM of {num(first['ssim_vs_real_mean'])} "
+            f"against the held-out real images over seeds {first['seeds']}")
+    if float(rows["ssim_vs_real_mean"].max()) < 0.3:
+        return text + (". These samples are not brain-like (the training is far too short), so the figure checks "
+                       "the path, not the quality.")
+    judged, unjudged, rerun = [], {}, ""
+    for row in rows[rows["variant"] != "baseline"].itertuples():
+        if str(row.variant).startswith("baseline, rerun"):
+            rerun = (f" The baseline's seed {row.seeds} trained again in the same job moved the distance by "
+                     f"{num(row.mean_difference)}: {row.outcome}.")
+        elif str(row.outcome).startswith("not measurable"):
+            unjudged.setdefault(str(row.outcome), []).append(row.variant)
+        else:
+            judged.append(f"{row.variant} {num(row.mean_difference)} (90 % interval {num(row.interval_low)} to "
+                          f"{num(row.interval_high)}), {row.outcome}")
+    if judged:
+        text += (f". Against a margin of {num(first['margin'])}, the mean difference in the distance to the real "
+                 "images from the baseline of the same seed is: " + "; ".join(judged))
+    text += "".join(f"; {join_words(variants)}: {outcome}" for outcome, variants in unjudged.items())
+    return text + "." + rerun
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    quality = inputs.table("tab06_quality")
+    if quality.empty:
+        return "No quality study was run."
+    said = [_quality_label(gpu, rows) for gpu, rows in quality.groupby("gpu", sort=False)]
+    return " ".join(s for s in said if s) + (
+        " Every variant trains from the same seeds as the baseline, with the same initial weights, data order and "
+        "sampling noise, so each seed gives one paired difference; the margin is the baseline's seed-to-seed "
+        "standard deviation: how far training again from another seed moves the distance.")

@@ -12,6 +12,7 @@ from profiling.kernels import CLASS_NAMES
 
 from ..panels import (CLASS_COLORS, absent_reason, class_legend, fit, has, ncu_rows, panel_title, rows_figure,
                       rows_with_data, say)
+from ..prose import Context, num, pct
 from ..results import variant_order
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
@@ -135,3 +136,20 @@ def build(job):
             handle.set_facecolor("white")
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    rows = inputs.class_rows("sample")
+    rows = rows[(rows["kernel_class"] == "all") & rows["fp32_flop"].notna()] if len(rows) else rows
+    if rows.empty:
+        return "No sampling step was profiled with the FLOP counters the roofline needs."
+    said = []
+    for row in rows.itertuples():
+        rate = row.fp32_flop / (row.time_ns * 1e-9) / 1e12
+        peak = context.peaks.get(row.gpu, {}).get("fp32_tflops")
+        said.append(f"{row.variant} on {row.gpu} {num(rate)} TFLOP/s of FP32 arithmetic over the whole step"
+                    + (f" ({pct(rate / peak, 0)} of the {num(peak)} TFLOP/s datasheet peak)" if peak else ""))
+    return ("The roofline places each kernel class by its arithmetic intensity and achieved rate under the "
+            "device's datasheet ceilings (not measurements). Averaged over a sampling step: " + "; ".join(said)
+            + ". Tensor-core work appears where the tensor-op counters were collected.")

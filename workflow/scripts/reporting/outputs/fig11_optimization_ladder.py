@@ -14,6 +14,7 @@ from measurement.throughput import single_size_sweep
 from ..bench import rate_text
 from ..panels import (BAR_LABEL_SIZE, CLASS_COLORS, OWN_SCALES, bars_height, class_legend, label_room, log_ticks,
                       panel_title, rows_figure, say, significant, variant_barh)
+from ..prose import Context, num, pct, present, speedup_words
 from ..results import preferred_tool
 
 # The rungs' order, as ladder() builds it (the caption says so; tests/test_reporting.py checks the caption).
@@ -162,3 +163,28 @@ def build(job):
         ax_mix.set_xlim(0, 100)
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    frontier = inputs.table("tab07_frontier")
+    if frontier.empty:
+        return ("No label has bench results: `snakemake --cores 1 bench` measures the variants against the "
+                "device's own ceilings.")
+    table = context.verdicts()
+    said = []
+    for gpu, rows in frontier.groupby("gpu", sort=False):
+        best = rows.loc[rows["train_ms_per_sample"].idxmin()]
+        base = rows[rows["variant"] == "baseline"]
+        mine = table[(table["gpu"] == gpu) & (table["variant"] == best["variant"])]
+        text = f"On {gpu}, the fastest rung is {best['variant']} at {num(best['train_ms_per_sample'], 4)} ms per " \
+               "training sample"
+        if len(base) and best["variant"] != "baseline":
+            text += (f" against the baseline's {num(base['train_ms_per_sample'].iloc[0], 4)} ms"
+                     + (f" ({speedup_words(mine.iloc[0])})" if len(mine) else ""))
+        if present(best.get("train_fraction_of_bf16_rate")):
+            text += (f", {num(best['train_model_tflops'])} TFLOP/s of model arithmetic, "
+                     f"{pct(best['train_fraction_of_bf16_rate'], 0)} of the device's measured bf16 matrix rate")
+        said.append(text + ".")
+    return ("Beyond the paper, the ladder climbs from the fp32 baseline to the fastest variant, one switch at a "
+            "time, against the FLOP floor. " + " ".join(said))

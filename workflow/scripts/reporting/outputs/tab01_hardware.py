@@ -29,3 +29,9 @@ def build(job) -> Table:
                      "origin": row.origin, "date": row.date})
     frame = pd.DataFrame(rows, columns=COLUMNS).astype({"memory_gib": float, "max_sm_clock_mhz": float})
     return Table(frame, "Hardware: every device measured here or shipped as a reference, from the runs' provenance")
+
+
+# The article's table shows these columns, with these headers (the CSV keeps them all).
+ARTICLE_COLUMNS = [("label", "label"), ("device", "device"), ("origin", "origin"), ("date", "measured"),
+                   ("sms", "SMs"), ("memory_gib", "memory GiB"), ("driver", "driver"), ("cuda", "CUDA"),
+                   ("cudnn", "cuDNN"), ("torch", "torch")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..derived import ncu_headline, relative_to, speedup_verdict, verdict_notes
+from ..prose import Context, num
 from ..render import Table
 
 CAPTION = ("Optimization impact per variant and device: training time per sample; speed-up over baseline from paired "
@@ -49,3 +50,26 @@ def build(job) -> Table:
     results = job.results
     runs = results.table("runs")
     return Table(optimization_table(runs, results.table("summaries")), CAPTION, notes=verdict_notes(runs))
+
+
+# The article's table shows these columns, with these headers (the CSV keeps them all).
+ARTICLE_COLUMNS = [("gpu", "label"), ("variant", "variant"), ("train_ms_per_sample", "train ms/sample"),
+                   ("train_speedup_vs_baseline", "speed-up"), ("sample_step_median_ms", "sample step ms"),
+                   ("train_peak_memory_gib", "peak GiB"), ("sm_cycles_rel", "SM cycles rel."),
+                   ("warp_instructions_rel", "instr. rel."), ("ipc_rel", "IPC rel."), ("tensor_pipe_pct", "tensor %")]
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    table = inputs.table("tab04_optimization")
+    rows = table[table["sm_cycles_rel"].notna()] if len(table) and "sm_cycles_rel" in table else pd.DataFrame()
+    said = []
+    for gpu, runs in rows.groupby("gpu", sort=False) if len(rows) else []:
+        for row in runs[runs["variant"] != "baseline"].itertuples():
+            said.append(f"{row.variant} on {gpu} runs a training step in {num(row.sm_cycles_rel)} of the "
+                        f"baseline's SM cycles and {num(row.warp_instructions_rel)} of its warp instructions at "
+                        f"{num(row.ipc_rel)} of its IPC, with the Tensor pipe busy {num(row.tensor_pipe_pct)} % "
+                        "of the time")
+    text = ("The same numbers as a table, with the Nsight Compute totals of the training step relative to the "
+            "baseline where the step was profiled. ")
+    return text + (("; ".join(said) + ".") if said else "No training step was profiled with Nsight Compute.")

@@ -17,3 +17,9 @@ CAPTION = ("Claims of the abstract of arXiv 2606.19365: the published value (fro
 def build(job) -> Table:
     table, notes = claims_table(load_claims(job.files["claims"]), job.results)
     return Table(table, CAPTION, notes=notes)
+
+
+# The article's table shows these columns, with these headers (the CSV keeps them all).
+ARTICLE_COLUMNS = [("claim", "claim"), ("published", "published (A100)"), ("gpu", "label"),
+                   ("measured", "measured"), ("verdict", "verdict"), ("rule", "rule")]
+ARTICLE_SHOWN_ONCE = ("claim", "published")  # a claim and its published value once, above its labels' rows

@@ -12,6 +12,7 @@ from measurement.throughput import COLUMNS as THROUGHPUT, single_size_sweep
 from medddpm import compile_cache
 
 from ..derived import speedup_verdict, verdict_notes
+from ..prose import Context, num
 from ..render import Table
 
 COLUMNS = ["gpu", "variant", "origin", "device", "switches", "train_ms_per_sample", "train_ms_per_sample_q1",
@@ -99,3 +100,27 @@ def build(job) -> Table:
     results = job.results
     table, notes = frontier_table(results.table("bench"), results.table("runs"))
     return Table(table, CAPTION, notes=notes)
+
+
+# The article's table shows these columns, with these headers (the CSV keeps them all).
+ARTICLE_COLUMNS = [("gpu", "label"), ("variant", "variant"), ("train_ms_per_sample", "train ms/sample"),
+                   ("train_model_tflops", "TFLOP/s"), ("train_fraction_of_bf16_rate", "of bf16 rate"),
+                   ("sample_step_ms", "sample step ms"), ("sample_volume_s", "s/volume"),
+                   ("sample_volumes_per_hour_b1", "vol/h batch 1"), ("sample_volumes_per_hour_best", "vol/h best"),
+                   ("sample_best_batch", "best batch"), ("train_peak_gib", "peak GiB"),
+                   ("train_compile_s", "compile s"), ("train_speedup_vs_baseline", "speed-up")]
+# Shown as percentages (fractions in the CSV).
+ARTICLE_PERCENT_COLUMNS = {"train_fraction_of_bf16_rate"}
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    frontier = inputs.table("tab07_frontier")
+    if frontier.empty:
+        return "The bench table is empty for the same reason."
+    low = frontier.loc[frontier["train_peak_gib"].idxmin()] if "train_peak_gib" in frontier else None
+    text = "Per variant: time, model TFLOP/s and their share of the measured bf16 rate, sampling, memory, compilation."
+    if low is not None:
+        text += (f" The smallest training peak is {num(low['train_peak_gib'])} GiB ({low['variant']} on "
+                 f"{low['gpu']}).")
+    return text

@@ -4,6 +4,7 @@ verdict and, outside the band, the likely reasons (reporting.conformance); every
 from __future__ import annotations
 
 from ..conformance import conformance_table
+from ..prose import Context, Inputs, join_words, verdict_counts
 from ..render import Table
 
 CAPTION = ("Conformance with the shipped reference: per label measured here, variant and metric, the reference value, "
@@ -15,3 +16,31 @@ CAPTION = ("Conformance with the shipped reference: per label measured here, var
 def build(job) -> Table:
     table, classes, notes = conformance_table(job.results, job.settings["conformance"]["bands"])
     return Table(table, CAPTION, notes=notes, extra={"classes": classes})
+
+
+# The article's table shows these columns, with these headers (the CSV keeps them all).
+ARTICLE_COLUMNS = [("gpu", "label"), ("variant", "variant"), ("metric", "metric"), ("unit", "unit"),
+                   ("reference", "reference"), ("measured", "measured"), ("deviation", "deviation"),
+                   ("band", "band"), ("verdict", "verdict"), ("reasons", "likely reasons")]
+
+
+def describe(context: Context) -> str:
+    inputs = context.inputs
+    table = inputs.table("tab08_conformance")
+    if table.empty:
+        return "No label was checked against a reference."
+    compared = table[table["variant"].notna()]
+    if compared.empty:
+        reasons = join_words(sorted({str(r) for r in table["reasons"].dropna()}))
+        return (f"Nothing here can be checked against a shipped reference: {reasons}. A label measured here and "
+                "listed in `reference_results` is compared metric by metric, within the configured bands.")
+    said = [f"{gpu}: {verdict_counts(rows)}" for gpu, rows in compared.groupby("gpu", sort=False)]
+    return ("Each label measured here against the shipped reference set of the same label, metric by metric, "
+            "within the bands of `conformance.bands`: " + "; ".join(said) + ". A run outside a band is reported "
+            "with the likely reasons from both sides' provenance, never failed.")
+
+
+def shown_as_table(inputs: Inputs) -> bool:
+    """Not where every row is 'not comparable' (or there is none): the paragraph says so in one sentence instead."""
+    table = inputs.table("tab08_conformance")
+    return not (table.empty or bool((table["verdict"] == "not comparable").all()))
