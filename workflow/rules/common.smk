@@ -318,6 +318,7 @@ def article_settings():
         "train",
         "sample",
         "profiling",
+        "comparison",
         "conformance",
     )
     return {key: config[key] for key in keys} | {"variants": {v: config["variants"][v] for v in config["run_variants"]}}

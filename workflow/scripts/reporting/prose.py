@@ -67,14 +67,25 @@ def verdict_counts(frame: pd.DataFrame) -> str:
 
 
 def speedup_words(row) -> str:
-    """A speed-up over baseline as a reader should take it: a direction only where the quartiles are apart."""
+    """A speed-up over baseline as a reader should take it (reporting.derived.speedup_verdict): a direction only
+    where the paired rounds give one, with their interval; a speed-up of separately timed jobs says so."""
     ratio, said = float(row["speedup"]), row["verdict"]
+    paired = bool(row.get("paired", False))
+    interval = ""
+    if paired and present(row.get("low")) and present(row.get("high")):
+        interval = f" (interval {num(float(row['low']))}-{num(float(row['high']))})"
+    how = interval if paired else " (unpaired: separate jobs)"
     if said == "faster":
-        return f"{times(ratio)} faster"
+        return f"{times(ratio)} faster{how}"
     if said == "slower":
-        return f"{times(1 / ratio)} slower"
+        return f"{times(1 / ratio)} slower{how}"
     if said == "within noise":
-        return f"{times(ratio)}, within noise (its quartiles overlap the baseline's)"
+        return (f"{times(ratio)}, within noise{interval or ''}" if paired
+                else f"{times(ratio)}, within noise (its quartiles overlap the baseline's)")
+    if said == "not measurable under this load":
+        return f"{times(ratio)}, not measurable under this load{interval}"
+    if said == "not measurable here":
+        return f"{times(ratio)}, not measurable here (its switches have no effect on this device)"
     if said == "no spread measured":
         return f"{times(ratio)} (no spread measured, so no direction is claimed)"
     return "not measured"

@@ -17,7 +17,8 @@ from ..prose import (PAPER_VARIANTS, Inputs, join_words, num, present, speedup_w
 
 # -- title and abstract ---------------------------------------------------------------------------------------------
 def headline(inputs: Inputs, verdict: Callable) -> str | None:
-    """The title's finding: the largest measured, real (quartiles apart) TF32 speed-up of a GPU label."""
+    """The title's finding: the largest measured, real (called faster by speedup_verdict) TF32 speed-up of a GPU
+    label."""
     table = verdicts(inputs, verdict)
     rows = table[(table["variant"] == "tf32") & (table["verdict"] == "faster")] if len(table) else table
     rows = rows[[inputs.is_gpu(gpu) for gpu in rows["gpu"]]] if len(rows) else rows
@@ -173,6 +174,12 @@ def variants_text(inputs: Inputs, settings: dict) -> str:
             "records it as without effect and the comparisons that depend on it say so.")
 
 
+def band_text(settings: dict) -> str:
+    """The comparisons' band as the text says it ('10 %'), or what it is where the settings hold none."""
+    band = settings.get("comparison", {}).get("band")
+    return "the comparisons' band" if band is None else f"{100 * band:g} %"
+
+
 def timing_text(inputs: Inputs, settings: dict) -> str:
     train, sample = settings["train"], settings["sample"]
     chain = ("every step of each chain" if sample.get("max_steps") is None
@@ -183,9 +190,13 @@ def timing_text(inputs: Inputs, settings: dict) -> str:
             f"{train['warmup_steps']} warm-up and {train['measured_steps']} measured optimizer steps of "
             f"{train['gradient_accumulation']} micro-batches each, and for sampling {chain} after "
             f"{sample.get('warmup_steps', 1)} warm-up step(s). A run is reported as the median step and its "
-            "quartiles; a speed-up over the baseline is called faster or slower only where the two runs' "
-            "interquartile ranges do not overlap, and within noise otherwise. Peak memory is the CUDA allocator's "
-            "maximum on a GPU and the resident set on a CPU.")
+            "quartiles. A speed-up over the baseline comes from paired rounds: one job per hardware label times "
+            "every variant's step in rotating rounds, so that a change of load hits both sides; the speed-up is the "
+            "median of the rounds' ratios with the sign test's exact interval, and is called within noise where it "
+            f"lies within {band_text(settings)} of 1, faster or slower where it lies beyond and "
+            "its interval excludes 1, and not measurable under this load where the interval is too wide to tell, "
+            "the rounds disagree or the machine's conditions changed (a shipped set of separately timed jobs is "
+            "marked unpaired). Peak memory is the CUDA allocator's maximum on a GPU and the resident set on a CPU.")
 
 
 def kernels_text(inputs: Inputs, settings: dict) -> str:
@@ -308,8 +319,9 @@ def limitations_text(inputs: Inputs, settings: dict) -> list[str]:
         f"model{'s' if len(devices) != 1 else ''} ({join_words(devices) if devices else 'none'}). Its findings about "
         "how the optimizations' effect changes across architectures cannot be checked here; the A100 numbers of "
         "the claims are compared with other hardware, so only the direction of a change is expected to agree.",
-        "The study's size: a few measured optimizer steps per run (their quartiles bound the noise, and a speed-up "
-        "within them is reported as within noise), one profiled step per phase, and a quality study of a short "
+        "The study's size: a few measured optimizer steps per run, paired rounds until each speed-up's interval is "
+        "narrow or a time budget ends them (on a loaded machine a speed-up may stay not measurable), one profiled "
+        "step per phase, and a quality study of a short "
         "training at a reduced size with a few seeds per variant. The software differs from the study's (its versions "
         "are not public): cuDNN's algorithm choice, which dominates the fp32 and TF32 convolutions, changes "
         "between versions.",
