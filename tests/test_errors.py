@@ -35,7 +35,7 @@ from test_data import BAD_INPUTS
 from configcheck import ConfigError, check_config, check_files, read_mapping
 from errors import ExpectedError
 from medddpm import checkpoints, training
-from medddpm.build import Workload
+from medddpm.build import ModelSpec
 from reporting.results import TABLES
 from snakemake.utils import update_config
 from targets import SHIPPED_NAMES
@@ -625,7 +625,7 @@ def case_checkpoint_not_a_checkpoint(tmp_path, dataset):
       r"denoiser\.time_embed\.0\.weight is \[256, 64\] there and \[128, 32\] here\): it was trained for another "
       r"configuration; fix: (run snakemake .*)?(add )?--forcerun")
 def case_checkpoint_of_another_network(tmp_path, dataset):
-    wide = Workload.from_params({**MODEL, "base_width": 64}, DIFFUSION).build(0).state_dict()
+    wide = ModelSpec.from_params({**MODEL, "base_width": 64}, DIFFUSION).build(0).state_dict()
     torch.save({"model": wide, "ema": wide, "step": 3}, tmp_path / "checkpoint.pt")
     return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
 
@@ -640,7 +640,7 @@ def case_checkpoint_of_another_configuration(tmp_path, dataset, checkpoint):
       r"weights this workflow's train job writes \(a bare state_dict, or another program's file\); fix: "
       r"(run snakemake .*)?(add )?--forcerun")
 def case_checkpoint_without_the_weights(tmp_path, dataset):
-    torch.save(Workload.from_params(MODEL, DIFFUSION).build(0).state_dict(), tmp_path / "checkpoint.pt")
+    torch.save(ModelSpec.from_params(MODEL, DIFFUSION).build(0).state_dict(), tmp_path / "checkpoint.pt")
     return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
 
 

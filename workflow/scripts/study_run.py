@@ -4,7 +4,7 @@ against float64."""
 
 from pathlib import Path
 
-from medddpm.build import Workload
+from medddpm.build import ModelSpec
 from medddpm.runs import start_job
 from medddpm.settings import StudySettings, TrainSettings, from_mapping, params_dict
 from medddpm.study import RunFiles, run_study
@@ -23,7 +23,7 @@ def main() -> None:
     outputs = {seed: RunFiles(Path(out.summary[i]), Path(out.losses[i]), Path(out.slice[i]),
                               [Path(p) for p in out.volumes[i * masks: (i + 1) * masks]])
                for i, seed in enumerate(seeds)}
-    run_study(Workload.from_params(params["model"], params["diffusion"]),
+    run_study(ModelSpec.from_params(params["model"], params["diffusion"]),
               from_mapping(TrainSettings, params["train"] | {"seed": seeds[0]}, "train"),
               StudySettings.from_params(params["study"]), run, Path(snakemake.input.dataset), outputs,
               params["rerun"])
