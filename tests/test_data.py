@@ -484,7 +484,7 @@ def test_entry_points(tmp_path):
     logs.mkdir()
     run_script(
         "make_synthetic.py",
-        params=SimpleNamespace(cases=2, shape=[16, 16, 16], seed=3),
+        params=SimpleNamespace(source="synthetic", cases=2, shape=[16, 16, 16], seed=3),
         output=Files(raw),
         log=Files(logs / "synthetic.log"),
     )

@@ -10,6 +10,7 @@ from snakemake.utils import min_version, validate
 import layout  # workflow/scripts: on sys.path (the Snakefile puts it there)
 from configcheck import ConfigError, check_config, read_mapping
 from medddpm.switches import Variant
+from medddpm.workloads import WORKLOADS, preparation_settings, synthetic_sources
 from reporting.registry import OUTPUTS
 from targets import Plan, ReferenceSetError, cluster_requests, nsight_warning, target_problem
 
@@ -99,33 +100,28 @@ def gpus_needed(wildcards):
 # config/brats.yaml never rebuilds (and so never outdates the results of) the other's dataset.
 PREPARED = layout.dataset_dir("prepared", WORKLOAD)
 STUDY_PREPARED = layout.dataset_dir("study", WORKLOAD)
-SYNTHETIC_SOURCES = ("synthetic", "synthetic_brats")
+SOURCE = WORKLOADS[WORKLOAD].source(config["dataset"]["source"])
 
 
 def raw_dataset():
     """The folder the preparation reads: the derived synthetic cases, or the configured root."""
-    source = config["dataset"]["source"]
-    return layout.dataset_dir("synthetic", WORKLOAD) if source in SYNTHETIC_SOURCES else config["dataset"]["root"]
+    return layout.dataset_dir("synthetic", WORKLOAD) if SOURCE.synthetic else config["dataset"]["root"]
 
 
 def study_raw_input():
     """The configured folder, for sources read from disk (the synthetic ones are derived inside the job)."""
-    return [] if config["dataset"]["source"] in SYNTHETIC_SOURCES else [config["dataset"]["root"]]
+    return [] if SOURCE.synthetic else [config["dataset"]["root"]]
 
 
 def case_list():
-    """The BraTS case list, an input of the preparation when set (editing it re-prepares)."""
+    """The case list of a workload that takes one (BraTS), an input of the preparation when set (editing it
+    re-prepares)."""
     listed = config["dataset"]["case_list"]
-    return [listed] if listed is not None and config["dataset"]["source"] == "brats" else []
+    return [listed] if listed is not None and WORKLOADS[WORKLOAD].takes_case_list and not SOURCE.synthetic else []
 
 
-def preparation_params():
-    """What the preparation depends on besides the shape, split and seed: the source and its own settings only,
-    so that a setting of the other workload never re-prepares this one."""
-    dataset = config["dataset"]
-    if WORKLOAD == "brats":
-        return {"source": dataset["source"], "layout": dataset["layout"] if dataset["source"] == "brats" else "raw"}
-    return {"source": dataset["source"], "scaling": dataset["scaling"]}
+# What the preparation depends on besides the shape, split and seed (medddpm.workloads.preparation_settings).
+PREPARATION = preparation_settings(WORKLOAD, config["dataset"])
 
 
 # -- the quality study's settings (workflow/rules/quality_study.smk) --------------------------------------------

@@ -16,7 +16,7 @@ rule study_dataset:
     conda:
         "../../envs/workload.yaml"
     params:
-        source=preparation_params(),
+        source=PREPARATION,
         root=config["dataset"]["root"],
         cases=STUDY["dataset"]["cases"],
         heldout=STUDY["dataset"]["heldout"],

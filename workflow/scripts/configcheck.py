@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from errors import ExpectedError
+from medddpm.workloads import WORKLOADS, source_of, workload_of
 from targets import reference_set_problem
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
@@ -28,10 +29,6 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
 _SCHEMA_FIX = "workflow/schemas/config.schema.yaml describes every key"
 
 
-# The two workloads (config key `workload`; layout.WORKLOADS) and the dataset sources of each: whole-head (1 image
-# channel, a 2-channel mask) and BraTS (4 modalities, a 4-channel mask).
-SOURCES = {"wholehead": ("synthetic", "wholehead"), "brats": ("brats", "synthetic_brats")}
-CHANNELS = {"wholehead": (1, 2), "brats": (4, 4)}
 # Hardware labels once carried the BraTS workload as a suffix (h200_brats); the workload is its own key now.
 OLD_BRATS_SUFFIX = "_brats"
 
@@ -232,18 +229,18 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         if label not in config["hardware"]:
             return (f"config: gpus lists {label!r}{origin('gpus')}, which is not defined under 'hardware'; fix: add "
                     f"it there (device, name_pattern, architecture) or use one of {sorted(config['hardware'])}")
-    workload, source = config["workload"], config["dataset"]["source"]
-    if source not in SOURCES[workload]:
-        other = next(name for name, sources in SOURCES.items() if source in sources)
+    workload, source = WORKLOADS[config["workload"]], config["dataset"]["source"]
+    if source not in workload.source_names:
+        other = workload_of(source).name
         return (f"config: dataset.source {source}{origin('dataset', 'source')} belongs to the {other} workload, but "
-                f"workload is {workload}{origin('workload')}; fix: set workload: {other} (config/brats.yaml does for "
-                f"BraTS) or a {workload} source ({', '.join(SOURCES[workload])})")
-    image, mask = CHANNELS[workload]
+                f"workload is {workload.name}{origin('workload')}; fix: set workload: {other} (config/brats.yaml does "
+                f"for BraTS) or a {workload.name} source ({', '.join(workload.source_names)})")
+    image, mask = workload.image_channels, workload.mask_channels
     model = config["model"]
     if (model["in_channels"], model["out_channels"]) != (image + mask, image):
-        return (f"config: the {workload} workload has {image} image and {mask} mask channel(s), so model.in_channels "
-                f"must be {image + mask} and model.out_channels {image} (got {model['in_channels']} and "
-                f"{model['out_channels']}){origin('model')}; fix: set them so")
+        return (f"config: the {workload.name} workload has {image} image and {mask} mask channel(s), so "
+                f"model.in_channels must be {image + mask} and model.out_channels {image} (got "
+                f"{model['in_channels']} and {model['out_channels']}){origin('model')}; fix: set them so")
     problem = _variant_list_problem(config, ("run_variants",), origin,
                                     "every quality check and speed-up is relative to it")
     if problem:
@@ -256,7 +253,7 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         return (f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout "
                 f"({config['dataset']['heldout']}){origin('sample', 'masks')}; fix: lower sample.masks or hold out "
                 "more cases")
-    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
+    synthetic = source_of(config["dataset"]["source"]).synthetic
     if config["dataset"]["heldout"] >= config["dataset"]["cases"] and synthetic:
         return (f"config: dataset.heldout must leave at least one training case{origin('dataset', 'heldout')}; "
                 f"fix: hold out fewer than dataset.cases ({config['dataset']['cases']})")
@@ -307,7 +304,7 @@ def _study_problem(config: dict, origin) -> str | None:
             return (f"config: quality_study.gpus lists {label!r}{origin('quality_study', 'gpus')}, which this "
                     f"invocation does not measure (gpus: {config['gpus']}); fix: leave it out, or null for every label")
     data = study["dataset"]
-    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
+    synthetic = source_of(config["dataset"]["source"]).synthetic
     if data["heldout"] >= data["cases"] and synthetic:
         return (f"config: quality_study.dataset.heldout must leave at least one training case"
                 f"{origin('quality_study', 'dataset', 'heldout')}; fix: hold out fewer than quality_study.dataset."

@@ -22,9 +22,6 @@ from pathlib import Path
 
 RESULTS = "results"
 REFERENCE = "data/reference"
-# The two workloads of Med-DDPM: whole-head (1 image channel, a 2-channel mask, 128^3) and BraTS (4 modalities, a
-# 4-channel tumour mask, 192 x 192 x 144). Config key `workload`.
-WORKLOADS = ("wholehead", "brats")
 # The small result files of one run (what the figures read; the checkpoint and samples stay out).
 RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
 # The quality study's files of one run, by kind.

@@ -1,8 +1,9 @@
-"""Snakemake job: derive the synthetic whole-head dataset from the MNI152 template and tissue maps (medddpm.synthetic)."""
+"""Snakemake job: derive the raw cases of a synthetic source from nilearn's MNI152 template and tissue maps
+(medddpm.workloads: the whole-head pairs of medddpm.synthetic, the raw BraTS cases of medddpm.synthetic_brats)."""
 
 from pathlib import Path
 
-from medddpm.synthetic import write_synthetic_dataset
+from medddpm.workloads import source_of
 from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
@@ -10,8 +11,7 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 def main() -> None:
     params = snakemake.params
-    files = write_synthetic_dataset(Path(snakemake.output[0]), params.cases, tuple(params.shape), params.seed)
-    print(f"wrote {len(files)} files: {params.cases} cases of shape {params.shape}, seed {params.seed}")
+    print(source_of(params.source).derive(Path(snakemake.output[0]), params.cases, params.shape, params.seed))
 
 
 run_job(snakemake.log[0], main)

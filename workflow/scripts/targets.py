@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 import layout
+from medddpm.workloads import WORKLOADS
 
 # Raw profiler exports of each tool, beside its tidy tables (exported with a reference set).
 RAW_EXPORTS = {"torch": ("torch_trace.json",), "ncu": ("ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv"),
@@ -261,8 +262,12 @@ def target_problem(target: str, config: dict) -> str | None:
         return None
     workload, label = parts[1], parts[2]
     if workload != config["workload"]:
-        other = "add config/brats.yaml after your other overlays" if workload == "brats" else \
-            "leave config/brats.yaml out"
+        if workload not in WORKLOADS:
+            other = f"the workloads are {', '.join(WORKLOADS)}: correct the path"
+        elif WORKLOADS[workload].overlay:
+            other = f"add {WORKLOADS[workload].overlay} after your other overlays"
+        else:
+            other = f"leave {WORKLOADS[config['workload']].overlay} out"
         return (f"target {target}: the {workload} workload, but this configuration measures workload: "
                 f"{config['workload']}; fix: {other}")
     if label in _NOT_LABELS:

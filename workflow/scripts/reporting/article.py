@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from medddpm.workloads import source_of
 
 from . import derived
 from .registry import BY_ID, OUTPUTS, Output
@@ -388,13 +389,7 @@ def hardware_text(inputs: Inputs) -> str:
 def workload_text(inputs: Inputs, settings: dict) -> str:
     work = dict(inputs.table("tab02_workload").itertuples(index=False)) if len(inputs.table("tab02_workload")) else {}
     data, model = settings["dataset"], settings["model"]
-    source = {"synthetic": "synthetic: derived from the MNI152 template and tissue maps shipped with nilearn "
-                           "[@nilearn] by random smooth deformations, intensity changes and synthetic tumours "
-                           "(no download), in Med-DDPM's whole-head layout",
-              "wholehead": f"Med-DDPM's whole-head images and masks, read from `{data['root']}`",
-              "brats": f"BraTS 2021 cases read from `{data['root']}`",
-              "synthetic_brats": "a synthetic stand-in for BraTS 2021 (no download)"}.get(data["source"],
-                                                                                         data["source"])
+    source = source_of(data["source"]).words.format(root=data["root"])
     return (f"The workload configured for the runs measured here is the {settings.get('workload', 'wholehead')} "
             f"network of Med-DDPM at base width {model['base_width']} (tab02): "
             f"{work.get('volume (D x W x H), batch', '?')}, {work.get('parameters', '?')} parameters, "
