@@ -415,6 +415,36 @@ def test_bad_folders_raise_one_clear_line_and_write_nothing(make, tmp_path):
     assert list(parent.iterdir()) == []
 
 
+# --- config/brats.yaml: what differs from the embedded default ------------------------------------------------
+
+
+def _leaves(mapping: dict, prefix: tuple = ()):
+    for key, value in mapping.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, (*prefix, key))
+        else:
+            yield (*prefix, key), value
+
+
+def _value(mapping: dict, key_path: tuple):
+    for key in key_path:
+        mapping = mapping.get(key, {}) if isinstance(mapping, dict) else {}
+    return mapping
+
+
+def test_the_brats_overlay_sets_only_what_differs_from_the_defaults():
+    """A value of config/brats.yaml is BraTS's own, or one that config/paper.yaml changes (the overlay serves alone
+    and after paper.yaml); none repeats what config.yaml already sets and paper.yaml leaves alone."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    default, paper, brats = (yaml.safe_load((repo / name).read_text())
+                             for name in ("config.yaml", "config/paper.yaml", "config/brats.yaml"))
+    repeated = [".".join(key_path) for key_path, value in _leaves(brats)
+                if value == _value(default, key_path) and _value(paper, key_path) in ({}, value)]
+    assert repeated == []
+
+
 # --- synthetic BraTS (for timing the workload without the data) ---------------------------------------------------
 
 
