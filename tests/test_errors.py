@@ -1149,6 +1149,8 @@ def test_targets_of_another_workload_or_label_name_the_setting():
     config = read_mapping(REPO / "config.yaml")
     assert target_problem("results/wholehead/cpu/baseline/train.json", config) is None
     assert target_problem("results/wholehead/dataset/prepared", config) is None
+    assert target_problem("results/wholehead/cpu/study/summary.md", config) is None  # the study's own files
+    assert target_problem("results/wholehead/cpu/study/logs/compare.log", config) is None
     assert target_problem("paper/figures/all", config) is None
     assert "fix: add config/brats.yaml" in target_problem("results/brats/cpu/baseline/train.json", config)
     assert "hardware label 'h200' is not measured" in target_problem("results/wholehead/h200/tf32/train.json", config)

@@ -231,7 +231,7 @@ def test_the_collector_reads_every_run_of_a_study_and_the_rerun(study_tables):
 
 # -- the verdict, from the files as the collector reads them (its edges: tests/test_claims_quality.py) -------------
 def study_frame(distances: dict, ssim: float = 0.6, effective: bool = True, tmp: Path | None = None) -> pd.DataFrame:
-    files = write_study(tmp / "wholehead", "g", distances, ssim=ssim, effective=effective)
+    files = write_study(tmp / "results" / "wholehead", "g", distances, ssim=ssim, effective=effective)
     return collect(files, (), ["g"])["study"]
 
 

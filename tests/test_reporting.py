@@ -753,7 +753,7 @@ def test_the_shipped_h200_set_conforms_with_itself(tmp_path):
     shipped = [p for p in shipped_files() if p.name.endswith(wanted)]
     measured = []
     for path in shipped:
-        copy_to = tmp_path / "results" / "h200" / path.relative_to(H200)
+        copy_to = tmp_path / "results" / "wholehead" / "h200" / path.relative_to(H200)
         copy_to.parent.mkdir(parents=True, exist_ok=True)
         copy_to.write_bytes(path.read_bytes())
         measured.append(copy_to)

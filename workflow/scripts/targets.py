@@ -249,18 +249,14 @@ def cluster_requests(overwrite_resources) -> list[str]:
 
 
 # -- targets typed on the command line ------------------------------------------------------------------------------
-# Folders of a workload that are not hardware labels.
-_NOT_LABELS = ("dataset", "collected", "logs")
-
-
 def target_problem(target: str, config: dict) -> str | None:
     """Why a result path typed as a target cannot be built by this configuration (another workload, a label not in
     `gpus`, a variant not in `run_variants` or the study's), naming the setting to change; None when it can or when
     it is not a result path. Snakemake itself would answer only "No rule to produce ..."."""
-    parts = Path(target).parts
-    if len(parts) < 3 or parts[0] != layout.RESULTS:
+    place = layout.parse(target)
+    if Path(target).parts[:1] != (layout.RESULTS,) or place.workload is None:
         return None
-    workload, label = parts[1], parts[2]
+    workload, label = place.workload, place.gpu
     if workload != config["workload"]:
         if workload not in WORKLOADS:
             other = f"the workloads are {', '.join(WORKLOADS)}: correct the path"
@@ -270,22 +266,19 @@ def target_problem(target: str, config: dict) -> str | None:
             other = f"leave {WORKLOADS[config['workload']].overlay} out"
         return (f"target {target}: the {workload} workload, but this configuration measures workload: "
                 f"{config['workload']}; fix: {other}")
-    if label in _NOT_LABELS:
+    if label is None:
         return None
     if label not in config["gpus"]:
         return (f"target {target}: hardware label {label!r} is not measured by this configuration (gpus: "
                 f"{config['gpus']}); fix: set gpus in an overlay (config/paper.yaml measures h200), or use "
                 f"{layout.label_dir(workload, config['gpus'][0])}/...")
-    if len(parts) < 5:
+    variant = place.variant
+    if variant is None:
         return None
-    if parts[3] == "study":
+    if place.study:
         variants, key = list(config["quality_study"]["variants"]), "quality_study.variants"
-        variant = parts[4]
-    elif parts[3] == "logs":
-        return None
     else:
         variants, key = list(config["run_variants"]), "run_variants"
-        variant = parts[3]
     if variant in variants:
         return None
     if variant not in config["variants"]:

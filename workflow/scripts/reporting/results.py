@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from errors import ExpectedError
-from layout import file_keys
+from layout import REFERENCE, file_keys, parse
 from measurement.throughput import run_columns as throughput_columns
 from medddpm import compile_cache
 
@@ -99,7 +99,7 @@ MANIFEST = "manifest.sha256"
 
 
 def _shipped(path: Path) -> bool:
-    return "reference" in Path(path).parts
+    return parse(path).root == REFERENCE
 
 
 def _fix(path: Path) -> str:
