@@ -32,13 +32,13 @@ import yaml
 
 from conftest import REPO, Files, Params, copy_workflow, random_prepared_dataset, run_script, snakemake
 from test_data import BAD_INPUTS
-from configcheck import ConfigError, check_config, check_files, read_mapping
-from errors import ExpectedError
+from planning.configcheck import ConfigError, check_config, check_files, read_mapping
+from jobio.errors import ExpectedError
 from medddpm import checkpoints, training
 from medddpm.build import ModelSpec
 from reporting.results import TABLES
 from snakemake.utils import update_config
-from targets import SHIPPED_NAMES
+from planning.plan import SHIPPED_NAMES
 
 FIXTURES = REPO / "tests" / "fixtures" / "profiling"
 H200_RAW = FIXTURES / "ncu_raw_h200_tiny_train_step.csv"
@@ -969,7 +969,7 @@ def test_profiled_kernels_reads_ncus_log():
 
 
 def test_json_results_refuse_nan(tmp_path):
-    from errors import write_json
+    from jobio.errors import write_json
 
     with pytest.raises(ValueError, match=r"final_loss is not a finite number"):
         write_json(tmp_path / "train.json", {"final_loss": float("nan"), "step_time": {"n": 2}})
@@ -1144,7 +1144,7 @@ def test_a_target_outside_the_configured_variants_names_the_setting_and_its_fix_
 
 
 def test_targets_of_another_workload_or_label_name_the_setting():
-    from targets import target_problem
+    from planning.targets import target_problem
 
     config = read_mapping(REPO / "config.yaml")
     assert target_problem("results/wholehead/cpu/baseline/train.json", config) is None

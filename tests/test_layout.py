@@ -3,9 +3,9 @@ collector's keys, the targets' checks and the export's README all read paths thr
 
 from pathlib import Path
 
-import layout
 import pytest
-from layout import REFERENCE, RESULTS, Place, parse
+from planning import layout
+from planning.layout import REFERENCE, RESULTS, Place, parse
 
 WRITTEN = [
     (layout.run_file("train.json", "brats", "h200", "tf32"),

@@ -22,9 +22,9 @@ from medddpm import quality
 from medddpm.curves import final_loss, smoothed
 from reporting import claims, render
 from reporting.registry import BY_ID
-from layout import file_keys
+from planning.layout import file_keys
 from reporting.results import SHIPPED, Results, collect
-from targets import SHIPPED_NAMES
+from planning.plan import SHIPPED_NAMES
 from study_helpers import write_study
 
 REPO = Path(__file__).resolve().parents[1]

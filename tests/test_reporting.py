@@ -24,7 +24,7 @@ from profiling.tables import summarise
 from reporting import claims, conformance, derived, render
 from reporting.registry import BY_ID, OUTPUTS, markdown_list
 from reporting.results import MEASURED, SHIPPED, Results, collect, panel_label
-from targets import SHIPPED_NAMES
+from planning.plan import SHIPPED_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "data" / "reference" / "wholehead" / "h200"

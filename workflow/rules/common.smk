@@ -7,17 +7,20 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
-import layout  # workflow/scripts: on sys.path (the Snakefile puts it there)
-from configcheck import ConfigError, check_config, read_mapping
+# workflow/scripts is on sys.path (the Snakefile puts it there).
 from medddpm.switches import Variant
 from medddpm.workloads import WORKLOADS, preparation_settings, synthetic_sources
+from planning import layout
+from planning.cluster import cluster_requests
+from planning.configcheck import ConfigError, check_config, read_mapping
+from planning.plan import Plan, ReferenceSetError, nsight_warning
+from planning.targets import target_problem
 from reporting.registry import OUTPUTS
-from targets import Plan, ReferenceSetError, cluster_requests, nsight_warning, target_problem
 
 min_version("9.0")
 
 
-# One line per problem, naming the key and the file that set it (configcheck.py; the schema's own messages dump the
+# One line per problem, naming the key and the file that set it (planning.configcheck; the schema's own messages dump the
 # schema). Snakemake's validate() then runs as in every catalog workflow; it finds nothing left.
 try:
     check_config(
@@ -39,7 +42,7 @@ for _name, _switches in config["variants"].items():
         raise WorkflowError(f"config: {_error}") from None
 
 
-# What this configuration measures and reads (targets.Plan; every path from layout).
+# What this configuration measures and reads (planning.plan.Plan; every path from planning.layout).
 PLAN = Plan(config, Path(workflow.basedir))
 WORKLOAD = PLAN.workload
 STUDY = PLAN.study
@@ -249,7 +252,7 @@ def reporting_code():
     return sorted(set(shared) - set(OWN_RULE_MODULES)) + [
         "workflow/scripts/profiling/kernels.py",
         "workflow/scripts/medddpm/curves.py",
-        "workflow/scripts/layout.py",
+        "workflow/scripts/planning/layout.py",
     ]
 
 

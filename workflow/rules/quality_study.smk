@@ -3,7 +3,7 @@
 # compared with the held-out real images and with the baseline's run of the same seed (the verdict pairs them). Target
 # `quality_study` prints each label's summary and verdict; paper/figures/all collects the study too (fig09, tab05,
 # tab06). Sizes: config.yaml (a CPU miniature), config/paper.yaml (the H200 study and its budget). The runs and their
-# files: targets.Plan; the settings a run takes: common.smk.
+# files: planning.plan.Plan; the settings a run takes: common.smk.
 
 
 rule study_dataset:

@@ -4,11 +4,11 @@ from pathlib import Path
 
 from medddpm.build import ModelSpec
 from medddpm.prepare import heldout_images
-from errors import write_json
+from jobio.errors import write_json
 from medddpm.quality import image_similarity, loss_curve_deviation, numeric_error, summarise_similarity
 from medddpm.runs import start_job
 from medddpm.settings import QualitySettings, params_dict
-from ruleio import repo_root, run_job
+from jobio.job import repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

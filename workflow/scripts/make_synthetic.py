@@ -3,8 +3,8 @@
 
 from pathlib import Path
 
+from jobio.job import run_job
 from medddpm.workloads import source_of
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

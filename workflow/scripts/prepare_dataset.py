@@ -4,9 +4,9 @@ split)."""
 
 from pathlib import Path
 
+from jobio.job import run_job
 from medddpm.prepare import prepare_dataset
 from medddpm.workloads import read_raw
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -2,12 +2,12 @@
 
 from pathlib import Path
 
+from jobio.job import JobError, repo_root, run_job
 from measurement import gpus
 from medddpm.settings import params_dict
 from profiling.errors import ProfilingError
 from profiling.runner import profile_ncu, profile_nsys, profile_torch
 from profiling.target import RANGE
-from ruleio import JobError, repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -1,7 +1,7 @@
 """Snakemake job: one registered figure or table (reporting.registry), rendered from the collected results."""
 
+from jobio.job import run_job
 from reporting.render import render
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
+from jobio.job import repo_root, run_job
 from medddpm.build import ModelSpec
 from medddpm.jobs import run_sampling
 from medddpm.runs import start_job
 from medddpm.settings import SampleSettings, from_mapping, params_dict
-from ruleio import repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -4,9 +4,9 @@ cases derived at that shape (synthetic sources), or the configured folder prepar
 import tempfile
 from pathlib import Path
 
+from jobio.job import run_job
 from medddpm.prepare import prepare_dataset
 from medddpm.workloads import read_raw, source_of
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -4,11 +4,11 @@ against float64."""
 
 from pathlib import Path
 
+from jobio.job import repo_root, run_job
 from medddpm.build import ModelSpec
 from medddpm.runs import start_job
 from medddpm.settings import StudySettings, TrainSettings, from_mapping, params_dict
 from medddpm.study import RunFiles, run_study
-from ruleio import repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from errors import ExpectedError, writing
+from jobio.errors import ExpectedError, writing
 
 from .settings import as_dict
 

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from errors import write_json, writing
+from jobio.errors import write_json, writing
 from measurement import throughput
 from measurement.timing import DeviceTimer, summary, synchronize
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
-from errors import ExpectedError
+from jobio.errors import ExpectedError
 
 LABELS = (0, 1, 2)
 MASK_CHANNELS = ("brain/head (label 1)", "tumor (label 2)")

@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from errors import write_json, writing
+from jobio.errors import write_json, writing
 from measurement.timing import synchronize
 
 from .build import ModelSpec

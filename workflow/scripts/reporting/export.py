@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-import layout
+from planning import layout
 from measurement.throughput import run_columns as throughput_columns, single_size_sweep
 
 from .derived import cudnn_version

@@ -7,7 +7,7 @@ missing one or a YAML error there without the file's line (the workflow cannot n
 here first names both. An overlay that Snakemake accepts but that gives a key twice (PyYAML keeps the second,
 silently) is refused by the workflow itself, naming the file and line:
 
-    python3 workflow/scripts/configcheck.py config/paper.yaml my-overlay.yaml
+    PYTHONPATH=workflow/scripts python3 -m planning.configcheck config/paper.yaml my-overlay.yaml
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from errors import ExpectedError
+from jobio.errors import ExpectedError
 from medddpm.workloads import WORKLOADS, source_of, workload_of
-from targets import reference_set_problem
 
-SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
+from .plan import reference_set_problem
+
+SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "config.yaml"
 _SCHEMA_FIX = "workflow/schemas/config.schema.yaml describes every key"
 
 
