@@ -23,6 +23,7 @@ configfile: "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
+include: "workflow/rules/checks.smk"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

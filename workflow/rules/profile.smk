@@ -48,7 +48,7 @@ rule profile_ncu:
         gpu=gpus_needed,
     params:
         tool="ncu",
-        settings=lambda wildcards: ncu_settings(wildcards.gpu, wildcards.phase),
+        settings=profile_ncu_settings,
         device=device_params,
         variant=variant_params,
         model=config["model"],

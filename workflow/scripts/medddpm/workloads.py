@@ -1,6 +1,6 @@
 """The two workloads of Med-DDPM, each described once: its dataset sources (which are derived here, and by which
 rule), its image and mask channels, how the preparation reads its raw cases, and the words that say what its data
-are. Config key `workload`; the layout, the config checks, the rules (common.smk, data.smk), the preparation jobs
+are. Config key `workload`; the config checks, the targets, the rules (common.smk, data.smk), the preparation jobs
 and the article read them here.
 
 The Snakefile reads this module while it builds the DAG, so it imports nothing heavy at the top: the readers and

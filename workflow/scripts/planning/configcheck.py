@@ -1,7 +1,7 @@
 """The workflow's configuration, checked: YAML files read with the file and line of a syntax error, the schema with one
 line per problem (the key, what is wrong, the file that set it), and the consistency the schema cannot express.
 
-The workflow (workflow/rules/common.smk) runs `check_config` when it builds the DAG. Snakemake itself reads the
+The workflow (workflow/rules/checks.smk) runs `check_config` when it builds the DAG. Snakemake itself reads the
 overlays given with --configfile while it parses its command line, before any workflow code runs, and reports a
 missing one or a YAML error there without the file's line (the workflow cannot name the file then); checking them
 here first names both. An overlay that Snakemake accepts but that gives a key twice (PyYAML keeps the second,
