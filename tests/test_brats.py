@@ -554,7 +554,7 @@ def test_entry_points_write_and_prepare_synthetic_and_listed_brats(tmp_path):
 
     raw, logs = tmp_path / "raw", tmp_path / "logs"
     logs.mkdir()
-    run_script("make_synthetic.py", params=SimpleNamespace(source="synthetic_brats", cases=3, shape=[16, 16, 16],
+    run_script("synthetic_dataset.py", params=SimpleNamespace(source="synthetic_brats", cases=3, shape=[16, 16, 16],
                                                            seed=1),
                output=Files(raw), log=Files(logs / "synthetic.log"))
     assert "wrote 15 files: 3 raw BraTS cases of shape (20, 20, 17)" in (logs / "synthetic.log").read_text()

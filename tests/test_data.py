@@ -483,7 +483,7 @@ def test_entry_points(tmp_path):
     raw, out, logs = tmp_path / "raw", tmp_path / "prepared", tmp_path / "logs"
     logs.mkdir()
     run_script(
-        "make_synthetic.py",
+        "synthetic_dataset.py",
         params=SimpleNamespace(source="synthetic", cases=2, shape=[16, 16, 16], seed=3),
         output=Files(raw),
         log=Files(logs / "synthetic.log"),

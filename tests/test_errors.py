@@ -226,7 +226,7 @@ exit {code}
 
 
 def profile_job(folder: Path, dataset: Path, executable: str | Path, tool: str = "ncu", minutes: float = 1) -> Attempt:
-    """workflow/scripts/profile_run.py for one training step of the tiny workload under `executable`."""
+    """workflow/scripts/profile_tool.py for one training step of the tiny workload under `executable`."""
     if tool == "ncu":
         settings = {"executable": str(executable), "metrics": ["gpu__time_duration.sum"], "sections": [],
                     "launch_count": None, "extra_args": [], "timeout_minutes": minutes}
@@ -236,7 +236,7 @@ def profile_job(folder: Path, dataset: Path, executable: str | Path, tool: str =
         out = Files(report=folder / "nsys.nsys-rep", kern_sum=folder / "nsys_kern_sum.csv")
     params = Params(tool=tool, settings=settings, device=CPU, variant=BASELINE, model=MODEL, diffusion=DIFFUSION,
                     train={"seed": 0, "lr": 1e-5}, warmup_steps=1)
-    return Attempt(lambda: run_script("profile_run.py", params=params,
+    return Attempt(lambda: run_script("profile_tool.py", params=params,
                                       wildcards=SimpleNamespace(variant="baseline", phase="train"),
                                       input=Files(dataset=dataset), output=out,
                                       log=Files(job=folder / "job.log", tool=folder / "tool.log")),

@@ -19,7 +19,7 @@ for _workload, _source in synthetic_sources():
         message:
             f"Deriving {{params.cases}} {_source.derives}"
         script:
-            "../scripts/make_synthetic.py"
+            "../scripts/synthetic_dataset.py"
 
 
 rule prepare_dataset:

@@ -52,4 +52,4 @@ for _tool, _profiler in PROFILERS.items():
         message:
             f"{_profiler['name']}: one {{wildcards.phase}} step of {{wildcards.variant}} on {{wildcards.gpu}}"
         script:
-            "../scripts/profile_run.py"
+            "../scripts/profile_tool.py"

@@ -1,4 +1,5 @@
-"""Snakemake job: one registered figure or table (reporting.registry), rendered from the collected results."""
+"""Snakemake job of the rule of each registered output (fig01_..., tab01_...; reporting.registry): the figure or
+table rendered from the collected results."""
 
 from jobio.job import run_job
 from reporting.render import render

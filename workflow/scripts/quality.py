@@ -2,13 +2,13 @@
 
 from pathlib import Path
 
+from jobio.errors import write_json
+from jobio.job import repo_root, run_job
 from medddpm.build import ModelSpec
 from medddpm.prepare import heldout_images
-from jobio.errors import write_json
 from medddpm.quality import image_similarity, loss_curve_deviation, numeric_error, summarise_similarity
 from medddpm.runs import start_job
 from medddpm.settings import QualitySettings, params_dict
-from jobio.job import repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -1,5 +1,6 @@
-"""Snakemake job: derive the raw cases of a synthetic source from nilearn's MNI152 template and tissue maps
-(medddpm.workloads: the whole-head pairs of medddpm.synthetic, the raw BraTS cases of medddpm.synthetic_brats)."""
+"""Snakemake job of the rules synthetic_dataset and synthetic_brats_dataset: derive the raw cases of a synthetic
+source from nilearn's MNI152 template and tissue maps (medddpm.workloads: the whole-head pairs of medddpm.synthetic,
+the raw BraTS cases of medddpm.synthetic_brats)."""
 
 from pathlib import Path
 

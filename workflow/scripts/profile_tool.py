@@ -1,4 +1,5 @@
-"""Snakemake job: profile one training or sampling step of one (hardware label, variant) with one tool."""
+"""Snakemake job of the rules profile_{tool} (torch, ncu, nsys): profile one training or sampling step of one
+(hardware label, variant) with that tool."""
 
 from pathlib import Path
 
