@@ -29,7 +29,9 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "config.yaml"
 _SCHEMA_FIX = "workflow/schemas/config.schema.yaml describes every key"
 
 
-# Hardware labels once carried the BraTS workload as a suffix (h200_brats); the workload is its own key now.
+# Hardware labels once carried the BraTS workload as a suffix (h200_brats); the workload is its own key now. A
+# migration shim (it names the new keys to an overlay of before 2026-12-01): remove it, and its message in
+# consistency_problem, once overlays of that time are no longer in use.
 OLD_BRATS_SUFFIX = "_brats"
 
 

@@ -206,6 +206,10 @@ def file_keys(path: str | Path) -> dict:
 
 def old_layout_set(root: str | Path, workload: str, label: str) -> str | None:
     """The folder of `label`'s reference set in the layout before the workload was an axis (data/reference/<label>/,
-    a BraTS set under <label>_brats), if one is there: importing it is refused with the command that moves it."""
+    a BraTS set under <label>_brats), if one is there: importing it is refused with the command that moves it.
+
+    A migration shim (the workload became an axis on 2026-12-01; the shipped sets moved then): remove it, and the
+    branch of planning.plan.reference_set_problem that calls it, once no set exported before that date is left to
+    import."""
     old = f"{REFERENCE}/{label}_brats" if workload == "brats" else f"{REFERENCE}/{label}"
     return old if (Path(root) / old).is_dir() else None

@@ -512,7 +512,8 @@ class Results:
         return panel_label(gpu, info["device"], info["origin"], info["date"], info.get("workload", ""))
 
     def workload(self, gpu: str) -> str:
-        """The label's workload ('' for a bundle collected before the workload was recorded)."""
+        """The label's workload ('' for a bundle collected before the workload was recorded: a migration shim, to
+        remove once no results/ tree holds a bundle collected before 2026-12-01, which the next collection rewrites)."""
         return self._info(gpu).get("workload", "") or ""
 
     def workloads(self) -> list[str]:
