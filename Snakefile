@@ -8,7 +8,7 @@ from snakemake.exceptions import WorkflowError
 
 # The workflow's packages (workflow/scripts) serve the Snakefile and the DAG's input functions too.
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
-from configcheck import ConfigError, check_start  # noqa: E402
+from planning.configcheck import ConfigError, check_start  # noqa: E402
 
 # Snakemake must run in this folder (-s ../Snakefile from a subfolder would look for config.yaml there).
 try:
@@ -23,6 +23,7 @@ configfile: "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
+include: "workflow/rules/checks.smk"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

@@ -179,7 +179,7 @@ def random_prepared_dataset(tmp_path_factory, shape=(8, 8, 8), cases: int = 3, h
     import nibabel as nib
     import numpy as np
 
-    from medddpm.prepare import prepare_dataset, read_wholehead_pairs
+    from medddpm.prepare import prepare_dataset, read_wholehead_cases
 
     raw = tmp_path_factory.mktemp("raw")
     rng = np.random.default_rng(seed)
@@ -191,7 +191,7 @@ def random_prepared_dataset(tmp_path_factory, shape=(8, 8, 8), cases: int = 3, h
             (raw / sub).mkdir(exist_ok=True)
             nib.save(nib.Nifti1Image(volume, np.eye(4)), raw / sub / f"sample_{index}.nii.gz")
     out = tmp_path_factory.mktemp("prepared") / "prepared"
-    prepare_dataset(read_wholehead_pairs(raw), out, shape, heldout=heldout, seed=0)
+    prepare_dataset(read_wholehead_cases(raw), out, shape, heldout=heldout, seed=0)
     return out
 
 

@@ -127,7 +127,7 @@ def test_switch_descriptions():
 def test_bench_refuses_a_training_run_without_its_flop_count_and_a_sample_of_another_volume(tmp_path):
     """The FLOPs come from the training job that was timed: a train.json of an older version (no count) and a
     sampling run on other volumes are each refused in one line naming the file."""
-    from errors import ExpectedError
+    from jobio.errors import ExpectedError
 
     paper = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
     rates = {"bf16_matmul_tflops": 800.0}

@@ -415,6 +415,36 @@ def test_bad_folders_raise_one_clear_line_and_write_nothing(make, tmp_path):
     assert list(parent.iterdir()) == []
 
 
+# --- config/brats.yaml: what differs from the embedded default ------------------------------------------------
+
+
+def _leaves(mapping: dict, prefix: tuple = ()):
+    for key, value in mapping.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, (*prefix, key))
+        else:
+            yield (*prefix, key), value
+
+
+def _value(mapping: dict, key_path: tuple):
+    for key in key_path:
+        mapping = mapping.get(key, {}) if isinstance(mapping, dict) else {}
+    return mapping
+
+
+def test_the_brats_overlay_sets_only_what_differs_from_the_defaults():
+    """A value of config/brats.yaml is BraTS's own, or one that config/paper.yaml changes (the overlay serves alone
+    and after paper.yaml); none repeats what config.yaml already sets and paper.yaml leaves alone."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    default, paper, brats = (yaml.safe_load((repo / name).read_text())
+                             for name in ("config.yaml", "config/paper.yaml", "config/brats.yaml"))
+    repeated = [".".join(key_path) for key_path, value in _leaves(brats)
+                if value == _value(default, key_path) and _value(paper, key_path) in ({}, value)]
+    assert repeated == []
+
+
 # --- synthetic BraTS (for timing the workload without the data) ---------------------------------------------------
 
 
@@ -452,7 +482,7 @@ def test_synthetic_brats_is_raw_brats_2021(tmp_path):
 
 
 def test_training_sampling_and_quality_jobs_take_four_modalities(raw_prepared, tmp_path):
-    from medddpm.build import Workload
+    from medddpm.build import ModelSpec
     from medddpm.jobs import run_sampling, run_training
     from medddpm.prepare import heldout_images, heldout_masks
     from medddpm.quality import image_similarity, numeric_error
@@ -465,16 +495,16 @@ def test_training_sampling_and_quality_jobs_take_four_modalities(raw_prepared, t
     # BraTS's network in miniature: 8 inputs, 4 outputs, two ResBlocks per level, attention in the middle only.
     model = {"in_channels": 8, "out_channels": 4, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 2,
              "attention_downsample_rates": [], "num_heads": 1, "dropout": 0.0}
-    workload = Workload.from_params(model, {"timesteps": 3})
+    model_spec = ModelSpec.from_params(model, {"timesteps": 3})
     run = start_run(DeviceSpec("cpu", "cpu", None, False), Variant("baseline", False, False, False), Path.cwd(), {})
     train = configured(TrainSettings, "train", lr=1e-3, gradient_accumulation=1, warmup_steps=1, measured_steps=1,
                        bare_loop_steps=0)
     files = {name: tmp_path / name for name in ("train.json", "train.csv", "ckpt.pt", "sample.json", "sample.csv",
                                                 "sample_000.nii.gz")}
-    run_training(workload, train, run, dataset, files["train.json"], files["train.csv"], files["ckpt.pt"])
+    run_training(model_spec, train, run, dataset, files["train.json"], files["train.csv"], files["ckpt.pt"])
     assert json.loads(files["train.json"].read_text())["volume_shape"] == list(TARGET)
     sampling = configured(SampleSettings, "sample", masks=1, warmup_steps=0)
-    run_sampling(workload, sampling, run, files["ckpt.pt"], dataset,
+    run_sampling(model_spec, sampling, run, files["ckpt.pt"], dataset,
                  files["sample.json"], files["sample.csv"], [files["sample_000.nii.gz"]])
     sample, mask = nib.load(files["sample_000.nii.gz"]), nib.load(heldout_masks(dataset)[0])
     assert sample.shape == (*TARGET, 4) and mask.shape == (*TARGET, 4)
@@ -483,7 +513,7 @@ def test_training_sampling_and_quality_jobs_take_four_modalities(raw_prepared, t
     data = np.asarray(sample.dataobj)
     assert np.isfinite(data).all() and data.min() >= -1.0 - 1e-6 and data.max() <= 1.0 + 1e-6
     assert len(set(np.round(data[..., c].std(), 6) for c in range(4))) > 1  # four channels, not one repeated
-    numeric = numeric_error(workload, QualitySettings(ssim_kernel=3, reference_shape=(8, 12, 4), seed=0), run,
+    numeric = numeric_error(model_spec, QualitySettings(ssim_kernel=3, reference_shape=(8, 12, 4), seed=0), run,
                             files["ckpt.pt"], dataset)
     assert numeric["input_shape"] == [8, 12, 4]  # (D, W, H), as reference_shape and dataset.shape are given
     assert numeric["forward_relative_error"] < 1e-4
@@ -492,7 +522,7 @@ def test_training_sampling_and_quality_jobs_take_four_modalities(raw_prepared, t
 
 
 def test_a_quality_study_run_takes_four_modalities_and_the_brats_lesion_labels(raw_prepared, tmp_path):
-    from medddpm.build import Workload
+    from medddpm.build import ModelSpec
     from medddpm.runs import start_run
     from config_settings import configured
     from medddpm.settings import DeviceSpec, StudySettings, TrainSettings
@@ -505,7 +535,7 @@ def test_a_quality_study_run_takes_four_modalities_and_the_brats_lesion_labels(r
     run = start_run(DeviceSpec("cpu", "cpu", None, False), Variant("baseline", False, False, False), Path.cwd(), {})
     out = {name: tmp_path / name for name in ("run.json", "losses.csv", "slice.npy", "sample_000.nii.gz")}
     train = configured(TrainSettings, "train", lr=1e-3, gradient_accumulation=1)
-    run_study(Workload.from_params(model, {"timesteps": 3}), train,
+    run_study(ModelSpec.from_params(model, {"timesteps": 3}), train,
               StudySettings(steps=1, masks=1, noise_seed=0, ssim_kernel=3, sample_batch=1, deterministic=True,
                             graphs=True),
               run, dataset, {0: RunFiles(out["run.json"], out["losses.csv"], out["slice.npy"],
@@ -524,7 +554,8 @@ def test_entry_points_write_and_prepare_synthetic_and_listed_brats(tmp_path):
 
     raw, logs = tmp_path / "raw", tmp_path / "logs"
     logs.mkdir()
-    run_script("make_synthetic_brats.py", params=SimpleNamespace(cases=3, shape=[16, 16, 16], seed=1),
+    run_script("synthetic_dataset.py", params=SimpleNamespace(source="synthetic_brats", cases=3, shape=[16, 16, 16],
+                                                           seed=1),
                output=Files(raw), log=Files(logs / "synthetic.log"))
     assert "wrote 15 files: 3 raw BraTS cases of shape (20, 20, 17)" in (logs / "synthetic.log").read_text()
     listing = tmp_path / "cases.txt"

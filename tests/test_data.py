@@ -16,7 +16,7 @@ import torch
 from conftest import Files, run_script
 from medddpm.dataset import PreparedPairs, load_condition
 from medddpm.prepare import heldout_images, heldout_masks
-from medddpm.prepare import DatasetError, WholeHeadReader, case_id, prepare_dataset, read_wholehead_pairs
+from medddpm.prepare import DatasetError, WholeHeadReader, case_id, prepare_dataset, read_wholehead_cases
 from medddpm.prepare import split_cases
 from medddpm import synthetic
 from medddpm.synthetic import write_synthetic_dataset
@@ -64,7 +64,7 @@ def raw(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def prepared(raw, tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("prepared") / "data"
-    return out, prepare_dataset(read_wholehead_pairs(raw), out, PREPARED_SHAPE, heldout=1, seed=0)
+    return out, prepare_dataset(read_wholehead_cases(raw), out, PREPARED_SHAPE, heldout=1, seed=0)
 
 
 # --- synthetic dataset ------------------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ def test_prepared_layout_and_manifest(prepared):
 
 def test_prepare_is_deterministic(raw, tmp_path):
     for name in ("a", "b"):
-        prepare_dataset(read_wholehead_pairs(raw), tmp_path / name, PREPARED_SHAPE, heldout=1, seed=0)
+        prepare_dataset(read_wholehead_cases(raw), tmp_path / name, PREPARED_SHAPE, heldout=1, seed=0)
     assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
 
 
@@ -218,7 +218,7 @@ def test_per_slice_scaling_and_one_hot_without_resize(tmp_path):
     image[..., 5] *= 10  # slices on very different scales each still span [-1, 1]
     raw = write_raw(tmp_path / "raw", [image, image + 1], [mask, mask])
     out = tmp_path / "out"
-    prepare_dataset(read_wholehead_pairs(raw), out, image.shape, heldout=1, seed=0)
+    prepare_dataset(read_wholehead_cases(raw), out, image.shape, heldout=1, seed=0)
     scaled = read(out / "train" / "image_000.nii.gz")
     low, high = image.min(axis=(0, 1)), image.max(axis=(0, 1))  # per slice of the last axis
     expected = np.where(high > low, (image - low) / np.where(high > low, high - low, 1) * 2 - 1, -1.0)
@@ -237,7 +237,7 @@ def test_resize_when_shape_differs(tmp_path):
     image, mask = toy_case((10, 12, 14))
     raw = write_raw(tmp_path / "raw", [image, image], [mask, mask])
     out = tmp_path / "out"
-    manifest = prepare_dataset(read_wholehead_pairs(raw), out, (8, 8, 8), heldout=1, seed=0)
+    manifest = prepare_dataset(read_wholehead_cases(raw), out, (8, 8, 8), heldout=1, seed=0)
     assert manifest["shape"] == [8, 8, 8]
     for split in ("train", "heldout"):
         image_out = nib.load(out / split / "image_000.nii.gz")
@@ -254,7 +254,7 @@ def test_per_volume_scaling_option(tmp_path):
     image, mask = toy_case()
     image[..., 5] *= 10
     raw = write_raw(tmp_path / "raw", [image, image + 1], [mask, mask])
-    manifest = prepare_dataset(read_wholehead_pairs(raw), tmp_path / "out", image.shape, heldout=1, seed=0,
+    manifest = prepare_dataset(read_wholehead_cases(raw), tmp_path / "out", image.shape, heldout=1, seed=0,
                                reader=WholeHeadReader(scaling="volume"))
     assert manifest["scaling"] == "volume" and manifest["workload"] == "wholehead"
     scaled = read(tmp_path / "out" / "train" / "image_000.nii.gz")
@@ -276,7 +276,7 @@ def test_pairs_by_case_id_not_by_every_digit(tmp_path):
     names = {"image": ["BraTS2021_00014_t1.nii.gz", "BraTS2021_00020_t1.nii.gz", "case_9.nii.gz"],
              "mask": ["BraTS2021_00020_seg.nii.gz", "case_09.nii.gz", "BraTS2021_00014_seg.nii.gz"]}
     raw = write_raw(tmp_path / "raw", [image, image + 1, image + 2], [mask] * 3, names=names)
-    cases = read_wholehead_pairs(raw)
+    cases = read_wholehead_cases(raw)
     assert [(c.files["image"].name, c.files["mask"].name) for c in cases] == [
         ("BraTS2021_00014_t1.nii.gz", "BraTS2021_00014_seg.nii.gz"),
         ("BraTS2021_00020_t1.nii.gz", "BraTS2021_00020_seg.nii.gz"),
@@ -291,7 +291,7 @@ def test_affine_kept_in_every_output_and_orientation_untouched(tmp_path):
     image, mask = toy_case()
     lps = np.array([[-1.5, 0, 0, 90.0], [0, -1.5, 0, 126.0], [0, 0, 1.5, -72.0], [0, 0, 0, 1]])
     raw = write_raw(tmp_path / "raw", [image, image + 1], [mask, mask], affine=lps)
-    prepare_dataset(read_wholehead_pairs(raw), tmp_path / "out", image.shape, heldout=1, seed=0)
+    prepare_dataset(read_wholehead_cases(raw), tmp_path / "out", image.shape, heldout=1, seed=0)
     for path in sorted((tmp_path / "out").rglob("*.nii.gz")):
         img = nib.load(path)
         np.testing.assert_array_equal(img.affine, lps)
@@ -319,7 +319,7 @@ def test_loader_matches_upstream_transforms(tmp_path):
     cases = [toy_case(seed=s) for s in range(3)]
     raw = write_raw(tmp_path / "raw", [c[0] for c in cases], [c[1] for c in cases])
     out = tmp_path / "out"
-    prepare_dataset(read_wholehead_pairs(raw), out, (6, 8, 10), heldout=1, seed=0)
+    prepare_dataset(read_wholehead_cases(raw), out, (6, 8, 10), heldout=1, seed=0)
     dataset = PreparedPairs(out, "train")
     assert len(dataset) == 2
     item = dataset[0]
@@ -470,7 +470,7 @@ def test_bad_input_raises_one_clear_line_and_writes_nothing(make, tmp_path):
     parent = tmp_path / "results"
     parent.mkdir()
     with pytest.raises(DatasetError) as caught:
-        prepare_dataset(read_wholehead_pairs(root), parent / "prepared", (6, 8, 10), heldout=heldout, seed=0)
+        prepare_dataset(read_wholehead_cases(root), parent / "prepared", (6, 8, 10), heldout=heldout, seed=0)
     message = str(caught.value)
     assert named in message and "\n" not in message
     assert list(parent.iterdir()) == []  # neither the output nor a staging folder
@@ -483,8 +483,8 @@ def test_entry_points(tmp_path):
     raw, out, logs = tmp_path / "raw", tmp_path / "prepared", tmp_path / "logs"
     logs.mkdir()
     run_script(
-        "make_synthetic.py",
-        params=SimpleNamespace(cases=2, shape=[16, 16, 16], seed=3),
+        "synthetic_dataset.py",
+        params=SimpleNamespace(source="synthetic", cases=2, shape=[16, 16, 16], seed=3),
         output=Files(raw),
         log=Files(logs / "synthetic.log"),
     )

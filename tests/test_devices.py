@@ -11,7 +11,7 @@ import yaml
 
 from measurement import devices
 from measurement.devices import DeviceMismatch, resolve_device
-from ruleio import run_job
+from jobio.job import run_job
 
 HARDWARE = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())["hardware"]
 

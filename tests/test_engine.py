@@ -19,7 +19,7 @@ import torch
 from conftest import REPO, SCRIPTS, memory_layout, random_prepared_dataset
 from measurement.timing import DeviceTimer
 from medddpm import engine
-from medddpm.build import Workload
+from medddpm.build import ModelSpec
 from medddpm.diffusion import GaussianDiffusion
 from medddpm.jobs import run_sampling, run_training
 from medddpm.runs import start_job
@@ -138,17 +138,17 @@ def params(variant: str) -> dict:
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_the_profiled_step_is_the_timed_step(variant, dataset, tmp_path, monkeypatch):
     spy = Spy(monkeypatch)
-    workload = Workload.from_params(MODEL, DIFFUSION)
+    model_spec = ModelSpec.from_params(MODEL, DIFFUSION)
     run = start_job(params(variant), variant, REPO)
     profile = lambda phase: target.run({"params": params(variant), "variant": variant, "phase": phase,  # noqa: E731
                                         "dataset": str(dataset), "repo": str(REPO)})
     with spy:
-        run_training(workload, from_mapping(TrainSettings, TRAIN, "train"), run, dataset, tmp_path / "train.json",
+        run_training(model_spec, from_mapping(TrainSettings, TRAIN, "train"), run, dataset, tmp_path / "train.json",
                      tmp_path / "train_steps.csv", tmp_path / "checkpoint.pt")
         timed_training = spy.take()
         profile("train")
         profiled_training = spy.take()
-        run_sampling(workload, SampleSettings(**SAMPLE), run, tmp_path / "checkpoint.pt", dataset,
+        run_sampling(model_spec, SampleSettings(**SAMPLE), run, tmp_path / "checkpoint.pt", dataset,
                      tmp_path / "sample.json", tmp_path / "sample_steps.csv", [tmp_path / "sample.nii.gz"])
         timed_sampling = spy.take()
         profile("sample")

@@ -32,13 +32,13 @@ import yaml
 
 from conftest import REPO, Files, Params, copy_workflow, random_prepared_dataset, run_script, snakemake
 from test_data import BAD_INPUTS
-from configcheck import ConfigError, check_config, check_files, read_mapping
-from errors import ExpectedError
+from planning.configcheck import ConfigError, check_config, check_files, read_mapping
+from jobio.errors import ExpectedError
 from medddpm import checkpoints, training
-from medddpm.build import Workload
+from medddpm.build import ModelSpec
 from reporting.results import TABLES
 from snakemake.utils import update_config
-from targets import SHIPPED_NAMES
+from planning.plan import SHIPPED_NAMES
 
 FIXTURES = REPO / "tests" / "fixtures" / "profiling"
 H200_RAW = FIXTURES / "ncu_raw_h200_tiny_train_step.csv"
@@ -226,7 +226,7 @@ exit {code}
 
 
 def profile_job(folder: Path, dataset: Path, executable: str | Path, tool: str = "ncu", minutes: float = 1) -> Attempt:
-    """workflow/scripts/profile_run.py for one training step of the tiny workload under `executable`."""
+    """workflow/scripts/profile_tool.py for one training step of the tiny workload under `executable`."""
     if tool == "ncu":
         settings = {"executable": str(executable), "metrics": ["gpu__time_duration.sum"], "sections": [],
                     "launch_count": None, "extra_args": [], "timeout_minutes": minutes}
@@ -236,7 +236,7 @@ def profile_job(folder: Path, dataset: Path, executable: str | Path, tool: str =
         out = Files(report=folder / "nsys.nsys-rep", kern_sum=folder / "nsys_kern_sum.csv")
     params = Params(tool=tool, settings=settings, device=CPU, variant=BASELINE, model=MODEL, diffusion=DIFFUSION,
                     train={"seed": 0, "lr": 1e-5}, warmup_steps=1)
-    return Attempt(lambda: run_script("profile_run.py", params=params,
+    return Attempt(lambda: run_script("profile_tool.py", params=params,
                                       wildcards=SimpleNamespace(variant="baseline", phase="train"),
                                       input=Files(dataset=dataset), output=out,
                                       log=Files(job=folder / "job.log", tool=folder / "tool.log")),
@@ -625,7 +625,7 @@ def case_checkpoint_not_a_checkpoint(tmp_path, dataset):
       r"denoiser\.time_embed\.0\.weight is \[256, 64\] there and \[128, 32\] here\): it was trained for another "
       r"configuration; fix: (run snakemake .*)?(add )?--forcerun")
 def case_checkpoint_of_another_network(tmp_path, dataset):
-    wide = Workload.from_params({**MODEL, "base_width": 64}, DIFFUSION).build(0).state_dict()
+    wide = ModelSpec.from_params({**MODEL, "base_width": 64}, DIFFUSION).build(0).state_dict()
     torch.save({"model": wide, "ema": wide, "step": 3}, tmp_path / "checkpoint.pt")
     return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
 
@@ -640,7 +640,7 @@ def case_checkpoint_of_another_configuration(tmp_path, dataset, checkpoint):
       r"weights this workflow's train job writes \(a bare state_dict, or another program's file\); fix: "
       r"(run snakemake .*)?(add )?--forcerun")
 def case_checkpoint_without_the_weights(tmp_path, dataset):
-    torch.save(Workload.from_params(MODEL, DIFFUSION).build(0).state_dict(), tmp_path / "checkpoint.pt")
+    torch.save(ModelSpec.from_params(MODEL, DIFFUSION).build(0).state_dict(), tmp_path / "checkpoint.pt")
     return sample_job(tmp_path, dataset, tmp_path / "checkpoint.pt")
 
 
@@ -969,7 +969,7 @@ def test_profiled_kernels_reads_ncus_log():
 
 
 def test_json_results_refuse_nan(tmp_path):
-    from errors import write_json
+    from jobio.errors import write_json
 
     with pytest.raises(ValueError, match=r"final_loss is not a finite number"):
         write_json(tmp_path / "train.json", {"final_loss": float("nan"), "step_time": {"n": 2}})
@@ -1144,11 +1144,13 @@ def test_a_target_outside_the_configured_variants_names_the_setting_and_its_fix_
 
 
 def test_targets_of_another_workload_or_label_name_the_setting():
-    from targets import target_problem
+    from planning.targets import target_problem
 
     config = read_mapping(REPO / "config.yaml")
     assert target_problem("results/wholehead/cpu/baseline/train.json", config) is None
     assert target_problem("results/wholehead/dataset/prepared", config) is None
+    assert target_problem("results/wholehead/cpu/study/summary.md", config) is None  # the study's own files
+    assert target_problem("results/wholehead/cpu/study/logs/compare.log", config) is None
     assert target_problem("paper/figures/all", config) is None
     assert "fix: add config/brats.yaml" in target_problem("results/brats/cpu/baseline/train.json", config)
     assert "hardware label 'h200' is not measured" in target_problem("results/wholehead/h200/tf32/train.json", config)

@@ -143,7 +143,7 @@ def test_device_files_count_the_gpus_without_nvidia_smi(tmp_path):
 
 
 def test_the_profile_job_binds_the_profiler_and_records_nothing_else(tmp_path, monkeypatch):
-    """profile_run.py for a GPU label holds a GPU before it starts ncu: ncu (here a script that prints what it sees)
+    """profile_tool.py for a GPU label holds a GPU before it starts ncu: ncu (here a script that prints what it sees)
     and the program it profiles run on that GPU alone; a second job at the same time gets the other GPU."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb")
     monkeypatch.setenv("GPU_LOCK_DIR", str(tmp_path / "locks"))
@@ -171,7 +171,7 @@ for k in $(seq 0 40); do echo "==PROF== Profiling \\"k\\" - $k: 0%....50%....100
     settings = {"executable": str(ncu), "metrics": ["gpu__time_duration.sum"], "sections": [], "launch_count": None,
                 "extra_args": [], "timeout_minutes": 1}
     out = Files(report=tmp_path / "ncu.ncu-rep", raw=tmp_path / "ncu_raw.csv", details=tmp_path / "ncu_details.csv")
-    run_script("profile_run.py", params=Params(tool="ncu", settings=settings, device=h200, variant={}, model={},
+    run_script("profile_tool.py", params=Params(tool="ncu", settings=settings, device=h200, variant={}, model={},
                                                diffusion={}, train={"seed": 0}, warmup_steps=1),
                wildcards=SimpleNamespace(gpu="h200", variant="baseline", phase="train"),
                input=Files(dataset=tmp_path), output=out,

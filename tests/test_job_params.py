@@ -16,7 +16,7 @@ from medddpm.unet import UNetConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())["properties"]
-JOBS = ["train.py", "sample.py", "assess_quality.py", "profile_run.py", "device_rates.py", "bench_table.py",
+JOBS = ["train.py", "sample.py", "quality.py", "profile_tool.py", "device_rates.py", "bench_table.py",
         "study_run.py", "study_compare.py", "study_dataset.py", "study_summary.py"]
 
 
@@ -124,7 +124,7 @@ def test_analysis_environment_jobs_never_import_torch():
     from reporting.registry import OUTPUTS
 
     scripts = analysis_rule_scripts()
-    assert {"bench_table", "collect_results", "render_output", "extract_profile"} <= set(scripts), scripts
+    assert {"bench_table", "collect_results", "registered_output", "extract_profile"} <= set(scripts), scripts
     # Each script's own imports (run as a module they would run main(): its top-level imports are what counts).
     modules = set()
     for script in scripts:

@@ -17,7 +17,7 @@ from reporting import derived
 from reporting.registry import BY_ID
 from reporting.render import Job
 from reporting.results import Results, collect
-from targets import SHIPPED_NAMES
+from planning.plan import SHIPPED_NAMES
 
 
 def _runs(rows) -> pd.DataFrame:

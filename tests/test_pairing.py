@@ -209,7 +209,7 @@ def test_a_comparison_under_a_load_that_hits_one_side_says_so():
 def compared(tmp_path_factory):
     """The comparison job on a tiny workload on the CPU: baseline, channels_last, and tf32 (no effect on a CPU)."""
     from config_settings import config_section
-    from medddpm.build import Workload
+    from medddpm.build import ModelSpec
     from medddpm.runs import start_run
     from medddpm.settings import DeviceSpec, SampleSettings, TrainSettings, from_mapping
     from medddpm.switches import Variant
@@ -223,7 +223,7 @@ def compared(tmp_path_factory):
             for name in ("baseline", "channels_last", "tf32")}
     folder = tmp_path_factory.mktemp("compared")
     settings = ComparisonSettings(**SETTINGS)
-    comparison.run_comparison(Workload.from_params(config["model"], config["diffusion"]),
+    comparison.run_comparison(ModelSpec.from_params(config["model"], config["diffusion"]),
                               from_mapping(TrainSettings, config["train"], "train"),
                               from_mapping(SampleSettings, config["sample"], "sample"), settings, runs, dataset,
                               folder / "comparison.json", folder / "comparison_rounds.csv")

@@ -25,7 +25,7 @@ def test_brats_configuration_plans_the_same_study_apart_from_the_whole_head_one(
     # The workload is its own axis: the same hardware label, BraTS paths, nothing of the whole-head tree.
     assert "results/brats/h200/tf32_channels_last/train.json" in text and "results/wholehead/" not in text
     assert "results/brats/dataset/prepared" in text and "h200_brats" not in text and "prepared_brats" not in text
-    # config/brats.yaml sets every key config/paper.yaml sets: with or without it, the same study.
+    # config/brats.yaml sets every value config/paper.yaml changes: with or without it, the same study.
     assert planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/brats.yaml") == jobs
 
 

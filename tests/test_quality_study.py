@@ -22,9 +22,9 @@ from medddpm import quality
 from medddpm.curves import final_loss, smoothed
 from reporting import claims, render
 from reporting.registry import BY_ID
-from layout import file_keys
+from planning.layout import file_keys
 from reporting.results import SHIPPED, Results, collect
-from targets import SHIPPED_NAMES
+from planning.plan import SHIPPED_NAMES
 from study_helpers import write_study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -231,7 +231,7 @@ def test_the_collector_reads_every_run_of_a_study_and_the_rerun(study_tables):
 
 # -- the verdict, from the files as the collector reads them (its edges: tests/test_claims_quality.py) -------------
 def study_frame(distances: dict, ssim: float = 0.6, effective: bool = True, tmp: Path | None = None) -> pd.DataFrame:
-    files = write_study(tmp / "wholehead", "g", distances, ssim=ssim, effective=effective)
+    files = write_study(tmp / "results" / "wholehead", "g", distances, ssim=ssim, effective=effective)
     return collect(files, (), ["g"])["study"]
 
 

@@ -13,9 +13,9 @@ from conftest import RENDERING, TINY, copy_run, file_sha256, planned_jobs, snake
 from reporting import render
 from reporting.manifest import read_manifest
 from reporting.registry import BY_ID
-from layout import file_keys
+from planning.layout import file_keys
 from reporting.results import collect
-from targets import SHIPPED_NAMES
+from planning.plan import SHIPPED_NAMES
 
 pytestmark = pytest.mark.workflow
 

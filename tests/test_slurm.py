@@ -88,17 +88,27 @@ def script(name: str, *args: str, env: dict | None = None, timeout: int) -> subp
 # ------------------------------------------------------------------------------------------------------------
 # Which rules need a GPU: the workflow says so itself, with `resources: gpu=...` (gpus_needed) in the rule.
 # ------------------------------------------------------------------------------------------------------------
+# The rules as Snakemake builds them from the Snakefile (loops make some: the profilers', the synthetic sources', the
+# registered outputs'), each with whether it declares a `gpu` resource; in a process of its own, since parsing the
+# workflow sets what a run sets (sys.path, environment variables).
+RULES_SCRIPT = """
+import json
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings, WorkflowSettings
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(ResourceSettings(), ConfigSettings(), StorageSettings(), WorkflowSettings(),
+                            snakefile=Path("Snakefile"), workdir=Path("."))._workflow
+    print(json.dumps({rule.name: "gpu" in rule.resources for rule in workflow.rules}))
+"""
+
+
 def declared_rules() -> tuple[set[str], set[str]]:
-    """(GPU rules, CPU rules) declared in the Snakefile and workflow/rules/*.smk; GPU = a `gpu=` resource."""
-    gpu, cpu = set(), set()
-    for path in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
-        blocks = re.split(r"^(?:local)?rule (\w+):\n", path.read_text(), flags=re.MULTILINE)
-        for name, body in zip(blocks[1::2], blocks[2::2]):
-            body = re.split(r"^\S", body, maxsplit=1, flags=re.MULTILINE)[0]  # up to the next top-level statement
-            resources = re.search(r"^(\s+)resources:\n((?:\1\s+.*\n)*)", body, flags=re.MULTILINE)
-            needs_gpu = bool(resources and re.search(r"^\s+gpu\s*=", resources.group(2), flags=re.MULTILINE))
-            (gpu if needs_gpu else cpu).add(name)
-    return gpu, cpu
+    """(GPU rules, CPU rules) of the workflow; GPU = a `gpu=` resource."""
+    done = subprocess.run([sys.executable, "-c", RULES_SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          check=True)
+    needs_gpu = json.loads(done.stdout.strip().splitlines()[-1])
+    return {rule for rule, gpu in needs_gpu.items() if gpu}, {rule for rule, gpu in needs_gpu.items() if not gpu}
 
 
 def declared_localrules() -> set[str]:

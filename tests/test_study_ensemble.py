@@ -15,7 +15,7 @@ from config_settings import config_section
 from conftest import REPO, random_prepared_dataset
 
 from medddpm import engine
-from medddpm.build import Workload
+from medddpm.build import ModelSpec
 from medddpm.ensemble import Ensemble, deterministic_algorithms, determinism_state, weights_identical
 from medddpm.runs import start_run
 from medddpm.settings import DeviceSpec, TrainSettings, from_mapping
@@ -47,8 +47,8 @@ def dataset(tmp_path_factory):
     return random_prepared_dataset(tmp_path_factory, (8, 8, 8), cases=4, heldout=1, seed=3, tumour_start=2)
 
 
-def workload() -> Workload:
-    return Workload.from_params(MODEL, {"timesteps": 6})
+def model_spec() -> ModelSpec:
+    return ModelSpec.from_params(MODEL, {"timesteps": 6})
 
 
 def run_of(spec: DeviceSpec, switches: dict, name: str = "baseline"):
@@ -108,7 +108,7 @@ def test_the_switch_changes_the_formulation_not_the_parameters():
     from medddpm.variants import prepare_model
 
     torch.manual_seed(0)
-    diffusion = workload().build(0).double()
+    diffusion = model_spec().build(0).double()
     with torch.no_grad():  # the output convolution starts at zero: give every weight a value
         for parameter in diffusion.parameters():
             parameter.normal_(0, 0.1)
@@ -131,7 +131,7 @@ def test_the_switch_changes_the_formulation_not_the_parameters():
 
 
 def alone(run, dataset, seed: int, steps: int) -> tuple[engine.Training, list[list[float]]]:
-    training = engine.Training(workload(), train_settings(seed=seed), run, dataset)
+    training = engine.Training(model_spec(), train_settings(seed=seed), run, dataset)
     return training, [training.step() for _ in range(steps)]
 
 
@@ -139,7 +139,7 @@ def test_seeds_trained_together_equal_each_seed_trained_alone(dataset):
     """Interleaving the runs' steps changes nothing: each run has its own generator, data order and optimizer; its
     losses are recorded step by step, and the gradients are dropped at the end (the float64 check starts from none)."""
     run = run_of(CPU, PAPER)
-    ensemble = Ensemble(workload(), train_settings(), [0, 1], run, dataset, steps=3, graphs=True)
+    ensemble = Ensemble(model_spec(), train_settings(), [0, 1], run, dataset, steps=3, graphs=True)
     assert ensemble.graphs is False  # no CUDA: the eager loop
     assert ensemble.warm_up() is None  # nothing compiles
     started = time.perf_counter()
@@ -169,7 +169,7 @@ def test_a_rerun_of_a_seed_is_bit_identical_under_deterministic_algorithms(datas
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     assert torch.utils.deterministic.fill_uninitialized_memory is False
     assert run.provenance["determinism"] == determinism_state()
-    ensemble = Ensemble(workload(), train_settings(), [0, 0], run, dataset, steps=2, graphs=False)
+    ensemble = Ensemble(model_spec(), train_settings(), [0, 0], run, dataset, steps=2, graphs=False)
     ensemble.train()
     first, again = ensemble.members
     assert weights_identical(first.training.diffusion, again.training.diffusion) == (True, 0.0)
@@ -194,7 +194,7 @@ def test_weights_identical_reports_the_largest_difference():
 
 def test_a_non_finite_loss_of_any_run_stops_the_study(dataset):
     run = run_of(CPU, PAPER)
-    ensemble = Ensemble(workload(), train_settings(), [0, 1], run, dataset, steps=2, graphs=False)
+    ensemble = Ensemble(model_spec(), train_settings(), [0, 1], run, dataset, steps=2, graphs=False)
     ensemble.train()
     ensemble.members[1].losses[1, 0] = float("nan")
     with pytest.raises(NonFiniteLoss, match="the loss is nan at optimizer step 1, micro-batch 0 of 2"):
@@ -213,7 +213,7 @@ def test_each_run_is_compared_with_the_baseline_of_its_own_seed():
 def eager_capturable(run, dataset, seed: int, steps: int) -> tuple[engine.Training, list[list[float]]]:
     """The eager loop with the placement the replay uses (capturable Adam, autocast without its cache), its trainer
     told not to capture; the training and the losses of its steps."""
-    training = engine.Training(workload(), train_settings(seed=seed), run, dataset, graph_capture=True)
+    training = engine.Training(model_spec(), train_settings(seed=seed), run, dataset, graph_capture=True)
     training.trainer.captures = False
     training.warm_up()
     losses = [training.step() for _ in range(steps)]
@@ -229,7 +229,7 @@ def eager_capturable(run, dataset, seed: int, steps: int) -> tuple[engine.Traini
 def test_replayed_steps_are_the_eager_steps_bit_for_bit(dataset, switches):
     """Graph replay on per-run streams (with a rerun of seed 0) gives the weights, EMA and losses of the eager loop."""
     run = study_run(run_of(GPU, switches), deterministic=True)
-    ensemble = Ensemble(workload(), train_settings(), [0, 1, 0], run, dataset, steps=5, graphs=True)
+    ensemble = Ensemble(model_spec(), train_settings(), [0, 1, 0], run, dataset, steps=5, graphs=True)
     ensemble.train()
     assert ensemble.graphs and all(m.training.trainer.graph is not None for m in ensemble.members)
     assert ensemble.capture_seconds > 0
@@ -271,7 +271,7 @@ def test_the_training_jobs_replayed_step_is_its_eager_step_bit_for_bit(dataset, 
     replays it from then on, with the losses, weights and EMA of the eager loop; the compiled frontier rung too, its
     norms through the NDHWC kernels, under deterministic algorithms."""
     run = study_run(run_of(GPU, switches | {"cuda_graph_training": True}, "graphed"), deterministic=True)
-    graphed = engine.Training(workload(), train_settings(), run, dataset)
+    graphed = engine.Training(model_spec(), train_settings(), run, dataset)
     assert graphed.placement.graph_capture and graphed.trainer.captures
     graphed.warm_up()
     losses = [graphed.step() for _ in range(5)]

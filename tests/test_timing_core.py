@@ -37,7 +37,7 @@ from matplotlib.patches import Rectangle
 from measurement import timing
 from measurement.timing import DeviceTimer, summary
 from medddpm import engine
-from medddpm.build import Workload
+from medddpm.build import ModelSpec
 from medddpm.checkpoints import workload_record
 from medddpm.flops import step_flops
 from medddpm.dataset import HeldOut
@@ -97,8 +97,8 @@ def dataset(tmp_path_factory):
     return random_prepared_dataset(tmp_path_factory, SHAPE, cases=4, heldout=2, seed=1, tumour_start=2)
 
 
-def workload() -> Workload:
-    return Workload.from_params(MODEL, {"timesteps": TIMESTEPS})
+def model_spec() -> ModelSpec:
+    return ModelSpec.from_params(MODEL, {"timesteps": TIMESTEPS})
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def trained(dataset, tmp_path_factory):
     folder = tmp_path_factory.mktemp("train")
     run = start_job(params("baseline"), "baseline", REPO)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    run_training(workload(), from_mapping(TrainSettings, TRAIN, "train"), run, dataset, folder / "train.json",
+    run_training(model_spec(), from_mapping(TrainSettings, TRAIN, "train"), run, dataset, folder / "train.json",
                  folder / "train_steps.csv", folder / "checkpoint.pt")
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return folder, json.loads((folder / "train.json").read_text()), pd.read_csv(folder / "train_steps.csv"), (
@@ -148,11 +148,11 @@ def test_train_json_is_its_step_records_divided_by_the_samples_per_step(trained)
     assert result["samples_per_second"] == pytest.approx(1e3 * ACCUMULATION / median, rel=1e-9)
     assert result["settings"] == as_dict(from_mapping(TrainSettings, TRAIN, "train"))
     assert result["provenance"] == json.loads(json.dumps(run.provenance, default=str))
-    assert result["parameters"] == parameter_count(workload().build(0).denoiser)
+    assert result["parameters"] == parameter_count(model_spec().build(0).denoiser)
     assert result["volume_shape"] == list(SHAPE)
-    assert result["flops"] == json.loads(json.dumps(step_flops(workload().unet, SHAPE, run.variant.checkpointing)))
+    assert result["flops"] == json.loads(json.dumps(step_flops(model_spec().unet, SHAPE, run.variant.checkpointing)))
     state = torch.load(folder / "checkpoint.pt", weights_only=True)
-    assert state["step"] == len(steps) and state["workload"] == workload_record(workload())
+    assert state["step"] == len(steps) and state["workload"] == workload_record(model_spec())
     assert {"model", "ema", "optimizer"} <= set(state)
     # The bare loop: its own steps, the same divisor.
     bare = result["bare_loop"]
@@ -189,7 +189,7 @@ def test_the_timer_holds_the_optimizer_step_and_nothing_else(dataset, tmp_path, 
     monkeypatch.setattr(engine.Training, "warm_up", lambda self: 12.5)
     train = TRAIN | {"warmup_steps": 1, "measured_steps": 3, "bare_loop_steps": bare_steps}
     run = start_job(params("baseline", train), "baseline", REPO)
-    run_training(workload(), from_mapping(TrainSettings, train, "train"), run, dataset, tmp_path / "train.json",
+    run_training(model_spec(), from_mapping(TrainSettings, train, "train"), run, dataset, tmp_path / "train.json",
                  tmp_path / "train_steps.csv", tmp_path / "checkpoint.pt")
     steps = pd.read_csv(tmp_path / "train_steps.csv")
     assert list(steps["step_ms"].fillna(-1)) == [-1, 1000.0, 1000.0, 1000.0]
@@ -215,7 +215,7 @@ def test_sample_json_is_its_step_records(trained, dataset, tmp_path, max_steps):
     settings = SampleSettings(**(SAMPLE | {"max_steps": max_steps}))
     volumes = [tmp_path / f"volume_{i}.nii.gz" for i in range(SAMPLE["masks"])]
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    run_sampling(workload(), settings, run, folder / "checkpoint.pt", dataset, tmp_path / "sample.json",
+    run_sampling(model_spec(), settings, run, folder / "checkpoint.pt", dataset, tmp_path / "sample.json",
                  tmp_path / "sample_steps.csv", volumes)
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = json.loads((tmp_path / "sample.json").read_text())
@@ -228,7 +228,7 @@ def test_sample_json_is_its_step_records(trained, dataset, tmp_path, max_steps):
     assert list(steps.columns) == ["volume", "position", "t", "step_ms"] and (steps["step_ms"] > 0).all()
     # Each volume: the chain from its own mask and seed (sample.seed + its index), as the same engine samples it
     # untimed, with the affine of the real image of its mask.
-    sampling = engine.Sampling.from_checkpoint(workload(), run, folder / "checkpoint.pt", "ema")
+    sampling = engine.Sampling.from_checkpoint(model_spec(), run, folder / "checkpoint.pt", "ema")
     images = heldout_images(dataset)
     for index, (condition, path) in enumerate(zip(HeldOut(dataset).conditions(sampling.placement), volumes)):
         with sampling.running():
@@ -263,7 +263,7 @@ def test_sample_json_compile_seconds_are_the_warm_ups_where_something_compiles(t
     monkeypatch.setattr(Placement, "compiles", property(lambda self: True))
     monkeypatch.setattr(engine.Sampling, "warm_up", lambda self, condition, seed: 7.5)
     run = start_job(params("baseline"), "baseline", REPO)
-    run_sampling(workload(), SampleSettings(**(SAMPLE | {"max_steps": 1, "warmup_steps": 0})), run,
+    run_sampling(model_spec(), SampleSettings(**(SAMPLE | {"max_steps": 1, "warmup_steps": 0})), run,
                  trained[0] / "checkpoint.pt", dataset, tmp_path / "sample.json", tmp_path / "steps.csv",
                  [tmp_path / "volume.nii.gz"])
     result = json.loads((tmp_path / "sample.json").read_text())
@@ -272,7 +272,7 @@ def test_sample_json_compile_seconds_are_the_warm_ups_where_something_compiles(t
 
 # -- throughput: volumes per hour at each batch size ---------------------------------------------------------------
 def _sample(run, settings, checkpoint, dataset, folder) -> dict:
-    run_sampling(workload(), settings, run, checkpoint, dataset, folder / "sample.json", folder / "sample_steps.csv",
+    run_sampling(model_spec(), settings, run, checkpoint, dataset, folder / "sample.json", folder / "sample_steps.csv",
                  [folder / f"volume_{i}.nii.gz" for i in range(settings.masks)])
     return json.loads((folder / "sample.json").read_text())
 
@@ -314,7 +314,7 @@ def test_sample_json_throughput_is_its_timed_steps_at_each_batch_size(trained, d
     assert [(shape[0], t) for shape, t, _ in calls[1:]] == [
         (batch, TIMESTEPS - 1 - k % (TIMESTEPS - 1)) for batch in (1, 2, 3) for k in range(per_batch)]
     assert all(shape[1:] == (1, *SHAPE) for shape, _, _ in calls)
-    sampling = engine.Sampling.from_checkpoint(workload(), run, trained[0] / "checkpoint.pt", "ema")
+    sampling = engine.Sampling.from_checkpoint(model_spec(), run, trained[0] / "checkpoint.pt", "ema")
     first, second = HeldOut(dataset).conditions(sampling.placement)
     for shape, _, condition in calls[1:]:
         expected = torch.cat([first, second, first][: shape[0]])
@@ -401,7 +401,7 @@ def test_an_error_other_than_memory_in_the_sweep_fails_the_job(trained, dataset,
         raise RuntimeError("cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
 
     run = start_job(params("baseline"), "baseline", REPO)
-    sampling = engine.Sampling.from_checkpoint(workload(), run, trained[0] / "checkpoint.pt", "ema")
+    sampling = engine.Sampling.from_checkpoint(model_spec(), run, trained[0] / "checkpoint.pt", "ema")
     monkeypatch.setattr(engine.Sampling, "step", broken)
     from medddpm.jobs import throughput_sweep
 
@@ -595,7 +595,7 @@ def test_training_batches_and_noise_are_fixed_by_the_seed(dataset):
     run = start_job(params("baseline"), "baseline", REPO)
 
     def losses(seed):
-        training = engine.Training(workload(), from_mapping(TrainSettings, TRAIN | {"seed": seed}, "train"), run,
+        training = engine.Training(model_spec(), from_mapping(TrainSettings, TRAIN | {"seed": seed}, "train"), run,
                                    dataset)
         assert training.trainer.pin_memory is False  # pinning is for copies to a GPU
         assert training.trainer.generator.initial_seed() == seed  # the loop's noise: its own generator
@@ -674,7 +674,7 @@ def test_placement_applies_each_switch(variant):
         dtype = torch.get_autocast_dtype("cpu")
     assert enabled == (switches.autocast is not None)
     assert not enabled or dtype == torch.bfloat16
-    diffusion = placement.model(workload().build(0))
+    diffusion = placement.model(model_spec().build(0))
     weight = diffusion.denoiser.input_blocks[0][0].weight if hasattr(diffusion, "denoiser") else None
     if weight is not None:
         assert weight.is_contiguous(memory_format=layout)
@@ -694,7 +694,7 @@ def test_placement_copies_with_the_callers_non_blocking_and_places_everything_on
     placement.input(Copied())
     assert copies == [((device,), {"non_blocking": True}), ((device,), {"non_blocking": False})]
     monkeypatch.setattr(placement_module, "compile_model", lambda model, variant: compiled.append((model, variant)) or True)
-    diffusion = workload().build(0)
+    diffusion = model_spec().build(0)
     assert placement.compile(diffusion) is True and compiled == [(diffusion, placement.variant)]
     assert placement.evaluation(diffusion).graphs is False  # CUDA graphs are for a GPU
 
@@ -767,14 +767,14 @@ def test_what_the_unet_receives_under_each_variant(variant, dataset):
     convolved = []
     handle = torch.nn.modules.module.register_module_forward_hook(record)
     try:
-        training = engine.Training(workload(), from_mapping(TrainSettings, TRAIN | {"gradient_accumulation": 2},
+        training = engine.Training(model_spec(), from_mapping(TrainSettings, TRAIN | {"gradient_accumulation": 2},
                                                             "train"), run, dataset)
         training.diffusion.denoiser.input_blocks[0][0]._first_conv = True
         training.prepare()
         training.step()
         trained = list(calls)
         calls.clear()
-        sampling = engine.Sampling(copy.deepcopy(workload().build(0)), Placement.of(run))
+        sampling = engine.Sampling(copy.deepcopy(model_spec().build(0)), Placement.of(run))
         sampling.diffusion.denoiser.input_blocks[0][0]._first_conv = True
         condition = training.placement.input(torch.zeros(1, 2, *SHAPE))
         x = sampling.placement.input(torch.randn(1, 1, *SHAPE))

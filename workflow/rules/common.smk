@@ -2,46 +2,15 @@ import glob
 import os
 import shlex
 import sys
-from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import min_version, validate
 
-import layout  # workflow/scripts: on sys.path (the Snakefile puts it there)
-from configcheck import ConfigError, check_config, read_mapping
+# workflow/scripts is on sys.path (the Snakefile puts it there); the configuration is checked (checks.smk).
 from medddpm.switches import Variant
-from reporting.registry import OUTPUTS
-from targets import Plan, ReferenceSetError, cluster_requests, nsight_warning, target_problem
-
-min_version("9.0")
-
-
-# One line per problem, naming the key and the file that set it (configcheck.py; the schema's own messages dump the
-# schema). Snakemake's validate() then runs as in every catalog workflow; it finds nothing left.
-try:
-    check_config(
-        config,
-        workflow.basedir,
-        [Path(workflow.basedir) / "config.yaml", *workflow.overwrite_configfiles],
-        dict(workflow.config_settings.config),
-    )
-except ConfigError as _error:
-    raise WorkflowError(str(_error)) from None
-validate(config, schema="../schemas/config.schema.yaml")
-
-
-# Every variant is checked once, when the DAG is built: a bad switch is one line naming the variant.
-for _name, _switches in config["variants"].items():
-    try:
-        Variant.from_config(_name, _switches)
-    except (TypeError, ValueError) as _error:
-        raise WorkflowError(f"config: {_error}") from None
-
-
-# What this configuration measures and reads (targets.Plan; every path from layout).
-PLAN = Plan(config, Path(workflow.basedir))
-WORKLOAD = PLAN.workload
-STUDY = PLAN.study
+from medddpm.workloads import WORKLOADS, preparation_settings, synthetic_sources
+from planning import layout
+from planning.ncu import ncu_settings
+from planning.plan import ReferenceSetError
 
 
 # Closed wildcard sets. A rule narrows one where it serves fewer values (the quality study's labels and variants).
@@ -52,15 +21,6 @@ wildcard_constraints:
     phase="|".join(config["profiling"]["phases"]),
     tool="torch|ncu|nsys",
     seed=r"\d+",
-
-
-# A result path typed on the command line that this configuration cannot build: one line naming the setting to change,
-# before Snakemake's bare "No rule to produce ...". (Snakemake parses this file before it knows its targets, so the
-# command line is read as typed: every argument under results/, targets and --forcerun files alike.)
-for _argument in sys.argv[1:]:
-    _problem = target_problem(_argument, config)
-    if _problem:
-        raise WorkflowError(_problem)
 
 
 # -- what a job depends on (its params) ---------------------------------------------------------------------------
@@ -99,33 +59,28 @@ def gpus_needed(wildcards):
 # config/brats.yaml never rebuilds (and so never outdates the results of) the other's dataset.
 PREPARED = layout.dataset_dir("prepared", WORKLOAD)
 STUDY_PREPARED = layout.dataset_dir("study", WORKLOAD)
-SYNTHETIC_SOURCES = ("synthetic", "synthetic_brats")
+SOURCE = WORKLOADS[WORKLOAD].source(config["dataset"]["source"])
 
 
 def raw_dataset():
     """The folder the preparation reads: the derived synthetic cases, or the configured root."""
-    source = config["dataset"]["source"]
-    return layout.dataset_dir("synthetic", WORKLOAD) if source in SYNTHETIC_SOURCES else config["dataset"]["root"]
+    return layout.dataset_dir("synthetic", WORKLOAD) if SOURCE.synthetic else config["dataset"]["root"]
 
 
 def study_raw_input():
     """The configured folder, for sources read from disk (the synthetic ones are derived inside the job)."""
-    return [] if config["dataset"]["source"] in SYNTHETIC_SOURCES else [config["dataset"]["root"]]
+    return [] if SOURCE.synthetic else [config["dataset"]["root"]]
 
 
 def case_list():
-    """The BraTS case list, an input of the preparation when set (editing it re-prepares)."""
+    """The case list of a workload that takes one (BraTS), an input of the preparation when set (editing it
+    re-prepares)."""
     listed = config["dataset"]["case_list"]
-    return [listed] if listed is not None and config["dataset"]["source"] == "brats" else []
+    return [listed] if listed is not None and WORKLOADS[WORKLOAD].takes_case_list and not SOURCE.synthetic else []
 
 
-def preparation_params():
-    """What the preparation depends on besides the shape, split and seed: the source and its own settings only,
-    so that a setting of the other workload never re-prepares this one."""
-    dataset = config["dataset"]
-    if WORKLOAD == "brats":
-        return {"source": dataset["source"], "layout": dataset["layout"] if dataset["source"] == "brats" else "raw"}
-    return {"source": dataset["source"], "scaling": dataset["scaling"]}
+# What the preparation depends on besides the shape, split and seed (medddpm.workloads.preparation_settings).
+PREPARATION = preparation_settings(WORKLOAD, config["dataset"])
 
 
 # -- the quality study's settings (workflow/rules/quality_study.smk) --------------------------------------------
@@ -150,55 +105,10 @@ def study_rerun(wildcards):
 
 
 # -- profiling ----------------------------------------------------------------------------------------------------
-def ncu_metric_sets():
-    """The named metric lists of `profiling.ncu.metric_sets`."""
-    path = Path(workflow.basedir) / config["profiling"]["ncu"]["metric_sets"]
-    if not path.is_file():
-        raise WorkflowError(
-            f"config: profiling.ncu.metric_sets names {path}, which does not exist; fix: correct the path (relative "
-            "to the workflow's folder; config/ncu-metrics.yaml ships the paper's sets)"
-        )
-    try:
-        return read_mapping(path, "metric-set file (profiling.ncu.metric_sets)")
-    except ConfigError as error:
-        raise WorkflowError(str(error)) from None
-
-
-def ncu_settings(label, phase):
-    """ncu settings of `label` and `phase`, metrics resolved to a list (profiling.settings has the order of the
-    overrides); they are the profile job's params, so a changed metric set re-profiles."""
-    from profiling.settings import MetricSetError, ncu_settings as resolve
-
-    architecture = config["hardware"][label].get("architecture", "")
-    try:
-        return resolve(config["profiling"]["ncu"], architecture, phase, ncu_metric_sets())
-    except MetricSetError as error:
-        raise WorkflowError(f"config: {error}") from None
-
-
-# The Nsight Compute settings of every label that runs it, resolved when the DAG is built: a missing or broken
-# metric-set file is then one line, not the traceback of the input function that needs it.
-for _label in config["gpus"]:
-    if "ncu" in PLAN.tools[_label]:
-        for _phase in config["profiling"]["phases"]:
-            ncu_settings(_label, _phase)
-
-
-# Before anything runs or is submitted (not again in the jobs a cluster runs): the sbatch request of every GPU rule of
-# a cluster profile, which a dry run shows too, and loudly, every GPU label that no Nsight Compute job profiles
-# (`profilers: auto` is decided on the machine that plans the run, a login node without ncu on a cluster).
-if not workflow.remote_exec:
-    _requests = cluster_requests(workflow.resource_settings.overwrite_resources)
-    if _requests:
-        print(
-            "Cluster requests of the GPU rules (every job of the rule, from the profiles' set-resources):",
-            *_requests,
-            sep="\n",
-            file=sys.stderr,
-        )
-    _warning = nsight_warning(PLAN, OUTPUTS)
-    if _warning:
-        print(_warning, file=sys.stderr)
+def profile_ncu_settings(wildcards):
+    """ncu settings of the job's label and phase, metrics resolved to a list (planning.ncu; checks.smk resolved
+    every label's when the DAG was built); they are the profile job's params, so a changed metric set re-profiles."""
+    return ncu_settings(config, workflow.basedir, wildcards.gpu, wildcards.phase)
 
 
 def extraction_code():
@@ -254,7 +164,7 @@ def reporting_code():
     return sorted(set(shared) - set(OWN_RULE_MODULES)) + [
         "workflow/scripts/profiling/kernels.py",
         "workflow/scripts/medddpm/curves.py",
-        "workflow/scripts/layout.py",
+        "workflow/scripts/planning/layout.py",
     ]
 
 

@@ -1,35 +1,25 @@
-rule synthetic_dataset:
-    output:
-        directory(layout.dataset_dir("synthetic", "wholehead")),
-    log:
-        layout.dataset_log("synthetic", "wholehead"),
-    conda:
-        "../../envs/workload.yaml"
-    params:
-        cases=config["dataset"]["cases"],
-        shape=config["dataset"]["shape"],
-        seed=config["dataset"]["seed"],
-    message:
-        "Deriving {params.cases} synthetic whole-head cases from the MNI152 template and tissue maps"
-    script:
-        "../scripts/make_synthetic.py"
+# The raw cases of each synthetic source (medddpm.workloads): one rule each, whichever workload is configured, so
+# that each workload's folder is its own.
+for _workload, _source in synthetic_sources():
 
-
-rule synthetic_brats_dataset:
-    output:
-        directory(layout.dataset_dir("synthetic", "brats")),
-    log:
-        layout.dataset_log("synthetic", "brats"),
-    conda:
-        "../../envs/workload.yaml"
-    params:
-        cases=config["dataset"]["cases"],
-        shape=config["dataset"]["shape"],
-        seed=config["dataset"]["seed"],
-    message:
-        "Deriving {params.cases} synthetic raw BraTS 2021 cases from the MNI152 tissue maps"
-    script:
-        "../scripts/make_synthetic_brats.py"
+    rule:
+        name:
+            _source.rule
+        output:
+            directory(layout.dataset_dir("synthetic", _workload.name)),
+        log:
+            layout.dataset_log("synthetic", _workload.name),
+        conda:
+            "../../envs/workload.yaml"
+        params:
+            source=_source.name,
+            cases=config["dataset"]["cases"],
+            shape=config["dataset"]["shape"],
+            seed=config["dataset"]["seed"],
+        message:
+            f"Deriving {{params.cases}} {_source.derives}"
+        script:
+            "../scripts/synthetic_dataset.py"
 
 
 rule prepare_dataset:
@@ -43,7 +33,7 @@ rule prepare_dataset:
     conda:
         "../../envs/workload.yaml"
     params:
-        source=preparation_params(),
+        source=PREPARATION,
         shape=config["dataset"]["shape"],
         heldout=config["dataset"]["heldout"],
         seed=config["dataset"]["seed"],

@@ -1,89 +1,55 @@
 # One profiled step per (hardware label, variant, phase) and tool. Which tools run is decided per label in the
-# config (`hardware.<label>.profilers`, `auto` = torch.profiler everywhere, ncu/nsys where installed).
+# config (`hardware.<label>.profilers`, `auto` = torch.profiler everywhere, ncu/nsys where installed). One rule per
+# tool (profile_torch, profile_ncu, profile_nsys: the SLURM profiles set their resources by name), the same job with
+# the tool's own outputs and settings.
+PROFILERS = {
+    "torch": {
+        "name": "torch.profiler",
+        "outputs": {"trace": "torch_trace.json"},
+        "settings": {},
+    },
+    "ncu": {
+        "name": "Nsight Compute",
+        "outputs": {"report": "ncu.ncu-rep", "raw": "ncu_raw.csv", "details": "ncu_details.csv"},
+        # resolved per label and phase: a changed metric set re-profiles
+        "settings": {"settings": profile_ncu_settings},
+    },
+    "nsys": {
+        "name": "Nsight Systems",
+        "outputs": {"report": "nsys.nsys-rep", "kern_sum": "nsys_kern_sum.csv"},
+        "settings": {"settings": config["profiling"]["nsys"]},
+    },
+}
 
 
-rule profile_torch:
-    input:
-        dataset=PREPARED,
-    output:
-        trace=layout.profile_file("torch_trace.json"),
-    log:
-        job=layout.run_log("profile_{phase}_torch.log"),
-        tool=layout.run_log("profile_{phase}_torch.tool.log"),
-    benchmark:
-        layout.run_log("profile_{phase}_torch.benchmark.tsv")
-    conda:
-        "../../envs/workload.yaml"
-    resources:
-        gpu=gpus_needed,
-    params:
-        tool="torch",
-        device=device_params,
-        variant=variant_params,
-        model=config["model"],
-        diffusion=config["diffusion"],
-        train=profiled_train_params,
-        warmup_steps=config["profiling"]["warmup_steps"],
-    message:
-        "torch.profiler: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
-    script:
-        "../scripts/profile_run.py"
+for _tool, _profiler in PROFILERS.items():
 
-
-rule profile_ncu:
-    input:
-        dataset=PREPARED,
-    output:
-        report=layout.profile_file("ncu.ncu-rep"),
-        raw=layout.profile_file("ncu_raw.csv"),
-        details=layout.profile_file("ncu_details.csv"),
-    log:
-        job=layout.run_log("profile_{phase}_ncu.log"),
-        tool=layout.run_log("profile_{phase}_ncu.tool.log"),
-    benchmark:
-        layout.run_log("profile_{phase}_ncu.benchmark.tsv")
-    conda:
-        "../../envs/workload.yaml"
-    resources:
-        gpu=gpus_needed,
-    params:
-        tool="ncu",
-        settings=lambda wildcards: ncu_settings(wildcards.gpu, wildcards.phase),
-        device=device_params,
-        variant=variant_params,
-        model=config["model"],
-        diffusion=config["diffusion"],
-        train=profiled_train_params,
-        warmup_steps=config["profiling"]["warmup_steps"],
-    message:
-        "Nsight Compute: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
-    script:
-        "../scripts/profile_run.py"
-
-
-rule profile_nsys:
-    input:
-        dataset=PREPARED,
-    output:
-        report=layout.profile_file("nsys.nsys-rep"),
-        kern_sum=layout.profile_file("nsys_kern_sum.csv"),
-    log:
-        job=layout.run_log("profile_{phase}_nsys.log"),
-        tool=layout.run_log("profile_{phase}_nsys.tool.log"),
-    conda:
-        "../../envs/workload.yaml"
-    resources:
-        gpu=gpus_needed,
-    params:
-        tool="nsys",
-        settings=config["profiling"]["nsys"],
-        device=device_params,
-        variant=variant_params,
-        model=config["model"],
-        diffusion=config["diffusion"],
-        train=profiled_train_params,
-        warmup_steps=config["profiling"]["warmup_steps"],
-    message:
-        "Nsight Systems: one {wildcards.phase} step of {wildcards.variant} on {wildcards.gpu}"
-    script:
-        "../scripts/profile_run.py"
+    rule:
+        name:
+            f"profile_{_tool}"
+        input:
+            dataset=PREPARED,
+        output:
+            **{key: layout.profile_file(name) for key, name in _profiler["outputs"].items()},
+        log:
+            job=layout.run_log(f"profile_{{phase}}_{_tool}.log"),
+            tool=layout.run_log(f"profile_{{phase}}_{_tool}.tool.log"),
+        benchmark:
+            layout.run_log(f"profile_{{phase}}_{_tool}.benchmark.tsv")
+        conda:
+            "../../envs/workload.yaml"
+        resources:
+            gpu=gpus_needed,
+        params:
+            **_profiler["settings"],
+            tool=_tool,
+            device=device_params,
+            variant=variant_params,
+            model=config["model"],
+            diffusion=config["diffusion"],
+            train=profiled_train_params,
+            warmup_steps=config["profiling"]["warmup_steps"],
+        message:
+            f"{_profiler['name']}: one {{wildcards.phase}} step of {{wildcards.variant}} on {{wildcards.gpu}}"
+        script:
+            "../scripts/profile_tool.py"

@@ -23,4 +23,4 @@ rule quality:
     message:
         "Numeric fidelity and image quality of {wildcards.variant} on {wildcards.gpu}"
     script:
-        "../scripts/assess_quality.py"
+        "../scripts/quality.py"

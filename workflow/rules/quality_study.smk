@@ -3,7 +3,7 @@
 # compared with the held-out real images and with the baseline's run of the same seed (the verdict pairs them). Target
 # `quality_study` prints each label's summary and verdict; paper/figures/all collects the study too (fig09, tab05,
 # tab06). Sizes: config.yaml (a CPU miniature), config/paper.yaml (the H200 study and its budget). The runs and their
-# files: targets.Plan; the settings a run takes: common.smk.
+# files: planning.plan.Plan; the settings a run takes: common.smk.
 
 
 rule study_dataset:
@@ -16,7 +16,7 @@ rule study_dataset:
     conda:
         "../../envs/workload.yaml"
     params:
-        source=preparation_params(),
+        source=PREPARATION,
         root=config["dataset"]["root"],
         cases=STUDY["dataset"]["cases"],
         heldout=STUDY["dataset"]["heldout"],

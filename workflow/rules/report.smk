@@ -47,7 +47,7 @@ for _output in OUTPUTS:
         message:
             f"Rendering {_output.id}: {_output.title}"
         script:
-            "../scripts/render_output.py"
+            "../scripts/registered_output.py"
 
 
 # The study's article from every registered output (reporting.article; Typst, from PyPI's typst wheel).
@@ -74,7 +74,7 @@ rule article:
     message:
         "Typesetting the article from every figure and table"
     script:
-        "../scripts/typeset_article.py"
+        "../scripts/article.py"
 
 
 rule manifest:

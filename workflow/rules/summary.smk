@@ -2,6 +2,8 @@
 # run that built paper/figures/all, what was built, where the article and the HTML report are and the headline
 # numbers; after a failed run, which jobs failed and their logs. Snakemake calls neither handler for a dry run or when
 # there was nothing to do.
+from pathlib import Path
+
 from snakemake.logging import logger
 
 from reporting import terminal

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
+from jobio.job import run_job
 from reporting.bench_files import write_bench
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

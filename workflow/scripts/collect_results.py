@@ -1,8 +1,8 @@
 """Snakemake job: every result measured here and every shipped reference set, read once into the tables the
 figures and tables draw on (reporting.results)."""
 
+from jobio.job import run_job
 from reporting.results import collect, write_bundle
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -2,12 +2,12 @@
 
 from pathlib import Path
 
-from medddpm.build import Workload
+from medddpm.build import ModelSpec
 from medddpm.comparison import run_comparison
 from medddpm.runs import start_run
 from medddpm.settings import ComparisonSettings, DeviceSpec, SampleSettings, TrainSettings, from_mapping, params_dict
 from medddpm.switches import Variant
-from ruleio import repo_root, run_job
+from jobio.job import repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
@@ -19,7 +19,7 @@ def main() -> None:
     runs = {name: start_run(spec, Variant.from_config(name, switches), repo, params)
             for name, switches in params["variants"].items()}
     out = snakemake.output
-    run_comparison(Workload.from_params(params["model"], params["diffusion"]),
+    run_comparison(ModelSpec.from_params(params["model"], params["diffusion"]),
                    from_mapping(TrainSettings, params["train"], "train"),
                    from_mapping(SampleSettings, params["sample"], "sample"),
                    ComparisonSettings.from_params(params["comparison"]), runs, Path(snakemake.input.dataset),

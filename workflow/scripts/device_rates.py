@@ -5,9 +5,9 @@ from pathlib import Path
 from measurement.devices import resolve_device
 from measurement.provenance import provenance
 from measurement.rates import RateSettings, device_rates
-from errors import write_json
+from jobio.errors import write_json
 from medddpm.settings import DeviceSpec, from_mapping, params_dict
-from ruleio import repo_root, run_job
+from jobio.job import repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

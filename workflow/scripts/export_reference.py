@@ -4,9 +4,9 @@
 import os
 from pathlib import Path
 
-from layout import RESULTS
+from jobio.job import run_job
+from planning.layout import RESULTS
 from reporting.export import export_set
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
+from jobio.job import JobError, run_job
 from profiling import ncu, tables
 from profiling.errors import ProfilingError
-from ruleio import JobError, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

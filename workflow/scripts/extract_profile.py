@@ -6,7 +6,7 @@ import pandas as pd
 
 from profiling import ncu, nsys, tables, torchprof
 from profiling.errors import ProfilingError
-from ruleio import JobError, run_job
+from jobio.job import JobError, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

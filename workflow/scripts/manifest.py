@@ -1,9 +1,9 @@
 """Snakemake job: paper/figures/all, every figure and table and the article with its sha256, the timing-bearing ones
 marked."""
 
+from jobio.job import run_job
 from reporting.manifest import write_manifest
 from reporting.registry import timing_bearing_files
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
-from medddpm.build import Workload
+from jobio.job import repo_root, run_job
+from medddpm.build import ModelSpec
 from medddpm.jobs import run_sampling
 from medddpm.runs import start_job
 from medddpm.settings import SampleSettings, from_mapping, params_dict
-from ruleio import repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
@@ -15,7 +15,7 @@ def main() -> None:
     params = params_dict(snakemake.params)
     run = start_job(params, snakemake.wildcards.variant, repo_root(snakemake.scriptdir))
     out = snakemake.output
-    run_sampling(Workload.from_params(params["model"], params["diffusion"]),
+    run_sampling(ModelSpec.from_params(params["model"], params["diffusion"]),
                  from_mapping(SampleSettings, params["sample"], "sample"), run, Path(snakemake.input.checkpoint),
                  Path(snakemake.input.dataset), Path(out.summary), Path(out.steps), [Path(p) for p in out.volumes])
 

@@ -3,8 +3,8 @@ baseline's own runs against its first seed): samples from the same noise and mas
 
 from pathlib import Path
 
+from jobio.job import run_job
 from medddpm.study import compare_runs
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

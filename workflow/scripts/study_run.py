@@ -4,11 +4,11 @@ against float64."""
 
 from pathlib import Path
 
-from medddpm.build import Workload
+from jobio.job import repo_root, run_job
+from medddpm.build import ModelSpec
 from medddpm.runs import start_job
 from medddpm.settings import StudySettings, TrainSettings, from_mapping, params_dict
 from medddpm.study import RunFiles, run_study
-from ruleio import repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
@@ -23,7 +23,7 @@ def main() -> None:
     outputs = {seed: RunFiles(Path(out.summary[i]), Path(out.losses[i]), Path(out.slice[i]),
                               [Path(p) for p in out.volumes[i * masks: (i + 1) * masks]])
                for i, seed in enumerate(seeds)}
-    run_study(Workload.from_params(params["model"], params["diffusion"]),
+    run_study(ModelSpec.from_params(params["model"], params["diffusion"]),
               from_mapping(TrainSettings, params["train"] | {"seed": seeds[0]}, "train"),
               StudySettings.from_params(params["study"]), run, Path(snakemake.input.dataset), outputs,
               params["rerun"])

@@ -3,11 +3,11 @@ claim's verdict by the rule of data/paper_claims.yaml), which the target `qualit
 
 from pathlib import Path
 
-from errors import writing
+from jobio.errors import writing
+from jobio.job import run_job
 from reporting.claims import load_claims, quality_verdict
 from reporting.outputs.tab06_quality import COLUMNS
 from reporting.results import collect
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -6,7 +6,7 @@ import re
 
 import torch
 
-from errors import ExpectedError
+from jobio.errors import ExpectedError
 
 from . import gpus
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errors import ExpectedError
+from jobio.errors import ExpectedError
 
 CLAIMED = "GPU_CLAIMED"  # set by a job that holds a GPU, for the processes it starts
 LOCK_DIR_VARIABLE = "GPU_LOCK_DIR"

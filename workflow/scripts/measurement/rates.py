@@ -1,8 +1,8 @@
 """Measured ceilings of a device: dense matrix-product rate and device-to-device copy bandwidth.
 
 The bench table divides the model's FLOP rate by the measured bf16 matrix-product rate (not a datasheet number):
-random operands (a GPU multiplying zeros draws less power and clocks higher: about 894 against 788 TFLOP/s for
-8192^3 bf16 on an H200), warm-up before timing, each repeat timed on its own (CUDA events on a GPU, a clock on the
+random operands (a GPU multiplying zeros draws less power and clocks higher, so zeros would overstate the rate;
+docs/optimization-ladder.md has the H200's numbers), warm-up before timing, each repeat timed on its own (CUDA events on a GPU, a clock on the
 CPU), the median reported with the spread.
 """
 

@@ -31,14 +31,15 @@ def build_diffusion(model: dict | UNetConfig, diffusion: dict | DiffusionSetting
 
 
 @dataclass(frozen=True)
-class Workload:
-    """The network and the diffusion of a job, as its rule's `model` and `diffusion` params describe them."""
+class ModelSpec:
+    """What a job's model is made of: the network's shape and the diffusion's settings, as its rule's `model` and
+    `diffusion` params describe them; `build` makes the model from them."""
 
     unet: UNetConfig
     diffusion: DiffusionSettings
 
     @classmethod
-    def from_params(cls, model: dict, diffusion: dict) -> Workload:
+    def from_params(cls, model: dict, diffusion: dict) -> ModelSpec:
         return cls(unet_config(model), diffusion_settings(diffusion))
 
     def build(self, seed: int) -> GaussianDiffusion:

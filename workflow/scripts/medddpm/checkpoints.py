@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from errors import ExpectedError, writing
+from jobio.errors import ExpectedError, writing
 
 from .settings import as_dict
 
@@ -18,10 +18,10 @@ class CheckpointError(ExpectedError, ValueError):
     """A checkpoint that cannot be used here; the message names the file and the fix."""
 
 
-def workload_record(workload) -> dict:
-    """The settings a checkpoint's weights belong to (a build.Workload: the network and the diffusion), as plain
+def workload_record(model_spec) -> dict:
+    """The settings a checkpoint's weights belong to (a build.ModelSpec: the network and the diffusion), as plain
     values that torch.load(..., weights_only=True) reads back."""
-    return {"model": as_dict(workload.unet), "diffusion": as_dict(workload.diffusion)}
+    return {"model": as_dict(model_spec.unet), "diffusion": as_dict(model_spec.diffusion)}
 
 
 # The Snakemake command line of this run, as typed (workflow/rules/common.smk sets it; jobs inherit it).

@@ -25,11 +25,11 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from errors import write_json, writing
+from jobio.errors import write_json, writing
 from measurement import conditions, pairing
 from measurement.timing import DeviceTimer, synchronize
 
-from .build import Workload
+from .build import ModelSpec
 from .dataset import HeldOut
 from .engine import Sampling, Training
 from .placement import Placement
@@ -65,9 +65,9 @@ class Side:
         return timer.elapsed_ms()[0] / self.per_step, others
 
 
-def training_side(workload: Workload, train: TrainSettings, run: Run, dataset_dir: Path) -> Side:
+def training_side(model_spec: ModelSpec, train: TrainSettings, run: Run, dataset_dir: Path) -> Side:
     apply_backend(run.variant)
-    training = Training(workload, train, run, dataset_dir)
+    training = Training(model_spec, train, run, dataset_dir)
     training.warm_up()
     for _ in range(max(1, train.warmup_steps)):  # the first eager step also captures a graph-replayed step
         training.prepare()
@@ -75,10 +75,10 @@ def training_side(workload: Workload, train: TrainSettings, run: Run, dataset_di
     return Side(run, training.step, training.prepare, train.gradient_accumulation)
 
 
-def sampling_side(workload: Workload, train: TrainSettings, sample: SampleSettings, run: Run,
+def sampling_side(model_spec: ModelSpec, train: TrainSettings, sample: SampleSettings, run: Run,
                   dataset_dir: Path) -> Side:
     apply_backend(run.variant)
-    sampling = Sampling(workload.build(train.seed), Placement.of(run))
+    sampling = Sampling(model_spec.build(train.seed), Placement.of(run))
     condition = HeldOut(dataset_dir, 1).conditions(sampling.placement)[0]
     sampling.warm_up(condition, sample.seed, steps=max(1, sample.warmup_steps))
     generator = torch.Generator(device=run.device).manual_seed(sample.seed)
@@ -170,7 +170,7 @@ def measure_phase(phase: str, sides: dict[str, Side], settings: ComparisonSettin
     return pd.DataFrame(rows), why, time.perf_counter() - started
 
 
-def run_comparison(workload: Workload, train: TrainSettings, sample: SampleSettings, settings: ComparisonSettings,
+def run_comparison(model_spec: ModelSpec, train: TrainSettings, sample: SampleSettings, settings: ComparisonSettings,
                    runs: dict[str, Run], dataset_dir: Path, out_json: Path, out_rounds: Path) -> None:
     """The label's paired comparisons (module docstring); `runs`: variant -> its Run (start_run of each)."""
     first = next(iter(runs.values()))
@@ -180,9 +180,9 @@ def run_comparison(workload: Workload, train: TrainSettings, sample: SampleSetti
     phases, tables = {}, []
     for phase in settings.phases:
         if phase == "train":
-            sides = {name: training_side(workload, train, run, dataset_dir) for name, run in runs.items()}
+            sides = {name: training_side(model_spec, train, run, dataset_dir) for name, run in runs.items()}
         else:
-            sides = {name: sampling_side(workload, train, sample, run, dataset_dir) for name, run in runs.items()}
+            sides = {name: sampling_side(model_spec, train, sample, run, dataset_dir) for name, run in runs.items()}
         frame, why, seconds = measure_phase(
             phase, sides, settings, runs,
             progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds", mininterval=5))

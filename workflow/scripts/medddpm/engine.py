@@ -23,7 +23,7 @@ import torch
 
 from measurement.timing import synchronize
 
-from .build import Workload
+from .build import ModelSpec
 from .checkpoints import load_checkpoint, load_weights_into, workload_record
 from .dataset import PreparedPairs
 from .diffusion import GaussianDiffusion
@@ -36,10 +36,10 @@ from .training import Trainer, data_batches
 class Training:
     """The training step of a job: the trainer, with the model built from `train.seed`, placed and compiled."""
 
-    def __init__(self, workload: Workload, train: TrainSettings, run: Run, dataset_dir: Path,
+    def __init__(self, model_spec: ModelSpec, train: TrainSettings, run: Run, dataset_dir: Path,
                  graph_capture: bool = False):
         self.placement = placement = Placement.of(run, graph_capture)
-        diffusion = placement.model(workload.build(train.seed))
+        diffusion = placement.model(model_spec.build(train.seed))
         self.trainer = Trainer(
             diffusion,
             data_batches(PreparedPairs(dataset_dir, "train"), train.seed),
@@ -80,18 +80,18 @@ class Sampling:
         self.evaluate = placement.evaluation(self.diffusion)
 
     @classmethod
-    def from_checkpoint(cls, workload: Workload, run: Run, checkpoint: Path, which: str,
+    def from_checkpoint(cls, model_spec: ModelSpec, run: Run, checkpoint: Path, which: str,
                         train_seed: int = 0) -> Sampling:
         """The `model` or `ema` weights of a checkpoint."""
-        diffusion = workload.build(train_seed)
-        state = load_checkpoint(checkpoint, workload_record(workload))
+        diffusion = model_spec.build(train_seed)
+        state = load_checkpoint(checkpoint, workload_record(model_spec))
         load_weights_into(diffusion, state[which], checkpoint, which)
         return cls(diffusion, Placement.of(run))
 
     @classmethod
-    def from_weights(cls, workload: Workload, run: Run, weights: dict, train_seed: int = 0) -> Sampling:
+    def from_weights(cls, model_spec: ModelSpec, run: Run, weights: dict, train_seed: int = 0) -> Sampling:
         """`weights`, a state_dict held in memory (a study run's EMA copy)."""
-        diffusion = workload.build(train_seed)
+        diffusion = model_spec.build(train_seed)
         diffusion.load_state_dict(weights)
         return cls(diffusion, Placement.of(run))
 

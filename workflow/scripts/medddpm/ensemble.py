@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .build import Workload
+from .build import ModelSpec
 from .engine import Training, synchronize
 from .runs import Run
 from .settings import TrainSettings
@@ -78,7 +78,7 @@ class Ensemble:
     `graphs` replays each run's optimizer step from a CUDA graph on the run's own stream (CUDA only; elsewhere the
     eager loop runs, one run after another within each step)."""
 
-    def __init__(self, workload: Workload, train: TrainSettings, seeds: list[int], run: Run, dataset_dir: Path,
+    def __init__(self, model_spec: ModelSpec, train: TrainSettings, seeds: list[int], run: Run, dataset_dir: Path,
                  steps: int, graphs: bool):
         self.run = run
         self.steps = steps
@@ -89,7 +89,7 @@ class Ensemble:
             stream = torch.cuda.Stream(run.device) if self.graphs else None
             settings = replace(train, seed=seed)
             with on_stream(stream):
-                training = Training(workload, settings, run, dataset_dir, graph_capture=self.graphs)
+                training = Training(model_spec, settings, run, dataset_dir, graph_capture=self.graphs)
                 losses = torch.full((steps, self.accumulation), math.nan, device=run.device)
             self.members.append(Member(seed, training, losses, stream))
 

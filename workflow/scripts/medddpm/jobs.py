@@ -11,12 +11,12 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from errors import write_json, writing
+from jobio.errors import write_json, writing
 from measurement import conditions, throughput
 from measurement.timing import DeviceTimer, summary, synchronize
 
 from . import compile_cache
-from .build import Workload
+from .build import ModelSpec
 from .checkpoints import save_checkpoint, workload_record
 from .dataset import HeldOut, PreparedPairs
 from .engine import Sampling, Training, timed_steps
@@ -53,9 +53,9 @@ def bare_loop(training: Training, steps: int) -> dict | None:
     return {"step_time": timing, "ms_per_sample": timing["median_ms"] / per_step, **peak_memory(device)}
 
 
-def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir: Path, out_json: Path,
+def run_training(model_spec: ModelSpec, train: TrainSettings, run: Run, dataset_dir: Path, out_json: Path,
                  out_steps: Path, out_ckpt: Path) -> None:
-    training = Training(workload, train, run, dataset_dir)
+    training = Training(model_spec, train, run, dataset_dir)
     reset_peak_memory(run.device)
     # Compilation happens here, before the warm-up steps and outside every timed region.
     with compile_cache.counting() as cache:
@@ -92,7 +92,7 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
     with writing(out_steps):
         steps.to_csv(out_steps, index=False)
     trainer = training.trainer
-    save_checkpoint({**trainer.checkpoint(), "workload": workload_record(workload)}, out_ckpt)
+    save_checkpoint({**trainer.checkpoint(), "workload": workload_record(model_spec)}, out_ckpt)
     bare = bare_loop(training, train.bare_loop_steps)  # after the checkpoint: it changes the weights
     timing = summary(step_ms)
     samples_per_step = train.gradient_accumulation  # batch size 1, as upstream
@@ -103,7 +103,7 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
             "provenance": run.provenance,
             "parameters": parameter_count(trainer.diffusion.denoiser),
             "volume_shape": shape,
-            "flops": step_flops(workload.unet, tuple(shape), run.variant.checkpointing),
+            "flops": step_flops(model_spec.unet, tuple(shape), run.variant.checkpointing),
             "settings": as_dict(train),
             "step_time": timing,
             "micro_batch_median_ms": timing["median_ms"] / samples_per_step,
@@ -124,9 +124,9 @@ def run_training(workload: Workload, train: TrainSettings, run: Run, dataset_dir
     )
 
 
-def run_sampling(workload: Workload, sample: SampleSettings, run: Run, checkpoint: Path, dataset_dir: Path,
+def run_sampling(model_spec: ModelSpec, sample: SampleSettings, run: Run, checkpoint: Path, dataset_dir: Path,
                  out_json: Path, out_steps: Path, out_volumes: list[Path]) -> None:
-    sampling = Sampling.from_checkpoint(workload, run, checkpoint, "ema")
+    sampling = Sampling.from_checkpoint(model_spec, run, checkpoint, "ema")
     timesteps = sampling.diffusion.num_timesteps
     held_out = HeldOut(dataset_dir, len(out_volumes))
     max_steps = sample.max_steps

@@ -25,19 +25,17 @@ graph around them, so the compiled step never converts the activation to NCDHW. 
 inductor see inside and launch the kernels itself, but its tracing launches them under Triton's interpreter, which
 the tests on a CPU use.)
 
-Measured in the whole-head training step on an H200 (torch.profiler, bf16, two micro-batches; data/reference/
-wholehead/h200/frontier_ndhwc/profile/train): the six kernels take 18.2 ms of 106.4 ms, against 29 ms for inductor's
-GroupNorm kernels in the contiguous compiled step; of that, the statistics and coefficients passes 0.4 ms (4.8 ms when
-they were one program per sample and one in all; one program per group since). What else is left, by the first
-version's profile: the sums passes moved about 1.9 TB/s against 2.8-3.5 TB/s for the apply passes, and each op costs
-0.3-0.5 ms of Python on the host (tensor allocations and three Triton launches), which leaves the GPU idle between
-small kernels unless the step is replayed from a CUDA graph (the frontier_graphed rung).
+The statistics and coefficients passes run one program per group: as one program per sample and one in all they took
+a large share of the kernels' time. What the kernels cost in the training step, and what is left (the sums passes'
+bandwidth below the apply passes', each op's host time of Python, allocations and three Triton launches, which leaves
+the GPU idle between small kernels unless the step is replayed from a CUDA graph: the frontier_graphed rung), is
+recorded in docs/optimization-ladder.md (frontier_ndhwc) and data/measurements/h200-2026-12-02-ndhwc/README.md.
 
 Every norm site takes the kernels, the small ones too. Leaving the small sites' norms to inductor (which fuses them with
 their neighbours) was tried to spare their host time: inductor's fusion of them with the gather upsampling and the
 skip concatenation (`triton_poi_fused_..._cat_..._silu_slice_stack_view`) then hit a misaligned address in the
-sampling evaluation at batch 8 on the H200 (torch 2.11; with launches blocking, in that kernel, and also with no NDHWC
-kernel at all), where the kernels at every site run (2026-12-02).
+sampling evaluation at a batch of 8, also with no NDHWC kernel at all, where the kernels at every site run
+(data/measurements/h200-2026-12-02-graphed/README.md).
 
 Inputs other than a CUDA (or, under TRITON_INTERPRET=1, CPU) tensor in channels_last_3d are for `group_norm_silu`:
 `group_norm_silu_ndhwc` sends them there, so the module is a drop-in kernel for `unet.GroupNormSiLU`.
@@ -59,9 +57,8 @@ from .unet import group_norm_silu
 # Elements per tile (BLOCK_S rows of all channels) and warps per program; programs of a sums pass over the whole batch
 # (PARTS = PROGRAMS // batch per sample, fewer where a sample has fewer tiles), each looping over every PARTS-th tile
 # of its sample and keeping its sums in registers (1024: about eight per SM of an H200; a first choice, untuned).
-# Measured on an H200 (the model's 35 norm sites, bf16, batch 1, forward and backward): 4096 elements on 4 warps was
-# the fastest of six tile shapes for the first version of these kernels (one program per tile) and of two (4096 and
-# 8192 on 4 warps) for these.
+# 4096 elements on 4 warps: the fastest tile shape over the model's norm sites of those measured, for the first
+# version of these kernels and for these (data/measurements/h200-2026-12-02-ndhwc/README.md).
 TILE_ELEMENTS = 4096
 NUM_WARPS = 4
 PROGRAMS = 1024

@@ -29,7 +29,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
-from errors import ExpectedError
+from jobio.errors import ExpectedError
 
 LABELS = (0, 1, 2)
 MASK_CHANNELS = ("brain/head (label 1)", "tumor (label 2)")
@@ -174,11 +174,6 @@ def read_wholehead_cases(root: Path) -> list[Case]:
         shown = ", ".join(unpaired[:3]) + (f", ... ({len(unpaired)} unpaired)" if len(unpaired) > 3 else "")
         raise DatasetError(f"{root}: {counts}unpaired files (paired by case id): {shown}")
     return [Case(_show_id(key), {"image": images[key], "mask": masks[key]}) for key in images]
-
-
-def read_wholehead_pairs(root: Path) -> list[Case]:
-    """The whole-head cases of `root` (an alias of `read_wholehead_cases`)."""
-    return read_wholehead_cases(root)
 
 
 def load_volume(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -375,7 +370,8 @@ def manifest_files(out_dir: Path, split: str, role: str) -> list[Path]:
 
 def condition_values(out_dir: Path) -> tuple[float, float]:
     """What the loader makes of a one-hot 0 and 1 for this prepared dataset (whole-head {-1, +1}, BraTS {0, 1});
-    manifests written before the key existed are whole-head."""
+    manifests written before the key existed are whole-head (a migration shim for datasets prepared before manifest
+    schema 2, 2026-11-30: remove it once none is left; preparing a dataset again takes minutes)."""
     low, high = read_manifest(out_dir).get("condition_values", WHOLEHEAD_CONDITION)
     return float(low), float(high)
 

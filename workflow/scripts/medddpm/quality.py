@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
-from .build import Workload
+from .build import ModelSpec
 from .checkpoints import load_checkpoint, load_weights_into, workload_record
 from .dataset import PreparedPairs
 from .diffusion import GaussianDiffusion
@@ -41,7 +41,8 @@ def _forward_backward(diffusion: GaussianDiffusion, x, condition, t, noise):
     return out.detach(), grads
 
 
-def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkpoint: Path, dataset_dir: Path) -> dict:
+def numeric_error(model_spec: ModelSpec, quality: QualitySettings, run: Run, checkpoint: Path,
+                  dataset_dir: Path) -> dict:
     """One U-Net forward and its parameter gradients, through the variant's own execution path, against float64
     on the same inputs; and the forward of a sampling step through the variant's sampling path.
 
@@ -52,11 +53,11 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
     128^3 one float64 forward and backward takes minutes on an H200); the weights are the trained model's (at
     initialisation the output convolution is zero, which would make every relative error undefined).
     """
-    state = load_checkpoint(checkpoint, workload_record(workload))["model"]
-    diffusion = workload.build(0)
+    state = load_checkpoint(checkpoint, workload_record(model_spec))["model"]
+    diffusion = model_spec.build(0)
     load_weights_into(diffusion, state, checkpoint, "model")  # weights of another network: one line naming the file
-    inputs = fidelity_inputs(workload, quality, run, dataset_dir)
-    reference = float64_reference(workload, state, run, inputs)
+    inputs = fidelity_inputs(model_spec, quality, run, dataset_dir)
+    reference = float64_reference(model_spec, state, run, inputs)
     placement = Placement.of(run)
     placement.model(diffusion)
     compiled = placement.compile(diffusion)
@@ -68,7 +69,7 @@ def numeric_error(workload: Workload, quality: QualitySettings, run: Run, checkp
     return errors
 
 
-def fidelity_inputs(workload: Workload, quality: QualitySettings, run: Run, dataset_dir: Path) -> dict:
+def fidelity_inputs(model_spec: ModelSpec, quality: QualitySettings, run: Run, dataset_dir: Path) -> dict:
     """The fixed input of the float64 comparison: the first training case (centre-cropped to `reference_shape`
     when set), noise drawn from `quality.seed`, and the middle diffusion step."""
     case = PreparedPairs(dataset_dir, "train")[0]
@@ -78,17 +79,17 @@ def fidelity_inputs(workload: Workload, quality: QualitySettings, run: Run, data
     target = centre_crop(case["target"].unsqueeze(0), crop).contiguous()
     condition = centre_crop(case["input"].unsqueeze(0), crop).contiguous()
     noise = torch.randn(target.shape, generator=generator)
-    t = torch.tensor([workload.diffusion.timesteps // 2], device=run.device)
+    t = torch.tensor([model_spec.diffusion.timesteps // 2], device=run.device)
     return {"target": target, "condition": condition, "noise": noise, "t": t}
 
 
-def float64_reference(workload: Workload, state: dict, run: Run, inputs: dict,
+def float64_reference(model_spec: ModelSpec, state: dict, run: Run, inputs: dict,
                       sampling_state: dict | None = None) -> dict:
     """The plain network in float64 at the weights `state`: the forward and all parameter gradients on `inputs`,
     and the forward alone at `sampling_state` (the weights the sampling path evaluates; default `state`)."""
 
     def build(weights: dict) -> GaussianDiffusion:
-        diffusion = workload.build(0)
+        diffusion = model_spec.build(0)
         diffusion.load_state_dict(weights)
         # The variant's formulation of the upsampling (the same function): under deterministic algorithms (the
         # quality study) F.interpolate's CUDA backward is refused.

@@ -34,10 +34,10 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from errors import write_json, writing
+from jobio.errors import write_json, writing
 from measurement.timing import synchronize
 
-from .build import Workload
+from .build import ModelSpec
 from .curves import final_loss, smoothed, smoothing_window
 from .dataset import HeldOut
 from .engine import Sampling, Training
@@ -85,7 +85,7 @@ def study_run(run: Run, deterministic: bool) -> Run:
     return replace(run, variant=variant, provenance=record)
 
 
-def run_study(workload: Workload, train: TrainSettings, study: StudySettings, run: Run, dataset_dir: Path,
+def run_study(model_spec: ModelSpec, train: TrainSettings, study: StudySettings, run: Run, dataset_dir: Path,
               outputs: dict[int, RunFiles], rerun: bool) -> None:
     """Train one variant from every seed of `outputs` for `study.steps` optimizer steps (together: ensemble.Ensemble),
     then for each run sample the first held-out masks with its EMA weights from noise of `study.noise_seed`, and
@@ -94,7 +94,7 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
     begun = time.perf_counter()
     run = study_run(run, study.deterministic)
     seeds = list(outputs)
-    ensemble = Ensemble(workload, train, seeds + seeds[:1] * rerun, run, dataset_dir, study.steps, study.graphs)
+    ensemble = Ensemble(model_spec, train, seeds + seeds[:1] * rerun, run, dataset_dir, study.steps, study.graphs)
     reset_peak_memory(run.device)
     compile_seconds = ensemble.warm_up()
     train_seconds = ensemble.train(lambda count: tqdm(range(count), desc=f"optimizer steps of {len(seeds)} runs"
@@ -125,20 +125,20 @@ def run_study(workload: Workload, train: TrainSettings, study: StudySettings, ru
         # measured as every run's are.
         with tempfile.TemporaryDirectory() as scratch:
             volumes = [Path(scratch) / path.name for path in outputs[seeds[0]].volumes]
-            sample_run(workload, members[-1].training, study, run, dataset_dir, volumes)
+            sample_run(model_spec, members[-1].training, study, run, dataset_dir, volumes)
             rerun_record["vs_real"] = measure_samples(volumes, dataset_dir, study, run)
     for member in members[: len(seeds)]:
-        write_run(workload, study, run, dataset_dir, member.training, ensemble.losses(member),
+        write_run(model_spec, study, run, dataset_dir, member.training, ensemble.losses(member),
                   outputs[member.seed], shared, rerun_record if member is members[0] else None, begun)
 
 
-def sample_run(workload: Workload, training: Training, study: StudySettings, run: Run, dataset_dir: Path,
+def sample_run(model_spec: ModelSpec, training: Training, study: StudySettings, run: Run, dataset_dir: Path,
                out_volumes: list[Path]) -> tuple[Sampling, dict]:
     """Sample the first held-out masks with the run's EMA weights, `study.sample_batch` masks at a time; a batch's
     noise comes from a generator seeded `noise_seed + its first mask's index` (the same for every run). Returns the
     sampling (its evaluation, for the float64 check) and the sampling's record."""
     trainer = training.trainer
-    sampling = Sampling.from_weights(workload, run, trainer.ema_model.state_dict(), trainer.settings.seed)
+    sampling = Sampling.from_weights(model_spec, run, trainer.ema_model.state_dict(), trainer.settings.seed)
     held_out = HeldOut(dataset_dir, len(out_volumes))
     conditions = held_out.conditions(sampling.placement)
     batches = [range(start, min(start + study.sample_batch, len(conditions)))
@@ -157,7 +157,7 @@ def sample_run(workload: Workload, training: Training, study: StudySettings, run
     return sampling, {
         "volumes": len(out_volumes),
         "batch": study.sample_batch,
-        "chain_steps": workload.diffusion.timesteps,
+        "chain_steps": model_spec.diffusion.timesteps,
         "seconds": seconds,
         "seconds_per_volume": seconds / len(out_volumes),
         "warm_up_seconds": warm_up,
@@ -171,7 +171,7 @@ def measure_samples(volumes: list[Path], dataset_dir: Path, study: StudySettings
                              study.ssim_kernel, run.device)
 
 
-def write_run(workload: Workload, study: StudySettings, run: Run, dataset_dir: Path, training: Training,
+def write_run(model_spec: ModelSpec, study: StudySettings, run: Run, dataset_dir: Path, training: Training,
               losses: list[list[float]], files: RunFiles, shared: dict, rerun: dict | None,
               begun: float) -> None:
     """Sample, check against float64 and measure one trained run, and write its files."""
@@ -180,12 +180,12 @@ def write_run(workload: Workload, study: StudySettings, run: Run, dataset_dir: P
                           **{f"loss_micro_{i}": [r[i] for r in losses] for i in range(len(losses[0]))}})
     with writing(files.losses):
         table.to_csv(files.losses, index=False, float_format="%.7g")
-    sampling, sampled = sample_run(workload, training, study, run, dataset_dir, files.volumes)
+    sampling, sampled = sample_run(model_spec, training, study, run, dataset_dir, files.volumes)
 
     # float64 at the trained weights, through the very modules that trained (forward and gradients) and sampled.
-    inputs = fidelity_inputs(workload, QualitySettings(reference_shape=None, seed=study.noise_seed), run,
+    inputs = fidelity_inputs(model_spec, QualitySettings(reference_shape=None, seed=study.noise_seed), run,
                              dataset_dir)
-    reference = float64_reference(workload, trainer.diffusion.state_dict(), run, inputs,
+    reference = float64_reference(model_spec, trainer.diffusion.state_dict(), run, inputs,
                                   sampling_state=trainer.ema_model.state_dict())
     numeric = variant_errors(trainer.diffusion, lambda: sampling.evaluate, run, inputs, reference)
     del reference
@@ -198,7 +198,7 @@ def write_run(workload: Workload, study: StudySettings, run: Run, dataset_dir: P
         "provenance": run.provenance,
         "parameters": parameter_count(trainer.diffusion.denoiser),
         "volume_shape": held_out.shape(),
-        "timesteps": workload.diffusion.timesteps,
+        "timesteps": model_spec.diffusion.timesteps,
         "settings": {"train": as_dict(trainer.settings), "study": as_dict(study)},
         # Since the job started: building, compiling, training every run, and this run's sampling and checks.
         "wall_seconds": time.perf_counter() - begun,

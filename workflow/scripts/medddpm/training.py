@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import torch
 
-from errors import ExpectedError
+from jobio.errors import ExpectedError
 from measurement.timing import synchronize
 
 from .diffusion import GaussianDiffusion

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from errors import ExpectedError
+from jobio.errors import ExpectedError
 
 
 class ProfilingError(ExpectedError, RuntimeError):

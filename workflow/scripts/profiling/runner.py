@@ -15,8 +15,6 @@ from pathlib import Path
 from . import ncu, nsys
 from .errors import ProfilingError
 
-TOOLS = ("torch", "ncu", "nsys")
-
 
 def available_tools(device: str) -> list[str]:
     """What `auto` means for a label: torch.profiler always; ncu and nsys on GPUs where they are installed here.

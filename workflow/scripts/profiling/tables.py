@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from errors import writing
+from jobio.errors import writing
 
 from . import instructions
 from .csvpages import ragged_row

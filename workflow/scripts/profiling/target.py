@@ -50,7 +50,7 @@ def profiled_region(device: torch.device, torch_trace: Path | None):
 def run(spec: dict) -> None:
     """Build the variant's training or sampling step from the spec's params with the engine the timing jobs use,
     warm it up (compilation, CUDA graph capture, cuDNN autotuning happen there), then profile one step."""
-    from medddpm.build import Workload
+    from medddpm.build import ModelSpec
     from medddpm.dataset import PreparedPairs
     from medddpm.engine import Sampling, Training, timed_steps
     from medddpm.placement import Placement
@@ -59,12 +59,12 @@ def run(spec: dict) -> None:
 
     params = spec["params"]
     run_ = start_job(params, spec["variant"], Path(spec["repo"]))
-    workload = Workload.from_params(params["model"], params["diffusion"])
+    model_spec = ModelSpec.from_params(params["model"], params["diffusion"])
     train = from_mapping(TrainSettings, params["train"], "train")
     warmup = params["warmup_steps"]
     trace = Path(spec["torch_trace"]) if spec.get("torch_trace") else None
     if spec["phase"] == "train":
-        training = Training(workload, train, run_, Path(spec["dataset"]))
+        training = Training(model_spec, train, run_, Path(spec["dataset"]))
         training.warm_up()
         for _ in timed_steps(training.step, warmup, 0, timer=None, prepare=training.prepare):
             pass
@@ -76,7 +76,7 @@ def run(spec: dict) -> None:
             training.step()
     else:
         # The sampling step of the sample job (initial weights: the kernels do not depend on the values).
-        sampling = Sampling(workload.build(train.seed), Placement.of(run_))
+        sampling = Sampling(model_spec.build(train.seed), Placement.of(run_))
         batch = PreparedPairs(Path(spec["dataset"]), "train")[0]
         condition = sampling.placement.input(batch["input"].unsqueeze(0))
         x = sampling.placement.input(torch.randn_like(batch["target"].unsqueeze(0)))

@@ -17,7 +17,7 @@ from dataclasses import MISSING, fields
 
 import pandas as pd
 
-from errors import ExpectedError
+from jobio.errors import ExpectedError
 from measurement.throughput import COLUMNS as THROUGHPUT, single_size_sweep
 from medddpm import compile_cache
 from medddpm.switches import Variant

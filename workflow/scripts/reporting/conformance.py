@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-import layout
+from planning import layout
 
 from .derived import cudnn_version
 from .results import MEASURED, TOOL_PREFERENCE, Results, date_of, device_of, variant_order

@@ -28,7 +28,6 @@ from scipy import stats
 EQUIVALENT = "equivalent"
 DIFFERENT = "different"
 INCONCLUSIVE = "inconclusive"
-OUTCOMES = (EQUIVALENT, DIFFERENT, INCONCLUSIVE)
 
 
 def by_seed(study: pd.DataFrame, variant: str, column: str) -> pd.Series:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-import layout
+from planning import layout
 from measurement.throughput import run_columns as throughput_columns, single_size_sweep
 
 from .derived import cudnn_version
@@ -100,12 +100,18 @@ def config_yaml(config: dict) -> str:
 
 
 # -- the README -----------------------------------------------------------------------------------------------------
-def _records(written: dict[Path, bytes]) -> dict[str, dict[str, dict]]:
+def _places(written: dict[Path, bytes], workload: str, label: str) -> dict[Path, layout.Place]:
+    """Where each file of the set lies in the layout (the set mirrors results/<workload>/<label>/)."""
+    folder = Path(layout.reference_dir(workload, label))
+    return {path: layout.parse(folder / path) for path in written}
+
+
+def _records(written: dict[Path, bytes], places: dict[Path, layout.Place]) -> dict[str, dict[str, dict]]:
     """variant -> {train, sample, quality} JSON of the set."""
     records: dict[str, dict[str, dict]] = {}
     for path, data in written.items():
-        if len(path.parts) == 2 and path.name in ("train.json", "sample.json", "quality.json"):
-            records.setdefault(path.parts[0], {})[path.stem] = json.loads(data)
+        if places[path].kind in ("train.json", "sample.json", "quality.json"):
+            records.setdefault(places[path].variant, {})[path.stem] = json.loads(data)
     return records
 
 
@@ -131,8 +137,9 @@ def _number(value, fmt: str = "{:.1f}") -> str:
 
 def readme(label: str, written: dict[Path, bytes], config: dict, command: str) -> str:
     """The set's README: device, software, dates and the command, from the provenance of its result files."""
-    records = _records(written)
     workload = config["workload"]
+    places = _places(written, workload, label)
+    records = _records(written, places)
     variants = variant_order(records)
     provenances = [record["provenance"] for variant in variants for record in records[variant].values()
                    if "provenance" in record]
@@ -189,7 +196,7 @@ def readme(label: str, written: dict[Path, bytes], config: dict, command: str) -
         "```",
         "",
     ]
-    lines += _workload(records, variants, config) + _measurements(records, variants) + _files(written)
+    lines += _workload(records, variants, config) + _measurements(records, variants) + _files(places)
     return "\n".join(lines) + "\n"
 
 
@@ -234,11 +241,10 @@ def _measurements(records, variants) -> list[str]:
     return lines + [""]
 
 
-def _files(written: dict[Path, bytes]) -> list[str]:
-    phases = sorted({path.parts[2] for path in written if len(path.parts) == 4 and path.parts[1] == "profile"})
-    profile_files = [path for path in written if len(path.parts) == 4 and path.parts[1] == "profile"]
-    tools = sorted({path.name.removesuffix("_summary.csv") for path in profile_files
-                    if path.name.endswith("_summary.csv")})
+def _files(places: dict[Path, layout.Place]) -> list[str]:
+    profile_files = {path: place for path, place in places.items() if place.phase is not None}
+    phases = sorted({place.phase for place in profile_files.values()})
+    tools = sorted({place.tool for place in profile_files.values() if place.kind == "summary"})
     raw = sorted({f"`{path.name}`" for path in profile_files if path.name.endswith(".gz")})
     return [
         "## Files",

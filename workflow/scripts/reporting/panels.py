@@ -77,10 +77,6 @@ def say(ax, text: str) -> None:
     note(ax, "\n".join(textwrap.wrap(text, 42)))
 
 
-def xticks(ax, labels) -> None:
-    ax.set_xticks(range(len(labels)), labels, rotation=25, ha="right")
-
-
 def has(frame: pd.DataFrame, columns) -> bool:
     return len(frame) > 0 and all(c in frame.columns and frame[c].notna().any() for c in columns)
 

@@ -1,7 +1,7 @@
 """The one reader of results: the runs measured here and the shipped reference sets, into the tidy tables that every
 figure and table draws on.
 
-A result file belongs to a run by its path (layout.py, the one home of the result layout):
+A result file belongs to a run by its path (planning.layout, the one home of the result layout):
 ``<root>/<workload>/<gpu>/<variant>/<file>`` and the rest, with ``<root>`` either ``results`` (measured here) or
 ``data/reference`` (shipped). A shipped label that is also measured here is left out of the tables the figures draw
 (measured wins); it is read apart, as the reference that the run measured here is checked against (``reference_*``
@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from errors import ExpectedError
-from layout import file_keys
+from jobio.errors import ExpectedError
+from planning.layout import REFERENCE, file_keys, parse
 from measurement.throughput import run_columns as throughput_columns
 from medddpm import compile_cache
 
@@ -100,7 +100,7 @@ MANIFEST = "manifest.sha256"
 
 
 def _shipped(path: Path) -> bool:
-    return "reference" in Path(path).parts
+    return parse(path).root == REFERENCE
 
 
 def _fix(path: Path) -> str:
@@ -554,7 +554,8 @@ class Results:
         return panel_label(gpu, info["device"], info["origin"], info["date"], info.get("workload", ""))
 
     def workload(self, gpu: str) -> str:
-        """The label's workload ('' for a bundle collected before the workload was recorded)."""
+        """The label's workload ('' for a bundle collected before the workload was recorded: a migration shim, to
+        remove once no results/ tree holds a bundle collected before 2026-12-01, which the next collection rewrites)."""
         return self._info(gpu).get("workload", "") or ""
 
     def workloads(self) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pandas as pd
+from medddpm.workloads import source_of
 
 from ..prose import (PAPER_VARIANTS, Inputs, join_words, num, present, speedup_words, table_notes, times,
                      verdict_counts, verdicts)
@@ -138,13 +139,7 @@ def hardware_text(inputs: Inputs, settings: dict) -> str:
 def workload_text(inputs: Inputs, settings: dict) -> str:
     work = dict(inputs.table("tab02_workload").itertuples(index=False)) if len(inputs.table("tab02_workload")) else {}
     data, model = settings["dataset"], settings["model"]
-    source = {"synthetic": "synthetic: derived from the MNI152 template and tissue maps shipped with nilearn "
-                           "[@nilearn] by random smooth deformations, intensity changes and synthetic tumours "
-                           "(no download), in Med-DDPM's whole-head layout",
-              "wholehead": f"Med-DDPM's whole-head images and masks, read from `{data['root']}`",
-              "brats": f"BraTS 2021 cases read from `{data['root']}`",
-              "synthetic_brats": "a synthetic stand-in for BraTS 2021 (no download)"}.get(data["source"],
-                                                                                         data["source"])
+    source = source_of(data["source"]).words.format(root=data["root"])
     return (f"The workload configured for the runs measured here is the {settings.get('workload', 'wholehead')} "
             f"network of Med-DDPM at base width {model['base_width']} (tab02): "
             f"{work.get('volume (D x W x H), batch', '?')}, {work.get('parameters', '?')} parameters, "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from errors import ExpectedError
+from jobio.errors import ExpectedError
 
 from ..render import Table
 

@@ -1,6 +1,7 @@
 """What one configuration measures and reads: the files of every run, profile, bench and quality-study run of its
 workload and hardware labels, and the shipped reference sets it draws on (paths from `layout`). The rules' input
-functions and targets (workflow/rules/*.smk) ask a `Plan`; so do the tests, without Snakemake."""
+functions and targets (workflow/rules/*.smk) ask a `Plan`; so do the tests, without Snakemake. And what a plan tells
+before anything runs: the GPU labels that no Nsight Compute job profiles (nsight_warning)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-import layout
+from . import layout
 
 # Raw profiler exports of each tool, beside its tidy tables (exported with a reference set).
 RAW_EXPORTS = {"torch": ("torch_trace.json",), "ncu": ("ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv"),
@@ -227,77 +228,3 @@ def nsight_warning(plan: Plan, outputs) -> str | None:
               f"  fix: declare the profilers in a --configfile overlay (hardware: {{{overlay}}}; the SLURM profiles "
               "profiles/slurm-<gpu> declare them), or plan on a machine where ncu is installed."]
     return "\n".join(lines)
-
-
-# sbatch's flag for each resource the SLURM executor plugin maps (reference: the plugin's documentation).
-_SBATCH = {"constraint": "-C", "cpus_per_gpu": "--cpus-per-gpu", "mem_mb": "--mem", "runtime": "-t",
-           "slurm_partition": "-p", "slurm_account": "-A", "qos": "--qos"}
-CLUSTER_KEYS = {"gpu_model", "gres", "constraint", "slurm_partition", "slurm_account", "slurm_extra"}
-
-
-def cluster_requests(overwrite_resources) -> list[str]:
-    """One line per rule of a cluster profile's set-resources that asks for a GPU: the sbatch request every job of
-    that rule gets (`--gpus=MODEL:N` from gpu and gpu_model, -C, --cpus-per-gpu, --mem, -t, ...); [] where the
-    resources name no cluster setting (a local run)."""
-    rules = {rule: {key: getattr(value, "raw", value) for key, value in dict(mapping).items()}
-             for rule, mapping in dict(overwrite_resources).items()}
-    if not any(CLUSTER_KEYS & set(mapping) for mapping in rules.values()):
-        return []
-    lines = []
-    for rule, mapping in sorted(rules.items()):
-        gpus = mapping.get("gpu")
-        if not gpus and "gres" not in mapping:
-            continue
-        flags = [f"--gpus={mapping['gpu_model']}:{gpus}" if mapping.get("gpu_model") else f"--gpus={gpus}"] \
-            if gpus else [f"--gres={mapping['gres']}"]
-        flags += [f"{flag} {mapping[key]}{'M' if key == 'mem_mb' else ''}" for key, flag in _SBATCH.items()
-                  if mapping.get(key) not in (None, "")]
-        if mapping.get("slurm_extra"):
-            flags.append(str(mapping["slurm_extra"]))
-        lines.append(f"  {rule}: {' '.join(flags)}")
-    return lines
-
-
-# -- targets typed on the command line ------------------------------------------------------------------------------
-# Folders of a workload that are not hardware labels.
-_NOT_LABELS = ("dataset", "collected", "logs")
-
-
-def target_problem(target: str, config: dict) -> str | None:
-    """Why a result path typed as a target cannot be built by this configuration (another workload, a label not in
-    `gpus`, a variant not in `run_variants` or the study's), naming the setting to change; None when it can or when
-    it is not a result path. Snakemake itself would answer only "No rule to produce ..."."""
-    parts = Path(target).parts
-    if len(parts) < 3 or parts[0] != layout.RESULTS:
-        return None
-    workload, label = parts[1], parts[2]
-    if workload != config["workload"]:
-        other = "add config/brats.yaml after your other overlays" if workload == "brats" else \
-            "leave config/brats.yaml out"
-        return (f"target {target}: the {workload} workload, but this configuration measures workload: "
-                f"{config['workload']}; fix: {other}")
-    if label in _NOT_LABELS:
-        return None
-    if label not in config["gpus"]:
-        return (f"target {target}: hardware label {label!r} is not measured by this configuration (gpus: "
-                f"{config['gpus']}); fix: set gpus in an overlay (config/paper.yaml measures h200), or use "
-                f"{layout.label_dir(workload, config['gpus'][0])}/...")
-    if len(parts) < 5:
-        return None
-    if parts[3] == "study":
-        variants, key = list(config["quality_study"]["variants"]), "quality_study.variants"
-        variant = parts[4]
-    elif parts[3] == "logs":
-        return None
-    else:
-        variants, key = list(config["run_variants"]), "run_variants"
-        variant = parts[3]
-    if variant in variants:
-        return None
-    if variant not in config["variants"]:
-        return (f"target {target}: {variant!r} is not a defined variant (config `variants`: "
-                f"{', '.join(config['variants'])}); fix: define it under `variants` in an overlay, or correct the name")
-    listed = f"[{', '.join([*variants, variant])}]"
-    overlay = f"quality_study: {{variants: {listed}}}" if key == "quality_study.variants" else f"run_variants: {listed}"
-    return (f"target {target}: variant {variant!r} is defined but not in {key} ({', '.join(variants)}); fix: add it "
-            f"in an overlay: printf '{overlay}\\n' > more.yaml, then add --configfile more.yaml")

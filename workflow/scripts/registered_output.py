@@ -1,7 +1,8 @@
-"""Snakemake job: one registered figure or table (reporting.registry), rendered from the collected results."""
+"""Snakemake job of the rule of each registered output (fig01_..., tab01_...; reporting.registry): the figure or
+table rendered from the collected results."""
 
+from jobio.job import run_job
 from reporting.render import render
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -10,8 +10,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-
-from errors import ExpectedError
+from .errors import ExpectedError
 
 # A full disk, or a full quota: the writing call fails with one of these, whatever it was writing.
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}

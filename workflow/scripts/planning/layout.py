@@ -18,13 +18,11 @@ concrete path when given values.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 RESULTS = "results"
 REFERENCE = "data/reference"
-# The two workloads of Med-DDPM: whole-head (1 image channel, a 2-channel mask, 128^3) and BraTS (4 modalities, a
-# 4-channel tumour mask, 192 x 192 x 144). Config key `workload`.
-WORKLOADS = ("wholehead", "brats")
 # The small result files of one run (what the figures read; the checkpoint and samples stay out).
 RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
 # The quality study's files of one run, by kind.
@@ -121,37 +119,99 @@ def reference_manifest(workload: str = "{workload}", gpu: str = "{gpu}") -> str:
 
 
 # -- reading a path back ------------------------------------------------------------------------------------------
-NO_KEYS = {"workload": None, "gpu": None, "variant": None, "phase": None, "tool": None, "kind": None, "seed": None}
+# Folders of a workload that are not hardware labels, and of a label that are not variants.
+WORKLOAD_FOLDERS = ("dataset", "collected", "logs")
+LABEL_FOLDERS = ("logs",)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a path lies in the layout (`parse`); a key is None where the path does not reach it. `kind` names a
+    result file the figures read (RUN_FILES, device_rates, comparison, summary, kernels, rules, STUDY_FILES' kinds), else
+    None."""
+
+    root: str | None = None
+    workload: str | None = None
+    gpu: str | None = None
+    variant: str | None = None
+    study: bool = False
+    phase: str | None = None
+    seed: int | None = None
+    tool: str | None = None
+    kind: str | None = None
+
+    def keys(self) -> dict:
+        """The keys a collected row carries: workload, gpu, variant, phase, tool, kind, seed."""
+        return {"workload": self.workload, "gpu": self.gpu, "variant": self.variant, "phase": self.phase,
+                "tool": self.tool, "kind": self.kind, "seed": self.seed}
+
+
+def _profile_file(name: str) -> tuple[str | None, str | None]:
+    """(tool, kind) of a file in a profile folder that the figures read, else (None, None)."""
+    if name in ("ncu_rules.csv", "ncu_rules.csv.gz"):
+        return "ncu", "rules"
+    for ending, kind in (("_summary.csv", "summary"), ("_kernels.parquet", "kernels")):
+        if name.endswith(ending):
+            return name.removesuffix(ending), kind
+    return None, None
+
+
+def _place(root: str, parts: tuple[str, ...]) -> Place:
+    """The place of `parts`, the folders and file of a path after its root (results/ or data/reference/)."""
+    if not parts:
+        return Place(root)
+    workload, rest = parts[0], parts[1:]
+    if not rest or rest[0] in WORKLOAD_FOLDERS:
+        return Place(root, workload)
+    gpu, rest = rest[0], rest[1:]
+    if rest in (("device_rates.json",), ("comparison.json",)):
+        return Place(root, workload, gpu, kind=rest[0].removesuffix(".json"))
+    study = rest[:1] == ("study",)
+    rest = rest[1:] if study else rest
+    # A name at the label's (or its study's) level is a variant only where the path goes on below it.
+    if len(rest) < 2 or rest[0] in LABEL_FOLDERS:
+        return Place(root, workload, gpu, study=study)
+    variant, rest = rest[0], rest[1:]
+    if study:
+        seed = re.fullmatch(r"seed(\d+)", rest[0])
+        if seed is None:
+            return Place(root, workload, gpu, variant, study)
+        kind = STUDY_FILES.get(rest[1]) if len(rest) == 2 else None
+        return Place(root, workload, gpu, variant, study, seed=int(seed.group(1)), kind=kind)
+    if len(rest) == 1:
+        return Place(root, workload, gpu, variant, kind=rest[0] if rest[0] in RUN_FILES else None)
+    if rest[0] == "profile":
+        phase = rest[1]
+        tool, kind = _profile_file(rest[2]) if len(rest) == 3 else (None, None)
+        return Place(root, workload, gpu, variant, phase=phase, tool=tool, kind=kind)
+    return Place(root, workload, gpu, variant)
+
+
+def parse(path: str | Path) -> Place:
+    """Where `path` lies in the layout: what follows its last results/ or data/reference/ folder read as the
+    functions above write it (any folder may come before, a checkout's or a copy's); an empty Place for a path
+    outside both."""
+    parts = Path(path).parts
+    for at in range(len(parts) - 1, -1, -1):
+        if parts[at] == RESULTS:
+            return _place(RESULTS, parts[at + 1:])
+        if parts[at] == "reference" and at and parts[at - 1] == "data":
+            return _place(REFERENCE, parts[at + 1:])
+    return Place()
 
 
 def file_keys(path: str | Path) -> dict:
     """workload, gpu, variant, phase, tool, seed and kind of a result file (measured or shipped), from its path
     (kind None: not a result file the figures read)."""
-    path = Path(path)
-    name, parents = path.name, path.parents
-    seed = re.fullmatch(r"seed(\d+)", path.parent.name)
-    if seed and len(parents) > 4 and parents[2].name == "study" and name in STUDY_FILES:
-        return {**NO_KEYS, "workload": parents[4].name, "gpu": parents[3].name, "variant": parents[1].name,
-                "kind": STUDY_FILES[name], "seed": int(seed.group(1))}
-    if name in ("device_rates.json", "comparison.json") and len(parents) > 1:
-        return {**NO_KEYS, "workload": parents[1].name, "gpu": parents[0].name, "kind": name.removesuffix(".json")}
-    if name in RUN_FILES and len(parents) > 2:
-        return {**NO_KEYS, "workload": parents[2].name, "gpu": parents[1].name, "variant": parents[0].name,
-                "kind": name}
-    if path.parent.parent.name == "profile" and len(parents) > 4:
-        keys = {**NO_KEYS, "workload": parents[4].name, "gpu": parents[3].name, "variant": parents[2].name,
-                "phase": parents[0].name}
-        if name in ("ncu_rules.csv", "ncu_rules.csv.gz"):
-            return {**keys, "tool": "ncu", "kind": "rules"}
-        if name.endswith("_summary.csv"):
-            return {**keys, "tool": name.removesuffix("_summary.csv"), "kind": "summary"}
-        if name.endswith("_kernels.parquet"):
-            return {**keys, "tool": name.removesuffix("_kernels.parquet"), "kind": "kernels"}
-    return dict(NO_KEYS)
+    return parse(path).keys()
 
 
 def old_layout_set(root: str | Path, workload: str, label: str) -> str | None:
     """The folder of `label`'s reference set in the layout before the workload was an axis (data/reference/<label>/,
-    a BraTS set under <label>_brats), if one is there: importing it is refused with the command that moves it."""
+    a BraTS set under <label>_brats), if one is there: importing it is refused with the command that moves it.
+
+    A migration shim (the workload became an axis on 2026-12-01; the shipped sets moved then): remove it, and the
+    branch of planning.plan.reference_set_problem that calls it, once no set exported before that date is left to
+    import."""
     old = f"{REFERENCE}/{label}_brats" if workload == "brats" else f"{REFERENCE}/{label}"
     return old if (Path(root) / old).is_dir() else None

@@ -1,7 +1,7 @@
 """The one base class of the errors a user can fix (bad input, a wrong device, a missing tool, a wrong config), and
 the writing of result files so that a failed write names its file and leaves nothing half-written.
 
-A job that raises an ExpectedError ends with its one-line message (ruleio.run_job), never a stack trace; anything
+A job that raises an ExpectedError ends with its one-line message (jobio.job.run_job), never a stack trace; anything
 else is a bug and keeps its traceback in the job's log.
 """
 

@@ -1,13 +1,13 @@
 """The workflow's configuration, checked: YAML files read with the file and line of a syntax error, the schema with one
 line per problem (the key, what is wrong, the file that set it), and the consistency the schema cannot express.
 
-The workflow (workflow/rules/common.smk) runs `check_config` when it builds the DAG. Snakemake itself reads the
+The workflow (workflow/rules/checks.smk) runs `check_config` when it builds the DAG. Snakemake itself reads the
 overlays given with --configfile while it parses its command line, before any workflow code runs, and reports a
 missing one or a YAML error there without the file's line (the workflow cannot name the file then); checking them
 here first names both. An overlay that Snakemake accepts but that gives a key twice (PyYAML keeps the second,
 silently) is refused by the workflow itself, naming the file and line:
 
-    python3 workflow/scripts/configcheck.py config/paper.yaml my-overlay.yaml
+    PYTHONPATH=workflow/scripts python3 -m planning.configcheck config/paper.yaml my-overlay.yaml
 """
 
 from __future__ import annotations
@@ -19,20 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from jobio.errors import ExpectedError
+from medddpm.workloads import WORKLOADS, source_of, workload_of
 
-from errors import ExpectedError
-from targets import reference_set_problem
+from .plan import reference_set_problem
 
-SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"
+SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "config.yaml"
 _SCHEMA_FIX = "workflow/schemas/config.schema.yaml describes every key"
 
 
-# The two workloads (config key `workload`; layout.WORKLOADS) and the dataset sources of each: whole-head (1 image
-# channel, a 2-channel mask) and BraTS (4 modalities, a 4-channel mask).
-SOURCES = {"wholehead": ("synthetic", "wholehead"), "brats": ("brats", "synthetic_brats")}
-CHANNELS = {"wholehead": (1, 2), "brats": (4, 4)}
-# Hardware labels once carried the BraTS workload as a suffix (h200_brats); the workload is its own key now.
+# Hardware labels once carried the BraTS workload as a suffix (h200_brats); the workload is its own key now. A
+# migration shim (it names the new keys to an overlay of before 2026-12-01): remove it, and its message in
+# consistency_problem, once overlays of that time are no longer in use.
 OLD_BRATS_SUFFIX = "_brats"
 
 
@@ -232,18 +231,18 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         if label not in config["hardware"]:
             return (f"config: gpus lists {label!r}{origin('gpus')}, which is not defined under 'hardware'; fix: add "
                     f"it there (device, name_pattern, architecture) or use one of {sorted(config['hardware'])}")
-    workload, source = config["workload"], config["dataset"]["source"]
-    if source not in SOURCES[workload]:
-        other = next(name for name, sources in SOURCES.items() if source in sources)
+    workload, source = WORKLOADS[config["workload"]], config["dataset"]["source"]
+    if source not in workload.source_names:
+        other = workload_of(source).name
         return (f"config: dataset.source {source}{origin('dataset', 'source')} belongs to the {other} workload, but "
-                f"workload is {workload}{origin('workload')}; fix: set workload: {other} (config/brats.yaml does for "
-                f"BraTS) or a {workload} source ({', '.join(SOURCES[workload])})")
-    image, mask = CHANNELS[workload]
+                f"workload is {workload.name}{origin('workload')}; fix: set workload: {other} (config/brats.yaml does "
+                f"for BraTS) or a {workload.name} source ({', '.join(workload.source_names)})")
+    image, mask = workload.image_channels, workload.mask_channels
     model = config["model"]
     if (model["in_channels"], model["out_channels"]) != (image + mask, image):
-        return (f"config: the {workload} workload has {image} image and {mask} mask channel(s), so model.in_channels "
-                f"must be {image + mask} and model.out_channels {image} (got {model['in_channels']} and "
-                f"{model['out_channels']}){origin('model')}; fix: set them so")
+        return (f"config: the {workload.name} workload has {image} image and {mask} mask channel(s), so "
+                f"model.in_channels must be {image + mask} and model.out_channels {image} (got "
+                f"{model['in_channels']} and {model['out_channels']}){origin('model')}; fix: set them so")
     problem = _variant_list_problem(config, ("run_variants",), origin,
                                     "every quality check and speed-up is relative to it")
     if problem:
@@ -256,7 +255,7 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         return (f"config: sample.masks ({config['sample']['masks']}) exceeds dataset.heldout "
                 f"({config['dataset']['heldout']}){origin('sample', 'masks')}; fix: lower sample.masks or hold out "
                 "more cases")
-    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
+    synthetic = source_of(config["dataset"]["source"]).synthetic
     if config["dataset"]["heldout"] >= config["dataset"]["cases"] and synthetic:
         return (f"config: dataset.heldout must leave at least one training case{origin('dataset', 'heldout')}; "
                 f"fix: hold out fewer than dataset.cases ({config['dataset']['cases']})")
@@ -307,7 +306,7 @@ def _study_problem(config: dict, origin) -> str | None:
             return (f"config: quality_study.gpus lists {label!r}{origin('quality_study', 'gpus')}, which this "
                     f"invocation does not measure (gpus: {config['gpus']}); fix: leave it out, or null for every label")
     data = study["dataset"]
-    synthetic = config["dataset"]["source"] in ("synthetic", "synthetic_brats")
+    synthetic = source_of(config["dataset"]["source"]).synthetic
     if data["heldout"] >= data["cases"] and synthetic:
         return (f"config: quality_study.dataset.heldout must leave at least one training case"
                 f"{origin('quality_study', 'dataset', 'heldout')}; fix: hold out fewer than quality_study.dataset."

@@ -1,9 +1,9 @@
 """Snakemake job: paper/article.pdf, typeset from the registered outputs and the collected results
 (reporting.article)."""
 
+from jobio.job import run_job
 from reporting.article import typeset
 from reporting.registry import ARTICLE_TABLES
-from ruleio import run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -1,13 +1,14 @@
-"""Snakemake job: profile one training or sampling step of one (hardware label, variant) with one tool."""
+"""Snakemake job of the rules profile_{tool} (torch, ncu, nsys): profile one training or sampling step of one
+(hardware label, variant) with that tool."""
 
 from pathlib import Path
 
+from jobio.job import JobError, repo_root, run_job
 from measurement import gpus
 from medddpm.settings import params_dict
 from profiling.errors import ProfilingError
 from profiling.runner import profile_ncu, profile_nsys, profile_torch
 from profiling.target import RANGE
-from ruleio import JobError, repo_root, run_job
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 

@@ -1,0 +1,32 @@
+"""The Nsight Compute settings of one hardware label and phase: `profiling.ncu` with its metric sets resolved from the
+metric-set file it names (profiling.settings applies the overrides in their order)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from profiling.settings import MetricSetError
+from profiling.settings import ncu_settings as resolve
+
+from .configcheck import ConfigError, read_mapping
+
+
+def metric_sets(config: dict, basedir: str | Path) -> dict:
+    """The named metric lists of `profiling.ncu.metric_sets` (a path relative to the workflow's folder)."""
+    path = Path(basedir) / config["profiling"]["ncu"]["metric_sets"]
+    if not path.is_file():
+        raise ConfigError(
+            f"config: profiling.ncu.metric_sets names {path}, which does not exist; fix: correct the path (relative "
+            "to the workflow's folder; config/ncu-metrics.yaml ships the paper's sets)"
+        )
+    return read_mapping(path, "metric-set file (profiling.ncu.metric_sets)")
+
+
+def ncu_settings(config: dict, basedir: str | Path, label: str, phase: str) -> dict:
+    """ncu settings of `label` and `phase`, metrics resolved to a list; ConfigError for a metric set the file does not
+    define."""
+    architecture = config["hardware"][label].get("architecture", "")
+    try:
+        return resolve(config["profiling"]["ncu"], architecture, phase, metric_sets(config, basedir))
+    except MetricSetError as error:
+        raise ConfigError(f"config: {error}") from None
