@@ -204,8 +204,8 @@ class DPMSolverPP2M(OdeSolver):
 
 
 class DeisIPNDM(OdeSolver):
-    """Upstream Med-DDPM's fast sampler (fast_sampling/inference_deis.py: th_deis's iPNDM, DEIS of Zhang & Chen
-    2023, section 4 and appendix), reproduced from its equations and upstream's choices:
+    """Upstream Med-DDPM's fast sampler (fast_sampling/inference_deis.py: th_deis's iPNDM, from DEIS, Zhang & Chen
+    2023), reproduced from the paper's equations and upstream's choices:
 
     - the discrete VP-SDE is built on the respaced schedule alpha_k = alphas_cumprod[spaced_timesteps(T, N)[k]],
       k = 0..N-1 (upstream builds it from its N-step SpacedDiffusion), its time the index k;
@@ -238,9 +238,7 @@ class DeisIPNDM(OdeSolver):
         # a row a step, as upstream's table: the coefficient of x, then those of the current and earlier noises
         # (zeros pad the warm-up steps' rows to four noises)
         weights = [ADAMS_BASHFORTH[min(i, 3)] + (0.0,) * (3 - min(i, 3)) for i in range(steps)]
-        self.coefficients = [
-            (float(keep[i]), *(float(noise[i] * w) for w in weights[i])) for i in range(steps)
-        ]
+        self.coefficients = [(float(keep[i]), *(float(noise[i] * w) for w in weights[i])) for i in range(steps)]
 
     def _clamped_eps(self, x: torch.Tensor, eps: torch.Tensor, index: int) -> torch.Tensor:
         x0 = self._predict_x0(x, eps, index)
