@@ -271,7 +271,7 @@ def test_dpm_solver_and_ipndm_errors_fall_faster_than_ddims(schedule):
 # -- the registry ------------------------------------------------------------------------------------------------
 
 def test_registry_names_and_step_counts(diffusion):
-    assert set(SAMPLERS) == {"ddpm", "deis_ipndm", "ddim", "dpm_solver_pp_2m"}
+    assert set(SAMPLERS) == {"ddpm", "deis_ipndm", "deis_ipndm_as_shipped", "ddim", "dpm_solver_pp_2m"}
     assert accepted_steps("ddpm", T) == range(250, 251)
     assert accepted_steps("ddim", T) == range(2, 251)
     for name in SAMPLERS:
@@ -285,7 +285,7 @@ def test_registry_names_and_step_counts(diffusion):
     ("ddpm", 10, "sampler 'ddpm' takes 250 to 250 steps, not 10"),
     ("ddim", 1, "sampler 'ddim' takes 2 to 250 steps, not 1"),
     ("deis_ipndm", 251, "sampler 'deis_ipndm' takes 2 to 250 steps, not 251"),
-    ("plms", 10, "unknown sampler 'plms': known are ddpm, deis_ipndm, ddim, dpm_solver_pp_2m"),
+    ("plms", 10, "unknown sampler 'plms': known are ddpm, deis_ipndm, deis_ipndm_as_shipped, ddim, dpm_solver_pp_2m"),
 ])
 def test_bad_sampler_or_step_count_is_one_clear_error(diffusion, name, steps, message):
     with pytest.raises(ValueError) as error:
@@ -419,3 +419,23 @@ def test_cuda_steps_do_not_synchronise_and_match_the_cpu(diffusion, name):
     if name != "ddpm":  # the chain's noise comes from the CUDA generator
         cpu = run(build_sampler(name, diffusion, 10), x_T.cpu(), eps)
         torch.testing.assert_close(states[-1].cpu(), cpu[-1], rtol=1e-4, atol=1e-4)
+
+
+def test_the_as_shipped_sampler_gives_the_unet_upstreams_respaced_index(schedule):
+    """deis_ipndm_as_shipped is deis_ipndm with the U-Net called at k = N-1, ..., 0 (upstream's eps_fn passes the
+    index of its respaced diffusion), its coefficients the same."""
+    from medddpm.samplers import DeisIPNDMAsShipped
+
+    shipped, fixed = DeisIPNDMAsShipped(schedule, 10), DeisIPNDM(schedule, 10)
+    assert shipped.unet_timesteps == (9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+    assert fixed.unet_timesteps == fixed.timesteps == (249, 221, 194, 166, 138, 111, 83, 55, 28, 0)
+    assert shipped.coefficients == fixed.coefficients and shipped.timesteps == fixed.timesteps
+    seen = []
+
+    def eps(x, condition, t):
+        seen.append(int(t[0]))
+        return torch.zeros_like(x)
+
+    run(shipped, torch.zeros(1, 1, 2, 2, 2, dtype=torch.float64), eps)
+    assert seen == list(range(9, -1, -1))
+    assert SAMPLERS["deis_ipndm_as_shipped"] is DeisIPNDMAsShipped

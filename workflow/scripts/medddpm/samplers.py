@@ -8,6 +8,7 @@ fast solver here runs on a subsequence of those timesteps, so none needs a conti
 - `ddpm`: the T-step ancestral chain, GaussianDiffusion.p_sample itself (Ho et al. 2020; T steps only).
 - `deis_ipndm`: upstream Med-DDPM's fast sampler, DEIS's iPNDM (Zhang & Chen 2023) as upstream's
   fast_sampling/inference_deis.py runs it; its grid, coefficients and clamp are described at `DeisIPNDM`.
+  `deis_ipndm_as_shipped`: the same with the U-Net given upstream's respaced index instead of the timestep.
 - `ddim`: DDIM with eta = 0 (Song et al. 2021) on the respaced timesteps.
 - `dpm_solver_pp_2m`: DPM-Solver++(2M) (Lu et al. 2022), data prediction, multistep, on the same timesteps.
 
@@ -127,6 +128,11 @@ class OdeSolver:
     def evaluations(self) -> int:
         return self.steps
 
+    @property
+    def unet_timesteps(self) -> tuple[int, ...]:
+        """The timestep the U-Net is given at each step: the step's own (subclasses may differ)."""
+        return self.timesteps
+
     def _predict_x0(self, x: torch.Tensor, eps: torch.Tensor, index: int) -> torch.Tensor:
         """x0 from x_t and the predicted noise at the `index`-th step, clamped to [-1, 1]. In-place arithmetic on a
         tensor made from x gives it x's memory format whatever the layout of eps."""
@@ -135,7 +141,7 @@ class OdeSolver:
     def trajectory(self, x: torch.Tensor, condition: torch.Tensor, denoise: Denoise,
                    generator: torch.Generator | None = None) -> Iterator[tuple[int, torch.Tensor]]:
         """(t, x after the step) for every step; `generator` is unused (the solver draws nothing)."""
-        t = [torch.full((x.shape[0],), step, device=x.device, dtype=torch.long) for step in self.timesteps]
+        t = [torch.full((x.shape[0],), step, device=x.device, dtype=torch.long) for step in self.unet_timesteps]
         history: list[torch.Tensor] = []
         for index, step in enumerate(self.timesteps):
             x, history = self._update(x, denoise(x, condition, t[index]), index, history)
@@ -253,7 +259,20 @@ class DeisIPNDM(OdeSolver):
         return new, history[: len(ADAMS_BASHFORTH) - 1]
 
 
-SAMPLERS: dict[str, type] = {cls.name: cls for cls in (DDPM, DeisIPNDM, DDIM, DPMSolverPP2M)}
+class DeisIPNDMAsShipped(DeisIPNDM):
+    """`deis_ipndm` exactly as upstream's fast_sampling/inference_deis.py calls its U-Net: with the respaced index
+    k (N-1, ..., 0) as the timestep instead of the timestep k stands for. Everything else is DeisIPNDM's. Kept to
+    measure what upstream's sampler produces as shipped (its U-Net never saw the timesteps 0..N-1 for these noise
+    levels), beside the same solver given the timesteps it was trained on."""
+
+    name: ClassVar[str] = "deis_ipndm_as_shipped"
+
+    @property
+    def unet_timesteps(self) -> tuple[int, ...]:
+        return tuple(reversed(range(self.steps)))
+
+
+SAMPLERS: dict[str, type] = {cls.name: cls for cls in (DDPM, DeisIPNDM, DeisIPNDMAsShipped, DDIM, DPMSolverPP2M)}
 
 
 def accepted_steps(name: str, timesteps: int) -> range:
