@@ -199,12 +199,12 @@ PLACING = re.compile(r"(?<![\w.])(prepare_model|prepare_input|compile_model|comp
 
 
 def test_only_the_engine_applies_a_variant():
-    """Outside the modules that define the switches and the steps (variants, diffusion, sampling, training), every
-    call that places a model or an input, enters the variant's autocast, compiles, builds the optimizer or the EMA,
-    or runs a sampling step is in the engine (medddpm.engine and the placement it applies, medddpm.placement); the
-    scan finds the known ones there."""
-    defining = {"medddpm/variants.py", "medddpm/diffusion.py", "medddpm/sampling.py", "medddpm/training.py",
-                "medddpm/ema.py"}
+    """Outside the modules that define the switches and the steps (variants, diffusion, samplers, sampling, training,
+    the EMA), every call that places a model or an input, enters the variant's autocast, compiles, builds the optimizer
+    or the EMA, or runs a sampling step is in the engine (medddpm.engine and the placement it applies,
+    medddpm.placement); the scan finds the known ones there."""
+    defining = {"medddpm/variants.py", "medddpm/diffusion.py", "medddpm/samplers.py", "medddpm/sampling.py",
+                "medddpm/training.py", "medddpm/ema.py"}
     found = {}
     for path in sorted(SCRIPTS.rglob("*.py")):
         name = path.relative_to(SCRIPTS).as_posix()

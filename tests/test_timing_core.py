@@ -366,14 +366,14 @@ def test_a_batch_that_does_not_fit_is_recorded_freed_and_the_larger_ones_skipped
                                               "total capacity)\nSee the documentation for memory management")
         return step(self, x, condition, t, generator)
 
-    free = jobs._free_memory
+    free = jobs.free_memory
 
     def checked_free(device):
         free(device)
         freed.append([ref() is None for ref in held])
 
     monkeypatch.setattr(engine.Sampling, "step", out_of_memory)
-    monkeypatch.setattr(jobs, "_free_memory", checked_free)
+    monkeypatch.setattr(jobs, "free_memory", checked_free)
     run = start_job(params("baseline"), "baseline", REPO)
     settings = SampleSettings(**(SAMPLE | {"batch_sizes": [8, 1, 4, 2, 3]}))
     result = _sample(run, settings, trained[0] / "checkpoint.pt", dataset, tmp_path)

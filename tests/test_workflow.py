@@ -225,3 +225,25 @@ def test_a_variant_with_every_switch_runs_through_its_jobs(finished_run, tmp_pat
     assert numeric["execution"]["fused_norm_act"] and numeric["execution"]["checkpointing"] == "all"
     for key in ("forward_relative_error", "gradient_relative_error", "sampling_forward_relative_error"):
         assert 1e-5 < numeric[key] < 5e-2, key  # bfloat16: about 1e-2 at most, never float32-exact
+
+
+def test_the_sampler_axis_runs_through_the_timing_job_the_study_and_tab09(finished_run):
+    """fast_sampling of tests/tiny.yaml: the baseline's sample_fast job times every sampler, every study run samples
+    with every sampler from the same noise as its chain, and tab09 holds one row per sampler, step count and study
+    variant, beside the chain's row."""
+    timed = json.loads((finished_run / "results/wholehead/cpu/baseline/samplers.json").read_text())
+    assert [(r["sampler"], r["steps"]) for r in timed["samplers"]] == [("deis_ipndm", 2), ("ddim", 2),
+                                                                       ("dpm_solver_pp_2m", 3)]
+    assert not (finished_run / "results/wholehead/cpu/channels_last/samplers.json").exists()  # variants: [baseline]
+    for variant in ("baseline", "channels_last"):
+        run = json.loads((finished_run / f"results/wholehead/cpu/study/{variant}/seed0/run.json").read_text())
+        assert [(r["sampler"], r["steps"]) for r in run["samplers"]] == [("deis_ipndm", 2), ("ddim", 2),
+                                                                         ("dpm_solver_pp_2m", 3)]
+        for record in run["samplers"]:
+            assert record["vs_real"]["wasserstein_mean"] >= 0 and record["seconds_per_volume"] > 0
+    table = pd.read_csv(finished_run / "paper/tables/tab09_samplers.csv")
+    assert list(table["sampler"].unique()) == ["ddpm", "deis_ipndm", "ddim", "dpm_solver_pp_2m"]
+    fast = table[table["sampler"] != "ddpm"]
+    assert sorted(fast["study_variant"].unique()) == ["baseline", "channels_last"] and len(fast) == 6
+    assert (fast["timed_variant"] == "baseline").all() and fast["seconds_per_volume"].gt(0).all()
+    assert table.loc[table["sampler"] == "ddpm", "steps"].tolist() == [4]

@@ -99,6 +99,13 @@ def study_train():
     return {**loop, **STUDY["train"]}
 
 
+def study_samplers(wildcards):
+    """The fast samplers this variant's study runs sample with too (fast_sampling.study_variants; null: every one)."""
+    fast = config["fast_sampling"]
+    listed = fast["study_variants"]
+    return dict(fast["samplers"]) if listed is None or wildcards.variant in listed else {}
+
+
 def study_rerun(wildcards):
     """Whether this variant's job trains its first seed a second time (quality_study.rerun: the baseline's)."""
     return bool(STUDY["rerun"]) and wildcards.variant == "baseline"

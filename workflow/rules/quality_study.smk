@@ -58,6 +58,7 @@ rule study_run:
         train=study_train(),
         seeds=STUDY["seeds"],
         rerun=study_rerun,
+        samplers=study_samplers,
         study={
             key: STUDY[key]
             for key in ("steps", "masks", "noise_seed", "ssim_kernel", "sample_batch", "deterministic", "graphs")

@@ -24,3 +24,33 @@ rule sample:
         "Sampling held-out masks with {wildcards.variant} on {wildcards.gpu}"
     script:
         "../scripts/sample.py"
+
+
+# The fast samplers of `samplers` (medddpm.fast_sampling): every one at each of its step counts, whole chains timed
+# at every batch size, after one compilation of the variant's U-Net evaluation shared by all of them.
+rule sample_fast:
+    input:
+        dataset=PREPARED,
+        checkpoint=rules.train.output.checkpoint,
+    output:
+        summary=layout.run_file("samplers.json"),
+    log:
+        layout.run_log("sample_fast.log"),
+    benchmark:
+        layout.run_log("sample_fast.benchmark.tsv")
+    conda:
+        "../../envs/workload.yaml"
+    resources:
+        gpu=gpus_needed,
+    params:
+        device=device_params,
+        variant=variant_params,
+        model=config["model"],
+        diffusion=config["diffusion"],
+        sample=config["sample"],
+        samplers=config["fast_sampling"]["samplers"],
+        chains=config["fast_sampling"]["chains"],
+    message:
+        "Timing the fast samplers {params.samplers} with {wildcards.variant} on {wildcards.gpu}"
+    script:
+        "../scripts/sample_fast.py"

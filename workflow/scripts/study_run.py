@@ -26,7 +26,7 @@ def main() -> None:
     run_study(ModelSpec.from_params(params["model"], params["diffusion"]),
               from_mapping(TrainSettings, params["train"] | {"seed": seeds[0]}, "train"),
               StudySettings.from_params(params["study"]), run, Path(snakemake.input.dataset), outputs,
-              params["rerun"])
+              params["rerun"], dict(params["samplers"]))
 
 
 run_job(snakemake.log[0], main, snakemake.output)

@@ -29,6 +29,7 @@ from .dataset import PreparedPairs
 from .diffusion import GaussianDiffusion
 from .placement import Placement
 from .runs import Run
+from .samplers import Sampler, sample_steps
 from .settings import TrainSettings
 from .training import Trainer, data_batches
 
@@ -111,6 +112,12 @@ class Sampling:
         """(t, x_{t-1}) over the reversed chain from noise (GaussianDiffusion.sample_steps): at every t the function
         of `step`, p_sample through this evaluation."""
         return self.diffusion.sample_steps(condition, generator, max_steps, self.evaluate)
+
+    def fast_chain(self, sampler: Sampler, condition: torch.Tensor,
+                   generator: torch.Generator) -> Iterator[tuple[int, torch.Tensor]]:
+        """(t, x) over a sampler's steps from noise drawn as `chain` draws it (medddpm.samplers.sample_steps), each
+        U-Net evaluation through this variant's evaluation (plain, compiled or replayed from a CUDA graph)."""
+        return sample_steps(sampler, self.diffusion, condition, generator, None, self.evaluate)
 
     def chain_length(self, max_steps: int | None) -> int:
         timesteps = self.diffusion.num_timesteps

@@ -203,7 +203,7 @@ def throughput_sweep(sampling: Sampling, sample: SampleSettings, dataset_dir: Pa
     held_out = HeldOut(dataset_dir)
     mask_conditions = [held_out.condition(index) for index in range(len(held_out))]
     if sampling.compiled:
-        _room_for_batch_shapes(len(sample.batch_sizes))
+        room_for_batch_shapes(len(sample.batch_sizes))
     batches: list[dict] = []
     too_large: int | None = None
     for batch in sorted(sample.batch_sizes):
@@ -217,7 +217,7 @@ def throughput_sweep(sampling: Sampling, sample: SampleSettings, dataset_dir: Pa
             record = {"batch": batch, "fits": False, "error": message[0][:300]}
             too_large = batch
         if too_large == batch:  # out of the except block: its traceback, and the batch's tensors, are released
-            _free_memory(device)
+            free_memory(device)
         batches.append(record)
     best_batch, best_rate = throughput.best_batch(batches)
     return {"timesteps": sampling.diffusion.num_timesteps, "masks": len(mask_conditions), "batches": batches,
@@ -276,7 +276,7 @@ def timed_batch(sampling: Sampling, mask_conditions: list[torch.Tensor], batch: 
     }
 
 
-def _room_for_batch_shapes(batch_sizes: int) -> None:
+def room_for_batch_shapes(batch_sizes: int) -> None:
     """A compiled evaluation compiles one static-shape graph per shape (the U-Net's, or each fused norm's); every
     batch size adds as many as the chains needed. Raise dynamo's per-function and total recompile limits to match, so
     that no batch falls back to eager silently."""
@@ -284,7 +284,7 @@ def _room_for_batch_shapes(batch_sizes: int) -> None:
         raise_recompile_limit(recompile_limit(accumulated) * (1 + batch_sizes), accumulated)
 
 
-def _free_memory(device: torch.device) -> None:
+def free_memory(device: torch.device) -> None:
     """Release what a batch that did not fit left allocated, before the job goes on."""
     gc.collect()
     if device.type == "cuda":

@@ -43,6 +43,7 @@ from .dataset import HeldOut
 from .engine import Sampling, Training
 from .ensemble import Ensemble, determinism_state, deterministic_algorithms, weights_identical
 from .prepare import read_manifest
+from .samplers import build_sampler
 from .quality import compare_with_real, float64_reference, fidelity_inputs, image_similarity, summarise_similarity
 from .quality import variant_errors
 from .runs import Run, peak_memory, reset_peak_memory
@@ -86,11 +87,12 @@ def study_run(run: Run, deterministic: bool) -> Run:
 
 
 def run_study(model_spec: ModelSpec, train: TrainSettings, study: StudySettings, run: Run, dataset_dir: Path,
-              outputs: dict[int, RunFiles], rerun: bool) -> None:
+              outputs: dict[int, RunFiles], rerun: bool, samplers: dict[str, list[int]] | None = None) -> None:
     """Train one variant from every seed of `outputs` for `study.steps` optimizer steps (together: ensemble.Ensemble),
     then for each run sample the first held-out masks with its EMA weights from noise of `study.noise_seed`, and
     measure it (module docstring). `rerun` trains the first seed twice and records how far the second lies from the
-    first in the first's run.json."""
+    first in the first's run.json. `samplers` (fast_sampling.samplers, for the study's sampler variants): each run
+    samples the same masks from the same noise with each of them too (`fast_samples`)."""
     begun = time.perf_counter()
     run = study_run(run, study.deterministic)
     seeds = list(outputs)
@@ -129,7 +131,7 @@ def run_study(model_spec: ModelSpec, train: TrainSettings, study: StudySettings,
             rerun_record["vs_real"] = measure_samples(volumes, dataset_dir, study, run)
     for member in members[: len(seeds)]:
         write_run(model_spec, study, run, dataset_dir, member.training, ensemble.losses(member),
-                  outputs[member.seed], shared, rerun_record if member is members[0] else None, begun)
+                  outputs[member.seed], shared, rerun_record if member is members[0] else None, begun, samplers or {})
 
 
 def sample_run(model_spec: ModelSpec, training: Training, study: StudySettings, run: Run, dataset_dir: Path,
@@ -164,6 +166,40 @@ def sample_run(model_spec: ModelSpec, training: Training, study: StudySettings, 
     }
 
 
+def fast_samples(sampling: Sampling, samplers: dict[str, list[int]], study: StudySettings, run: Run,
+                 dataset_dir: Path, masks: int) -> list[dict]:
+    """The run's EMA weights through every fast sampler at each of its step counts (medddpm.samplers): the same masks
+    as its T-step chain, in the same batches, from the same initial noise (a batch's generator seeded `noise_seed +
+    its first mask's index`), measured against the real images as the chain's samples are (in a scratch folder: the
+    samples are not kept). Each with its U-Net evaluations and its seconds per volume."""
+    if not samplers:
+        return []
+    held_out = HeldOut(dataset_dir, masks)
+    conditions = held_out.conditions(sampling.placement)
+    batches = [range(start, min(start + study.sample_batch, masks)) for start in range(0, masks, study.sample_batch)]
+    records = []
+    for name, counts in samplers.items():
+        for steps in counts:
+            sampler = build_sampler(name, sampling.diffusion, steps)
+            with tempfile.TemporaryDirectory() as scratch:
+                volumes = [Path(scratch) / f"sample_{k:03d}.nii.gz" for k in range(masks)]
+                synchronize(run.device)
+                started = time.perf_counter()
+                for batch in batches:
+                    generator = torch.Generator(device=run.device).manual_seed(study.noise_seed + batch[0])
+                    with sampling.running():
+                        for _, volume in sampling.fast_chain(sampler, torch.cat([conditions[i] for i in batch]),
+                                                             generator):
+                            pass
+                    for offset, index in enumerate(batch):
+                        held_out.write(volume[offset: offset + 1], index, volumes[index])
+                seconds = time.perf_counter() - started
+                vs_real = measure_samples(volumes, dataset_dir, study, run)
+            records.append({"sampler": name, "steps": steps, "evaluations": sampler.evaluations,
+                            "seconds_per_volume": seconds / masks, "vs_real": vs_real})
+    return records
+
+
 def measure_samples(volumes: list[Path], dataset_dir: Path, study: StudySettings, run: Run) -> dict:
     """The samples against the held-out real images of their masks (quality.compare_with_real)."""
     held_out = HeldOut(dataset_dir, len(volumes))
@@ -173,7 +209,7 @@ def measure_samples(volumes: list[Path], dataset_dir: Path, study: StudySettings
 
 def write_run(model_spec: ModelSpec, study: StudySettings, run: Run, dataset_dir: Path, training: Training,
               losses: list[list[float]], files: RunFiles, shared: dict, rerun: dict | None,
-              begun: float) -> None:
+              begun: float, samplers: dict[str, list[int]]) -> None:
     """Sample, check against float64 and measure one trained run, and write its files."""
     trainer = training.trainer
     table = pd.DataFrame({"step": range(len(losses)), "loss": [float(np.mean(r)) for r in losses],
@@ -191,6 +227,7 @@ def write_run(model_spec: ModelSpec, study: StudySettings, run: Run, dataset_dir
     del reference
 
     vs_real = measure_samples(files.volumes, dataset_dir, study, run)
+    fast = fast_samples(sampling, samplers, study, run, dataset_dir, len(files.volumes))
     held_out = HeldOut(dataset_dir, len(files.volumes))
     with writing(files.slice):
         np.save(files.slice, slices(files.volumes[0], held_out.images[0]))
@@ -209,6 +246,8 @@ def write_run(model_spec: ModelSpec, study: StudySettings, run: Run, dataset_dir
     }
     if rerun is not None:
         record["rerun"] = rerun
+    if fast:
+        record["samplers"] = fast
     write_json(files.summary, record)
 
 

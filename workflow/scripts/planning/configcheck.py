@@ -269,7 +269,7 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         return (f"config: dataset.shape {shape} must be divisible by {factor} (the U-Net halves it "
                 f"{factor.bit_length() - 1} times){origin('dataset', 'shape')}; fix: use "
                 f"{[_nearest_multiple(side, factor) for side in shape]}")
-    problem = _study_problem(config, origin)
+    problem = _study_problem(config, origin) or _fast_sampling_problem(config, origin)
     if problem:
         return problem
     for label in config.get("reference_results", []):
@@ -277,6 +277,28 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
         if problem:
             listed, rest = problem.split(", ", 1)
             return f"config: {listed}{origin('reference_results')}, {rest}"
+    return None
+
+
+def _fast_sampling_problem(config: dict, origin) -> str | None:
+    """fast_sampling's variants among the runs and the study's, its step counts within both schedules."""
+    fast = config["fast_sampling"]
+    for key, listed, among in (("variants", fast["variants"], config["run_variants"]),
+                               ("study_variants", fast["study_variants"], config["quality_study"]["variants"])):
+        missing = [v for v in (listed or []) if v not in among]
+        if missing:
+            where = "run_variants" if key == "variants" else "quality_study.variants"
+            return (f"config: fast_sampling.{key} lists {missing}{origin('fast_sampling', key)}, which {where} does "
+                    f"not; fix: add them to {where} or leave them out (it has {list(among)})")
+    schedules = {"diffusion.timesteps": config["diffusion"]["timesteps"],
+                 "quality_study.timesteps": config["quality_study"]["timesteps"]}
+    for sampler, counts in fast["samplers"].items():
+        for key, timesteps in schedules.items():
+            beyond = [steps for steps in counts if steps > timesteps]
+            if beyond:
+                return (f"config: fast_sampling.samplers.{sampler} runs {beyond} steps"
+                        f"{origin('fast_sampling', 'samplers')}, more than {key} ({timesteps}); fix: at most "
+                        f"{timesteps} steps (a fast sampler takes a subset of the schedule's timesteps)")
     return None
 
 

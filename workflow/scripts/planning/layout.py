@@ -4,7 +4,7 @@
 The workload is an axis of its own, never folded into the hardware label::
 
     results/<workload>/dataset/{synthetic,prepared,study}       a workload's raw (synthetic) and prepared datasets
-    results/<workload>/<gpu>/<variant>/train.json ...           one run: RUN_FILES, samples/, logs/
+    results/<workload>/<gpu>/<variant>/train.json ...           one run: RUN_FILES, SAMPLER_FILE, samples/, logs/
     results/<workload>/<gpu>/<variant>/profile/<phase>/...      its profiles (<tool>_summary.csv, ...)
     results/<workload>/<gpu>/{bench.csv,bench.md,device_rates.json,comparison.json,comparison_rounds.csv}
     results/<workload>/<gpu>/study/<variant>/seed<k>/...        the quality study's runs
@@ -25,6 +25,8 @@ RESULTS = "results"
 REFERENCE = "data/reference"
 # The small result files of one run (what the figures read; the checkpoint and samples stay out).
 RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv")
+# A run's timing of the fast samplers (the sample_fast job), where the configuration lists any (`samplers`).
+SAMPLER_FILE = "samplers.json"
 # The quality study's files of one run, by kind.
 STUDY_FILES = {"run.json": "study_run", "comparison.json": "study_comparison", "losses.csv": "study_losses",
                "slice.npy": "study_slice"}
@@ -179,7 +181,7 @@ def _place(root: str, parts: tuple[str, ...]) -> Place:
         kind = STUDY_FILES.get(rest[1]) if len(rest) == 2 else None
         return Place(root, workload, gpu, variant, study, seed=int(seed.group(1)), kind=kind)
     if len(rest) == 1:
-        return Place(root, workload, gpu, variant, kind=rest[0] if rest[0] in RUN_FILES else None)
+        return Place(root, workload, gpu, variant, kind=rest[0] if rest[0] in (*RUN_FILES, SAMPLER_FILE) else None)
     if rest[0] == "profile":
         phase = rest[1]
         tool, kind = _profile_file(rest[2]) if len(rest) == 3 else (None, None)

@@ -19,7 +19,8 @@ RAW_EXPORTS = {"torch": ("torch_trace.json",), "ncu": ("ncu_raw.csv", "ncu_detai
 EXPORTED_RUN_FILES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "sample_steps.csv")
 # Name endings of the files a shipped set contributes to the figures (the rules may ship them gzipped).
 SHIPPED_NAMES = ("train.json", "sample.json", "quality.json", "train_steps.csv", "_summary.csv", "_kernels.parquet",
-                 "ncu_rules.csv", "ncu_rules.csv.gz", "device_rates.json", "comparison.json", *layout.STUDY_FILES)
+                 "ncu_rules.csv", "ncu_rules.csv.gz", "device_rates.json", "comparison.json", layout.SAMPLER_FILE,
+                 *layout.STUDY_FILES)
 
 
 class ReferenceSetError(ValueError):
@@ -92,6 +93,19 @@ class Plan:
         return gaps
 
     # -- runs and profiles -----------------------------------------------------------------------------------------
+    @property
+    def fast_variants(self) -> list[str]:
+        """The run variants whose fast samplers are timed (fast_sampling.variants; null: all), none without samplers."""
+        fast = self.config["fast_sampling"]
+        if not fast["samplers"]:
+            return []
+        return self.variants if fast["variants"] is None else [v for v in self.variants if v in fast["variants"]]
+
+    def sampler_runs(self, labels=None) -> list[str]:
+        """The samplers.json of every run whose fast samplers are timed (fast_variants)."""
+        return [layout.run_file(layout.SAMPLER_FILE, self.workload, gpu, variant)
+                for gpu in (self.labels if labels is None else labels) for variant in self.fast_variants]
+
     def runs(self, name: str, labels=None) -> list[str]:
         """`name` of every (label, variant) run measured here."""
         return [layout.run_file(name, self.workload, gpu, variant)
@@ -166,7 +180,7 @@ class Plan:
     # -- what the figures and tables read ------------------------------------------------------------------------
     def measured_result_files(self) -> list[str]:
         """Every result file this invocation measures that the figures and tables read."""
-        runs = [path for name in layout.RUN_FILES for path in self.runs(name)]
+        runs = [path for name in layout.RUN_FILES for path in self.runs(name)] + self.sampler_runs()
         return (runs + self.device_rates() + self.comparisons() + self.profile_summaries() + self.profile_kernel_tables()
                 + self.ncu_rule_tables() + self.study_result_files())
 
@@ -196,7 +210,7 @@ class Plan:
         """What the reference set of a label measured here is made of: the run files of every run variant, each
         profile's tidy tables and raw exports, the bench, and the quality study's runs (where the label runs it)."""
         files = [layout.run_file(name, self.workload, label, variant)
-                 for variant in self.variants for name in EXPORTED_RUN_FILES]
+                 for variant in self.variants for name in EXPORTED_RUN_FILES] + self.sampler_runs([label])
         for tool in self.tools[label]:
             for name in (f"{tool}_summary.csv", f"{tool}_kernels.parquet", *RAW_EXPORTS[tool]):
                 files += self.profiles(name, label)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 # The article (reporting.article): every output in one of its sections, in this order.
 ARTICLE = "paper/article.pdf"
-SECTIONS = ("methods", "results", "claims", "frontier", "conformance")
+SECTIONS = ("methods", "results", "claims", "frontier", "sampling", "conformance")
 # The results' subsections (Output.group), in the order the article shows them: cost first, then where the time goes,
 # then the counters, then quality. A results output of no group gets a subsection of its own, after these.
 RESULTS_GROUPS = {
@@ -29,6 +29,7 @@ CATEGORIES = ("Setup", "Profiling", "Optimization", "Quality", "Conformance")
 # reference_* tables hold the shipped sets of labels measured here too (the other side of tab08); study and
 # study_losses the quality study's runs.
 BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench", "comparisons",
+          "samplers", "study_samplers",
           "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
 # The collected tables the article's text is written from (inputs of the article rule besides the outputs).
 ARTICLE_TABLES = ("runs", "kernels", "ncu_kernels", "rules")
@@ -140,6 +141,14 @@ OUTPUTS: list[Output] = [
     Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
            "volume, volumes per hour at batch 1 and at the best batch, peak GiB, compile s", reads=("bench", "runs"),
            timing=True, section="frontier", category="Optimization"),
+    Output("fig12_fast_sampling", "Fast samplers: each sampler's distance to the real images against seconds per "
+           "volume over its step counts, the T-step chain marked, the quality claim's margin shaded",
+           reads=("study_samplers", "samplers", "runs"), files={"claims": "data/paper_claims.yaml"}, timing=True,
+           section="sampling", category="Quality"),
+    Output("tab09_samplers", "Per sampler and step count: U-Net evaluations, s per volume, volumes per hour, peak "
+           "GiB, and the distance to the real images against the T-step chain with its 90 % interval and verdict",
+           reads=("study_samplers", "samplers", "runs"), files={"claims": "data/paper_claims.yaml"}, timing=True,
+           section="sampling", category="Quality"),
     Output("tab08_conformance", "Each label measured here against its shipped reference set: per metric a band, a "
            "verdict (within, faster, slower, lower, higher, not comparable) and the likely reasons",
            reads=("runs", "summaries", "reference_hardware", "reference_runs", "reference_summaries"),

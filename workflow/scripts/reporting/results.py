@@ -37,7 +37,7 @@ TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
 # The bundle: one Parquet file per table.
 TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
-          "comparisons",
+          "comparisons", "samplers", "study_samplers",
           "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
 # The kernels of every tool with the columns all tools share; Nsight Compute's kernels with every metric apart
 # (a CPU run adds tens of thousands of operator rows that have none: reading them with 500 metric columns would
@@ -312,6 +312,55 @@ def with_comparisons(runs: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFr
     return runs
 
 
+SAMPLER_COLUMNS = ["gpu", "variant", "sampler", "steps", "evaluations", "timesteps", "volume_shape",
+                   "seconds_per_volume", "volumes_per_hour_b1", "best_batch", "volumes_per_hour_best", "peak_memory_gib"]
+
+
+def _samplers(files: pd.DataFrame) -> pd.DataFrame:
+    """One row per (gpu, variant, sampler, steps) of the runs' samplers.json (medddpm.fast_sampling): a whole chain's
+    seconds per volume at batch 1, volumes per hour at batch 1 and at the best batch, peak memory at batch 1."""
+    rows = []
+    for row in files[files["kind"] == "samplers.json"].itertuples():
+        data = _read_json(row.path)
+        with _reading(row.path, "samplers.json"):
+            shape = "x".join(map(str, data["volume_shape"]))
+            for record in data["samplers"]:
+                one = next((b for b in record["batches"] if b["batch"] == 1 and b.get("fits")), {})
+                rows.append({"gpu": row.gpu, "variant": row.variant, "sampler": record["sampler"],
+                             "steps": record["steps"], "evaluations": record["evaluations"],
+                             "timesteps": data["timesteps"], "volume_shape": shape,
+                             "seconds_per_volume": record["seconds_per_volume"],
+                             "volumes_per_hour_b1": record["volumes_per_hour_b1"], "best_batch": record["best_batch"],
+                             "volumes_per_hour_best": record["volumes_per_hour_best"],
+                             "peak_memory_gib": one["peak_memory_bytes"] / 2**30 if one else None})
+    return pd.DataFrame(rows, columns=SAMPLER_COLUMNS)
+
+
+def _study_samplers(files: pd.DataFrame) -> pd.DataFrame:
+    """One row per study run and fast sampler at a step count (run.json's `samplers`): its samples against the real
+    images; plus the run's own T-step chain as sampler `ddpm` at T steps, the reference each is judged against."""
+    rows = []
+    for row in files[files["kind"] == "study_run"].itertuples():
+        data = _read_json(row.path)
+        if "samplers" not in data:
+            continue
+        with _reading(row.path, "study run.json"):
+            keys = {"gpu": row.gpu, "variant": row.variant, "seed": int(row.seed),
+                    "volume_shape": "x".join(map(str, data["volume_shape"])), "timesteps": data["timesteps"]}
+            rows.append({**keys, "sampler": "ddpm", "steps": data["timesteps"], "evaluations": data["timesteps"],
+                         "seconds_per_volume": data["sampling"]["seconds_per_volume"],
+                         **{column: data["vs_real"][key] for column, key in VS_REAL.items()}})
+            for record in data["samplers"]:
+                rows.append({**keys, "sampler": record["sampler"], "steps": record["steps"],
+                             "evaluations": record["evaluations"], "seconds_per_volume": record["seconds_per_volume"],
+                             **{column: record["vs_real"][key] for column, key in VS_REAL.items()}})
+    columns = ["gpu", "variant", "seed", "volume_shape", "timesteps", "sampler", "steps", "evaluations",
+               "seconds_per_volume", *VS_REAL]
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.sort_values(["gpu", "variant", "sampler", "steps", "seed"], kind="stable", ignore_index=True) \
+        if len(frame) else frame
+
+
 def _quality(files: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for row in files[files["kind"] == "quality.json"].itertuples():
@@ -490,6 +539,8 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
         "slices": _slices(files),
         "study": _study(files),
         "study_losses": _study_losses(files),
+        "samplers": _samplers(files),
+        "study_samplers": _study_samplers(files),
     }
     # The bench from the runs just read and each label's measured ceilings (reporting.bench), once for every output.
     from .bench import bench_rows

@@ -32,7 +32,7 @@ def success_summary(root: str | Path, outputs: list[Output] = OUTPUTS) -> list[s
     root = Path(root)
     lines = ["", "Summary", "======="]
     lines += _built(root, outputs)
-    for section in (_fastest, _claims, _conformance):
+    for section in (_fastest, _samplers, _claims, _conformance):
         try:
             lines += section(root)
         except Exception as error:  # a summary never fails the run: it says what it could not read
@@ -86,13 +86,13 @@ def _fastest(root: Path) -> list[str]:
         unpaired = "paired" in rows and (rows["paired"] == "no").all()
         faster = rows[(verdicts == "faster") & (rows["variant"] != "baseline")]
         if faster.empty:
-            line = f"  {gpu} ({origin}): none measurably faster than baseline ({base_ms:.1f} ms/sample)"
+            lines.append(f"  {gpu} ({origin}): none measurably faster than baseline ({base_ms:.1f} ms/sample"
+                         + (", unpaired)" if unpaired else ")"))
             for word in ("within noise", "slower", "not measurable under this load", "not measurable here"):
                 named = [v for v, verdict in zip(rows["variant"], verdicts) if verdict == word]
                 if named:
-                    text = ", ".join(named)
-                    line += f"; {word}: " + (text if len(line + text) <= WIDTH else f"{len(named)} variants (tab04)")
-            lines.append(line)
+                    line = f"    {word}: " + ", ".join(named)
+                    lines.append(line if len(line) <= WIDTH else f"    {word}: {len(named)} variants (tab04)")
             continue
         best = faster.loc[faster["train_ms_per_sample"].idxmin()]
         speedup = best["train_speedup_vs_baseline"]
@@ -100,9 +100,39 @@ def _fastest(root: Path) -> list[str]:
             speedup = base_ms / float(best["train_ms_per_sample"])
         interval = (f" [{best['train_speedup_low']:.2f}-{best['train_speedup_high']:.2f}]"
                     if pd.notna(best.get("train_speedup_low")) else "")
-        lines.append(f"  {gpu} ({origin}): {best['variant']}, {speedup:.2f}x{interval} the baseline's speed "
-                     f"({best['train_ms_per_sample']:.1f} ms against {base_ms:.1f} ms per sample"
-                     + ("; unpaired: separate jobs)" if unpaired else ")"))
+        lines.append(f"  {gpu} ({origin}): {best['variant']}, {speedup:.2f}x{interval} over baseline "
+                     f"({best['train_ms_per_sample']:.1f} vs {base_ms:.1f} ms/sample"
+                     + (", unpaired)" if unpaired else ")"))
+    return lines
+
+
+def _samplers(root: Path) -> list[str]:
+    """tab09's headline per label: the fastest sampler against the T-step chain, and per study variant each sampler's
+    fewest steps equivalent to the chain (or that none is, or that none was judged)."""
+    frame = _table(root, "tab09_samplers")
+    if frame is None or frame.empty:
+        return []
+    lines = ["Fast samplers against the T-step chain (tab09):"]
+    for gpu, rows in frame.groupby("gpu", sort=False):
+        chain, fast = rows[rows["sampler"] == "ddpm"], rows[rows["sampler"] != "ddpm"]
+        timed = fast.dropna(subset=["seconds_per_volume"])
+        if len(chain) and len(timed):
+            best = timed.loc[timed["seconds_per_volume"].idxmin()]
+            lines.append(f"  {gpu}: {best['sampler']} {int(best['steps'])} steps {best['seconds_per_volume']:.3g} s per "
+                         f"volume against {chain['seconds_per_volume'].iloc[0]:.3g} s ({int(chain['steps'].iloc[0])} "
+                         f"steps; {best['timed_variant']}, {best['timed_shape']})")
+        judged = fast[fast["study_variant"].notna() & (fast["study_variant"].astype(str) != "")]
+        for variant, mine in judged.groupby("study_variant", sort=False):
+            said = []
+            for sampler, group in mine.groupby("sampler", sort=False):
+                equal = group[group["outcome"] == "equivalent"]
+                said.append(f"{sampler} {int(equal['steps'].min())}" if len(equal) else
+                            f"{sampler} none" if group["outcome"].notna().any() and (group["outcome"] != "").any()
+                            else f"{sampler} not judged")
+            if all(text.endswith("not judged") for text in said):
+                lines.append(f"    {variant}'s study runs: none judged (fewer paired seeds than the quality claim asks)")
+                continue
+            lines.append(_cut(f"    {variant}'s study runs, fewest steps equivalent: {', '.join(said)}"))
     return lines
 
 

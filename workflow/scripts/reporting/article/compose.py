@@ -22,7 +22,8 @@ SECTION_TITLES = ("Introduction", "Method", "Results", "The paper's claims, one 
                   "Reproducing this article", "References")
 # The registry's sections shown as the results' last subsections, with their titles.
 SECTIONS_IN_RESULTS = (("frontier", "Beyond the paper: the optimization ladder"),
-          ("conformance", "Conformance with the shipped reference"))
+                       ("sampling", "Beyond the paper: fewer U-Net evaluations per volume"),
+                       ("conformance", "Conformance with the shipped reference"))
 
 
 class Blocks:

@@ -1,0 +1,101 @@
+"""fig12: quality against time per volume for every sampler, one row per hardware label, one panel per variant of the
+quality study that sampled with them (fast_sampling.study_variants). Each sampler is a line over its step counts:
+x the seconds per volume (where the label timed the samplers, the sample_fast job's at its timing workload; else the
+study's own, at its volume), y the mean over the seeds of the distance to the real images (the quality claim's
+metric), with the paired difference's 90 % interval from the chain of the same runs; the T-step chain is the star
+and the margin (the quality claim's) the band around its distance. Tab09 holds the numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..claims import load_claims
+from ..panels import OWN_SCALES, log_ticks, panel_title, rows_figure, say, shape_text
+from ..prose import Context
+from ..sampler_judgements import CHAIN, judgements
+
+SAMPLER_COLORS = {"deis_ipndm": "#0072b2", "deis_ipndm_as_shipped": "#56b4e9", "ddim": "#e69f00",
+                  "dpm_solver_pp_2m": "#009e73"}
+MARKERS = {"deis_ipndm": "o", "deis_ipndm_as_shipped": "v", "ddim": "s", "dpm_solver_pp_2m": "D"}
+
+
+def seconds_of(samplers: pd.DataFrame, runs: pd.DataFrame, gpu: str) -> tuple[dict, str]:
+    """(sampler, steps) -> seconds per volume from the label's timing of the samplers (its first timed variant), with
+    what the axis says they are; empty when the label timed none."""
+    mine = samplers[samplers["gpu"] == gpu]
+    if mine.empty:
+        return {}, ""
+    variant = mine["variant"].iloc[0]
+    mine = mine[mine["variant"] == variant]
+    times = {(row.sampler, int(row.steps)): float(row.seconds_per_volume) for row in mine.itertuples()}
+    run = runs[(runs["gpu"] == gpu) & (runs["variant"] == variant)]
+    if len(run):
+        times[(CHAIN, int(run["sample_timesteps"].iloc[0]))] = float(run["sample_volume_s"].iloc[0])
+    shape = shape_text(mine["volume_shape"].iloc[0])
+    return times, f"seconds per volume, {variant} at {shape} (log)"
+
+
+def draw(ax, rows: pd.DataFrame, chain: pd.DataFrame, times: dict) -> None:
+    """One study variant's panel: every sampler over its step counts, the chain, the margin band."""
+    chain_distance = float(chain["distance"].mean())
+    chain_x = times.get((CHAIN, int(chain["steps"].iloc[0])), float(chain["seconds_per_volume"].mean()))
+    margin = rows["margin"].dropna()
+    if len(margin):
+        ax.axhspan(chain_distance - float(margin.iloc[0]), chain_distance + float(margin.iloc[0]), color="#dddddd",
+                   zorder=0, label="chain +- margin")
+    ax.plot([chain_x], [chain_distance], marker="*", markersize=13, color="black", linestyle="none",
+            label=f"ddpm, {int(chain['steps'].iloc[0])} steps")
+    for sampler, group in rows.groupby("sampler", sort=False):
+        group = group.sort_values("steps")
+        x = [times.get((sampler, int(s)), float(t)) for s, t in zip(group["steps"], group["study_seconds_per_volume"])]
+        y = chain_distance + group["mean_difference"].astype(float).to_numpy()
+        low = (group["mean_difference"] - group["interval_low"]).astype(float).to_numpy()
+        high = (group["interval_high"] - group["mean_difference"]).astype(float).to_numpy()
+        errors = np.vstack([np.nan_to_num(low), np.nan_to_num(high)])
+        ax.errorbar(x, y, yerr=errors, color=SAMPLER_COLORS.get(sampler, "gray"), marker=MARKERS.get(sampler, "o"),
+                    capsize=3, label=sampler)
+        for xi, yi, steps in zip(x, y, group["steps"]):
+            ax.annotate(str(int(steps)), (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xscale("log")
+    log_ticks(ax)
+
+
+def build(job):
+    results = job.results
+    claim = next(c for c in load_claims(job.files["claims"])["claims"] if c["id"] == "quality")
+    study_samplers, samplers, runs = (results.table(name) for name in ("study_samplers", "samplers", "runs"))
+    judged = judgements(study_samplers, claim)
+    labels = [g for g in results.labels() if (study_samplers["gpu"] == g).any()] or results.labels()
+    panels = max([len(set(judged.loc[judged["gpu"] == g, "variant"])) for g in labels] + [1])
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], panels, width=5.0, height=4.0,
+                            caveat=OWN_SCALES)
+    for gpu, row in zip(labels, axes):
+        mine = judged[judged["gpu"] == gpu]
+        variants = list(dict.fromkeys(mine["variant"]))
+        if not variants:
+            say(row[0], f"no fast sampler on {gpu}'s quality study (fast_sampling.samplers, .study_variants)")
+            for ax in row[1:]:
+                ax.set_axis_off()
+            continue
+        times, x_label = seconds_of(samplers, runs, gpu)
+        for ax, variant in zip(row, variants):
+            chain = study_samplers[(study_samplers["gpu"] == gpu) & (study_samplers["variant"] == variant)
+                                   & (study_samplers["sampler"] == CHAIN)].rename(columns={claim["distance"]:
+                                                                                              "distance"})
+            draw(ax, mine[mine["variant"] == variant], chain, times)
+            first = chain.iloc[0]
+            ax.set_title(f"{variant}'s study runs: {shape_text(first['volume_shape'])}, T = {int(first['timesteps'])}, "
+                         f"mean of {int(mine['seeds'].max())} seeds", loc="left")
+            ax.set_xlabel(x_label or "seconds per volume in the study (log)")
+            ax.set_ylabel("distance to the real images")
+            ax.legend(fontsize=7, loc="upper right")
+        for ax in row[len(variants):]:
+            ax.set_axis_off()
+    return fig
+
+
+def describe(context: Context) -> str:
+    return ("Each sampler as a line over its step counts: fewer U-Net evaluations move a point left, a loss of quality "
+            "moves it up, out of the grey band around the T-step chain's distance (the quality claim's margin). A "
+            "point's bar is the 90 % interval of its paired difference from the chain of the same runs.")
