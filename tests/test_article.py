@@ -121,6 +121,7 @@ def test_outputs_sit_in_the_subsections_their_registry_entries_name():
           "fig06_priority_scores", "fig10_roofline"]),
         ("Quality of the samples", ["fig09_quality", "tab06_quality"]),
         ("Beyond the paper: the optimization ladder", ["fig11_optimization_ladder", "tab07_frontier"]),
+        ("Beyond the paper: fewer U-Net evaluations per volume", ["fig12_fast_sampling", "tab09_samplers"]),
         ("Conformance with the shipped reference", ["tab08_conformance"]),
     ]
     placed = {key: [o.id for o in outputs] for key, outputs in compose.method_outputs().items() if outputs}

@@ -995,6 +995,7 @@ diffusion: {timesteps: 4}
 quality: {reference_shape: [8, 8, 8]}
 train: {lr: 1.0e+30, warmup_steps: 1, measured_steps: 2, bare_loop_steps: 0}
 run_variants: [baseline]
+fast_sampling: {samplers: {deis_ipndm: [2], ddim: [2], dpm_solver_pp_2m: [2]}}
 """
 
 

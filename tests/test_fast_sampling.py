@@ -45,9 +45,10 @@ def test_the_timing_job_times_every_sampler_at_every_step_count_and_batch(traine
     from medddpm.fast_sampling import run_fast_sampling
 
     spec, run, dataset, folder = trained
-    sample = from_mapping(SampleSettings, config_section("sample", TINY) | {"batch_sizes": [1, 2]}, "sample")
-    run_fast_sampling(spec, sample, {"ddim": [2, 3], "deis_ipndm": [3]}, 1, run, folder / "checkpoint.pt", dataset,
-                      folder / "samplers.json")
+    # sample.batch_sizes ([1] here) is the throughput sweep's; the fast samplers' chains take their own.
+    sample = from_mapping(SampleSettings, config_section("sample", TINY) | {"batch_sizes": [1]}, "sample")
+    run_fast_sampling(spec, sample, {"ddim": [2, 3], "deis_ipndm": [3]}, 1, [1, 2], run, folder / "checkpoint.pt",
+                      dataset, folder / "samplers.json")
     record = json.loads((folder / "samplers.json").read_text())
     assert [(r["sampler"], r["steps"]) for r in record["samplers"]] == [("ddim", 2), ("ddim", 3), ("deis_ipndm", 3)]
     for r in record["samplers"]:
@@ -61,6 +62,7 @@ def test_the_timing_job_times_every_sampler_at_every_step_count_and_batch(traine
         assert r["best_batch"] == max(rates, key=rates.get) and r["volumes_per_hour_b1"] == rates[1]
     assert record["timesteps"] == 4 and record["volume_shape"] == [8, 8, 8]
     assert record["settings"]["samplers"] == {"ddim": [2, 3], "deis_ipndm": [3]}
+    assert record["settings"]["batch_sizes"] == [1, 2]
 
 
 def test_a_chain_the_timing_job_times_is_the_samplers_trajectory(trained):

@@ -50,6 +50,7 @@ rule sample_fast:
         sample=config["sample"],
         samplers=config["fast_sampling"]["samplers"],
         chains=config["fast_sampling"]["chains"],
+        batch_sizes=config["fast_sampling"]["batch_sizes"] or config["sample"]["batch_sizes"],
     message:
         "Timing the fast samplers {params.samplers} with {wildcards.variant} on {wildcards.gpu}"
     script:

@@ -16,7 +16,7 @@ def main() -> None:
     run = start_job(params, snakemake.wildcards.variant, repo_root(snakemake.scriptdir))
     run_fast_sampling(ModelSpec.from_params(params["model"], params["diffusion"]),
                       from_mapping(SampleSettings, params["sample"], "sample"), dict(params["samplers"]),
-                      params["chains"], run,
+                      params["chains"], list(params["batch_sizes"]), run,
                       Path(snakemake.input.checkpoint), Path(snakemake.input.dataset), Path(snakemake.output.summary))
 
 

@@ -1,5 +1,5 @@
 """The fast samplers' timing job of one (hardware label, variant): every sampler of the config's `samplers` at each of
-its step counts, whole chains timed at each batch size of sample.batch_sizes, on the variant's own evaluation path
+its step counts, whole chains timed at each batch size of fast_sampling.batch_sizes, on the variant's own evaluation path
 (compiled, CUDA graphs: engine.Sampling) with the trained EMA weights.
 
 One job for all of them: the U-Net evaluation is the same function whatever the sampler, so it is compiled and its
@@ -53,13 +53,13 @@ def timed_chains(sampling: Sampling, sampler, condition: torch.Tensor, chains: i
 
 
 def sampler_record(sampling: Sampling, name: str, steps: int, mask_conditions: list[torch.Tensor],
-                   sample: SampleSettings, chains: int) -> dict:
+                   sample: SampleSettings, chains: int, batch_sizes: list[int]) -> dict:
     """One sampler at one step count: its chains at every batch size (a batch that does not fit is recorded so, and
     the larger ones are skipped), volumes per hour at each and the best."""
     sampler = build_sampler(name, sampling.diffusion, steps)
     device = sampling.placement.device
     batches, too_large = [], None
-    for batch in sorted(sample.batch_sizes):
+    for batch in sorted(batch_sizes):
         if too_large is not None:
             batches.append({"batch": batch, "fits": None, "skipped": f"batch {too_large} did not fit in memory"})
             continue
@@ -86,22 +86,22 @@ def sampler_record(sampling: Sampling, name: str, steps: int, mask_conditions: l
 
 
 def run_fast_sampling(model_spec: ModelSpec, sample: SampleSettings, samplers: dict[str, list[int]], chains: int,
-                      run: Run, checkpoint: Path, dataset_dir: Path, out_json: Path) -> None:
+                      batch_sizes: list[int], run: Run, checkpoint: Path, dataset_dir: Path, out_json: Path) -> None:
     sampling = Sampling.from_checkpoint(model_spec, run, checkpoint, "ema")
     held_out = HeldOut(dataset_dir)
     mask_conditions = [held_out.condition(index) for index in range(len(held_out))]
     if sampling.compiled:
-        room_for_batch_shapes(len(sample.batch_sizes))
+        room_for_batch_shapes(len(batch_sizes))
     with compile_cache.counting() as cache:
         warm_seconds = sampling.warm_up(sampling.placement.input(mask_conditions[0].unsqueeze(0)), sample.seed)
     pairs = [(name, steps) for name, counts in samplers.items() for steps in counts]
-    records = [sampler_record(sampling, name, steps, mask_conditions, sample, chains)
+    records = [sampler_record(sampling, name, steps, mask_conditions, sample, chains, batch_sizes)
                for name, steps in tqdm(pairs, desc="fast samplers", mininterval=5)]
     write_json(out_json, {
         "provenance": run.provenance,
         "volume_shape": held_out.shape(),
         "timesteps": sampling.diffusion.num_timesteps,
-        "settings": {"sample": as_dict(sample), "samplers": samplers, "chains": chains},
+        "settings": {"sample": as_dict(sample), "samplers": samplers, "chains": chains, "batch_sizes": batch_sizes},
         "compile_seconds": warm_seconds if (sampling.compiled or sampling.evaluate.graphs) else None,
         "compile_cache": cache,
         "cuda_graph_captures": sampling.evaluate.captures,
