@@ -1,7 +1,6 @@
 """Shared fixtures: a temporary copy of the workflow to run Snakemake in, the tiny configuration's end-to-end run
 (built once for all test workers), and a job script run without Snakemake."""
 
-import fcntl
 import hashlib
 import os
 import re
@@ -15,6 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from reporting.registry import OUTPUTS
+from shared_builds import built_once, pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401 (hooks)
+from watched import run_watched
 
 # One OpenMP thread per test worker: the two workers (pyproject.toml) share two cores, and PyTorch's default of a thread
 # per core in each of them oversubscribes the cores with threads that spin while they wait (the model, compile and
@@ -59,11 +60,9 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
-def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", *args],
-        cwd=workdir, capture_output=True, text=True, timeout=timeout,
-    )
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """`snakemake *args` in workdir, without a wall-clock limit: stopped only when stuck or runaway (watched.py)."""
+    return run_watched([sys.executable, "-m", "snakemake", *args], workdir)
 
 
 def copy_run(run: Path, dest: Path) -> Path:
@@ -76,27 +75,6 @@ def copy_run(run: Path, dest: Path) -> Path:
 @pytest.fixture
 def workflow_copy(tmp_path: Path) -> Path:
     return copy_workflow(tmp_path / "wf")
-
-
-def built_once(tmp_path_factory, name: str, build) -> Path:
-    """`build(folder)` run once per test session: the first test worker to ask builds it under a lock, the others
-    wait for it and get the same folder. A failed build is not retried; every later caller fails with its message."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # each worker's base folder sits in the session's own
-    folder, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when the holder dies
-        if failed.exists():
-            pytest.fail(f"building {name} failed: {failed.read_text()}")
-        if not done.exists():
-            try:
-                build(folder)
-            except BaseException as error:
-                failed.write_text(str(error)[-3000:] or type(error).__name__)
-                raise
-            done.touch()
-    return folder
 
 
 TINY = ("--configfile", "tests/tiny.yaml", "--")

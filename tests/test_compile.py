@@ -19,6 +19,7 @@ from medddpm.placement import Placement
 from medddpm.unet import set_checkpointing
 from medddpm.variants import Variant, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet
+from watched import run_watched
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +89,6 @@ def test_compile_cache_counts_say_cold_for_a_first_compile_and_warm_for_the_same
     one cache folder: the first finds nothing there, the second everything."""
     import json
     import os
-    import subprocess
     from pathlib import Path
     import sys
 
@@ -108,7 +108,7 @@ def test_compile_cache_counts_say_cold_for_a_first_compile_and_warm_for_the_same
            "PYTHONPATH": os.pathsep.join(filter(None, [str(scripts), os.environ.get("PYTHONPATH")]))}
 
     def counts() -> dict:
-        done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
+        done = run_watched([sys.executable, "-c", program], tmp_path, env=env)
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, copy_workflow
+from watched import run_watched
 
 pytestmark = pytest.mark.workflow
 
@@ -94,7 +95,7 @@ def test_documented_command_plans(command, readers_checkout):
     assert not re.search(r"<[a-z]|\.\.\.|NAME|GROUP", command), \
         f"{command} (in {COMMANDS[command]}) holds a placeholder: write it concretely, or list it in NOT_PLANNED"
     dry = f"{shlex.quote(sys.executable)} -m snakemake -n" + command[len("snakemake"):]
-    done = subprocess.run(["bash", "-c", dry], cwd=readers_checkout, capture_output=True, text=True, timeout=300)
+    done = run_watched(["bash", "-c", dry], readers_checkout)
     output = done.stdout + done.stderr
     assert done.returncode == 0 and ("This was a dry-run" in output or "Nothing to be done" in output), \
         f"{command} (in {', '.join(COMMANDS[command])}) does not plan:\n{output[-3000:]}"

@@ -31,6 +31,7 @@ import torch
 import yaml
 
 from conftest import REPO, Files, Params, copy_workflow, random_prepared_dataset, run_script, snakemake
+from watched import run_watched
 from test_data import BAD_INPUTS
 from planning.configcheck import ConfigError, check_config, check_files, read_mapping
 from jobio.errors import ExpectedError
@@ -1118,8 +1119,7 @@ def test_the_command_a_truncated_checkpoint_names_trains_again(tmp_path):
     command = line.split("; fix: run ", 1)[1].split(" (the same command forcing its train job", 1)[0]
     assert command == ("snakemake --cores 1 --configfile tiny.yaml --forcerun results/wholehead/cpu/baseline/"
                        f"checkpoint.pt {target} -- {target}"), command
-    fixed = subprocess.run(command.replace("snakemake", f"{sys.executable} -m snakemake", 1), shell=True,
-                           cwd=workdir, capture_output=True, text=True, timeout=600)
+    fixed = run_watched(["bash", "-c", command.replace("snakemake", f"{sys.executable} -m snakemake", 1)], workdir)
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert "Training baseline on cpu" in fixed.stdout + fixed.stderr
     assert (workdir / target).is_file()

@@ -13,6 +13,7 @@ from medddpm.settings import (DeviceSpec, DiffusionSettings, QualitySettings, Sa
                               TrainSettings, from_mapping)
 from medddpm.switches import Variant
 from medddpm.unet import UNetConfig
+from watched import run_watched
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())["properties"]
@@ -118,7 +119,6 @@ def analysis_rule_scripts() -> list[str]:
 
 
 def test_analysis_environment_jobs_never_import_torch():
-    import subprocess
     import sys
 
     from reporting.registry import OUTPUTS
@@ -132,10 +132,8 @@ def test_analysis_environment_jobs_never_import_torch():
         modules |= set(re.findall(r"^from (\S+) import", text, flags=re.MULTILINE))
         modules |= set(re.findall(r"^import (\S+)", text, flags=re.MULTILINE))
     modules |= {output.module for output in OUTPUTS}
-    done = subprocess.run([sys.executable, "-c", HIDE_TORCH, *sorted(modules)], cwd=REPO / "workflow/scripts",
-                          capture_output=True, text=True, timeout=120)
+    done = run_watched([sys.executable, "-c", HIDE_TORCH, *sorted(modules)], REPO / "workflow/scripts")
     assert done.returncode == 0, done.stderr[-1500:]
     # The check bites: a module that imports torch fails it.
-    leaked = subprocess.run([sys.executable, "-c", HIDE_TORCH, "medddpm.flops"], cwd=REPO / "workflow/scripts",
-                            capture_output=True, text=True, timeout=120)
+    leaked = run_watched([sys.executable, "-c", HIDE_TORCH, "medddpm.flops"], REPO / "workflow/scripts")
     assert "torch imported by an analysis job: torch" in leaked.stderr

@@ -2,15 +2,16 @@
 best practices) and `snakefmt --check .` (the formatting of the Snakefile and the rule files, pyproject.toml's
 [tool.snakefmt]). Each fails with the command's own output, so the message says what to change."""
 
-import subprocess
 import sys
 from pathlib import Path
+
+from watched import run_watched
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    return run_watched([sys.executable, "-m", *args], REPO)
 
 
 def test_snakemake_lint_finds_nothing():

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, copy_workflow
+from watched import Stopped, run_watched
 
 SLURM_SCRIPTS = REPO / "tests" / "slurm"
 LABELS = ("v100", "a100", "h100", "h200")
@@ -32,11 +32,11 @@ LABELS = ("v100", "a100", "h100", "h200")
 TARGETS = ["results/wholehead/h200/baseline/train.json", "results/wholehead/h200/device_rates.json"]
 CONFIGFILES = ("tests/tiny.yaml",)  # the smallest whole DAG; the cluster run tests submission, not compute
 CLUSTER_LABEL = "h200"
-# Every wait is bounded; install + start + run + stop stay under 10 minutes. Snakemake runs through
+# No wall-clock limit (tests/watched.py): a wait ends when it is stuck; install + start + run + stop take under 10
+# minutes on a quiet 2-core machine. Snakemake runs through
 # tests/slurm/snakemake_prompt_status.py: the plugin's own status checks come 2 s, then 12 s, 22 s, ... (+10 s each
 # time nothing finished) after the last change, which cost each of the DAG's 5 submitted levels 14-36 s of waiting.
 PROMPT_STATUS = SLURM_SCRIPTS / "snakemake_prompt_status.py"
-WORKFLOW_TIMEOUT_S = 540
 FAKE_GPUS_PER_TYPE = 2  # like a 2-core workstation running two jobs at once
 
 
@@ -55,34 +55,18 @@ def clean_env() -> dict:
     return {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SNAKEMAKE_PROFILE"))}
 
 
-def run_bounded(cmd: list[str], cwd: Path, timeout: int, log: Path | None = None) -> subprocess.CompletedProcess:
-    """Run cmd; on timeout interrupt it (Snakemake then cancels its SLURM jobs), then kill it. Never hangs."""
-    with open(log or os.devnull, "w") as sink:
-        proc = subprocess.Popen(
-            cmd, cwd=cwd, stdout=sink if log else subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=clean_env(), start_new_session=True,
-        )
-        try:
-            stdout, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate(timeout=30)
-            where = f"; log: {log}" if log else ""
-            pytest.fail(f"{' '.join(cmd[:6])} ... did not finish within {timeout}s{where}")
-    if log:
-        stdout = log.read_text()
-    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, "")
+def run_bounded(cmd: list[str], cwd: Path, log: Path | None = None) -> subprocess.CompletedProcess:
+    """Run cmd, both streams into log; stopped (interrupted first: Snakemake then cancels its SLURM jobs) only when
+    stuck or runaway (watched.py). The SLURM jobs are not its children: the files they write under cwd are its
+    progress."""
+    try:
+        return run_watched(cmd, cwd, env=clean_env(), merge_output=True, interrupt_first=True, log=log)
+    except Stopped as stopped:
+        pytest.fail(f"{stopped}" + (f"; log: {log}" if log else ""))
 
 
-def script(name: str, *args: str, env: dict | None = None, timeout: int) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", str(SLURM_SCRIPTS / name), *args], check=False, capture_output=True, text=True,
-        timeout=timeout, env={**os.environ, **(env or {})},
-    )
+def script(name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return run_watched(["bash", str(SLURM_SCRIPTS / name), *args], SLURM_SCRIPTS, env={**os.environ, **(env or {})})
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -105,8 +89,8 @@ with SnakemakeApi(OutputSettings()) as api:
 
 def declared_rules() -> tuple[set[str], set[str]]:
     """(GPU rules, CPU rules) of the workflow; GPU = a `gpu=` resource."""
-    done = subprocess.run([sys.executable, "-c", RULES_SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          check=True)
+    done = run_watched([sys.executable, "-c", RULES_SCRIPT], REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
     needs_gpu = json.loads(done.stdout.strip().splitlines()[-1])
     return {rule for rule, gpu in needs_gpu.items() if gpu}, {rule for rule, gpu in needs_gpu.items() if not gpu}
 
@@ -163,10 +147,9 @@ def test_profiles_give_every_gpu_rule_one_gpu_of_their_label(label, rules_by_gpu
 def slurm_dry_run(workdir: Path, overlay: str = "slurm-h200") -> subprocess.CompletedProcess:
     """A dry run of the paper's profiles through the SLURM profiles: what a user sees before submitting, both
     streams in the order printed (stdout)."""
-    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--profile",
-                           f"profiles/{overlay}", "--configfile", "config/paper.yaml", "--", "profiles"],
-                          cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
-                          env=clean_env())
+    return run_watched([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--profile",
+                        f"profiles/{overlay}", "--configfile", "config/paper.yaml", "--", "profiles"],
+                       workdir, env=clean_env(), merge_output=True)
 
 
 def test_a_plan_made_without_ncu_keeps_the_nsight_jobs_and_shows_the_gpu_requests(tmp_path, monkeypatch):
@@ -210,10 +193,9 @@ def test_a_plan_that_makes_no_nsight_data_says_so_before_submitting(tmp_path):
     assert "fig03, fig04, fig05, fig06, fig10 will have no data for it" in warning
     fix = re.search(r"fix: declare the profilers in a --configfile overlay \(hardware: (\{.*\}); the SLURM", warning)
     (workdir / "declared.yaml").write_text(f"hardware: {fix.group(1)}\n")
-    declared = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--profile",
-                               "profiles/slurm-h200-auto", "--configfile", "config/paper.yaml", "declared.yaml",
-                               "--", "profiles"], cwd=workdir, capture_output=True, text=True, timeout=300,
-                              env=clean_env())
+    declared = run_watched([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--profile",
+                            "profiles/slurm-h200-auto", "--configfile", "config/paper.yaml", "declared.yaml",
+                            "--", "profiles"], workdir, env=clean_env())
     assert declared.returncode == 0, declared.stderr[-2000:]
     assert "profile_ncu" in dag_rules(declared.stdout + declared.stderr)
     assert "WARNING: this plan" not in declared.stdout + declared.stderr
@@ -235,7 +217,7 @@ def slurm_cluster(tmp_path_factory):
     other test worker is still busy (its daemons take seconds to stop: at the end of the session nothing overlaps)."""
     if os.geteuid() != 0:
         pytest.skip("the SLURM test cluster needs root (munged, slurmd)")
-    installed = script("install.sh", timeout=600)
+    installed = script("install.sh")
     if installed.returncode != 0:
         pytest.fail(installed.stderr.strip().splitlines()[-1] if installed.stderr.strip() else "install.sh failed")
 
@@ -246,12 +228,12 @@ def slurm_cluster(tmp_path_factory):
     state = tmp_path_factory.mktemp("slurm-state")
     env = {"FAKE_GPU_TYPES": " ".join(LABELS), "FAKE_GPUS_PER_TYPE": str(FAKE_GPUS_PER_TYPE),
            "FAKE_NODE_MIN_CPUS": str(cpus), "FAKE_NODE_MIN_MEM_MB": str(mem), "START_TIMEOUT_S": "60"}
-    started = script("start.sh", str(state), env=env, timeout=120)
+    started = script("start.sh", str(state), env=env)
     try:
         assert started.returncode == 0, started.stderr.strip() or started.stdout
         yield state
     finally:
-        stopped = script("stop.sh", str(state), timeout=120)
+        stopped = script("stop.sh", str(state))
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
 
@@ -286,7 +268,7 @@ def test_workflow_through_slurm_gives_gpu_jobs_their_gpu(slurm_cluster, rules_by
            "--profile", "profiles/slurm", "--profile", f"profiles/slurm-{CLUSTER_LABEL}",
            "--profile", "profiles/slurm-noacct",
            "--configfile", *CONFIGFILES, "emulate.yaml", "--verbose", "--directory", str(copy), "--", *TARGETS]
-    done = run_bounded(cmd, cwd=copy, timeout=WORKFLOW_TIMEOUT_S, log=log)
+    done = run_bounded(cmd, cwd=copy, log=log)
     assert done.returncode == 0, f"snakemake failed (log: {log}):\n{done.stdout[-4000:]}"
     assert all((copy / target).is_file() for target in TARGETS)
     train = json.loads((copy / f"results/wholehead/{CLUSTER_LABEL}/baseline/train.json").read_text())

@@ -1,0 +1,125 @@
+"""Subprocesses of the tests, stopped by what they do, not by the clock.
+
+A fixed wall-clock limit measures the machine as much as the work: on the 2-core machine with other work running the
+same Snakemake run takes two to four times as long, and a limit sized on a quiet machine failed 48 tests at once. So a
+watched command has no wall-clock limit. It is stopped when it is stuck or runs away:
+
+- stuck: for `stall_seconds` neither its process tree used CPU time nor any file under its folder changed (a slow
+  machine still makes progress; a deadlock or a wait for something that never comes makes none);
+- runaway: its process tree used more than `cpu_seconds` of CPU time (CPU time grows with the work, not with the load:
+  on a loaded machine a process waits for a core but is not charged while it waits).
+
+The message says which, with the command, the time it ran and the CPU time it used.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+POLL_SECONDS = 2.0
+
+
+class Stopped(RuntimeError):
+    """A watched command was stopped: stuck or runaway (the message says which)."""
+
+
+def tree_cpu_seconds(process: psutil.Process) -> float:
+    """CPU seconds of a process and of every descendant, living or reaped: a living process's own time plus what its
+    reaped children used (children_user/children_system), summed over the living tree. A child that ends moves its
+    total into its parent's children_* fields, so the sum never goes back."""
+    total = 0.0
+    for member in [process, *process.children(recursive=True)]:
+        try:
+            times = member.cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+def newest_change(folder: Path) -> float:
+    """The latest modification time of any file or folder under `folder` (0 where there is none)."""
+    newest = 0.0
+    for root, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            try:
+                newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+            except OSError:
+                continue
+    return newest
+
+
+def _stop(process: subprocess.Popen, interrupt_first: bool) -> None:
+    """SIGINT first where asked (Snakemake then cancels its cluster jobs and removes incomplete outputs), then the
+    whole process group killed."""
+    if interrupt_first:
+        try:
+            os.killpg(process.pid, signal.SIGINT)
+            process.wait(timeout=30)
+            return
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def run_watched(cmd: list[str], cwd: Path, *, env: dict | None = None, stall_seconds: float = 600,
+                cpu_seconds: float = 3600, merge_output: bool = False, interrupt_first: bool = False,
+                log: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+    """`subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)` without a wall-clock limit, stopped (Stopped)
+    when stuck or runaway (module docstring). `merge_output`: stderr into stdout; `log`: stdout written there as it
+    comes (and returned); `input`: text for its standard input."""
+    cwd = Path(cwd)
+    with tempfile.TemporaryDirectory() as scratch:
+        out_path = log or Path(scratch) / "stdout"
+        err_path = Path(scratch) / "stderr"
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            process = subprocess.Popen(
+                cmd, cwd=cwd, env=env, text=True, start_new_session=True,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT if merge_output else err)
+            if input is not None:
+                process.stdin.write(input)
+                process.stdin.close()
+            watched = psutil.Process(process.pid)
+            started = last_progress = time.monotonic()
+            cpu = last_cpu = 0.0
+            last_change = newest_change(cwd)
+            problem = None
+            while process.poll() is None:
+                time.sleep(POLL_SECONDS)
+                try:
+                    cpu = max(cpu, tree_cpu_seconds(watched))
+                except psutil.NoSuchProcess:
+                    continue
+                now = time.monotonic()
+                if cpu > cpu_seconds:
+                    problem = f"used more than {cpu_seconds:g} s of CPU time (runaway)"
+                elif cpu - last_cpu >= 1.0:
+                    last_cpu, last_progress = cpu, now
+                elif now - last_progress >= stall_seconds:
+                    change = newest_change(cwd)
+                    if change > last_change:
+                        last_change, last_progress = change, now
+                    else:
+                        problem = (f"made no progress for {stall_seconds:g} s: no CPU time used and no file "
+                                   f"changed under {cwd} (stuck)")
+                if problem:
+                    _stop(process, interrupt_first)
+                    break
+        stdout, stderr = out_path.read_text(), err_path.read_text()
+    if problem:
+        shown = " ".join(map(str, cmd[:8])) + (" ..." if len(cmd) > 8 else "")
+        raise Stopped(f"{shown} {problem}, after {time.monotonic() - started:.0f} s with {cpu:.0f} s of CPU time; "
+                      f"its last output: {(stdout + stderr)[-1500:]}")
+    return subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr)
