@@ -203,7 +203,9 @@ def test_torch_compile_traces_the_op_and_its_backward_in_one_graph():
     assert "backward.default(" not in forward
     assert backward.count("torch.ops.medddpm.group_norm_silu_ndhwc_backward.default(") == 2
     assert out.is_contiguous(memory_format=CL)
-    assert relative(out.detach(), expected.detach()) < 1e-12
+    # Float64 throughout: a step that fell to float32 would leave about 1e-7. The bound leaves room for the order of
+    # the reductions (GPU: 1.3e-12 on an H200, where the two norms' group sums run in another order than ATen's).
+    assert relative(out.detach(), expected.detach()) < 1e-10
     for (name, p), q in zip(model.named_parameters(), plain.parameters()):
         assert relative(p.grad, q.grad) < 1e-10, name
 
