@@ -49,6 +49,10 @@ LONGEST_FIRST = ("test_workflow.py", "test_slurm.py", "test_reproducibility.py",
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+    if not torch.cuda.is_available():
+        for item in items:
+            if item.get_closest_marker("cuda"):
+                item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
 
 
 def copy_workflow(dest: Path) -> Path:

@@ -21,7 +21,7 @@ from medddpm.unet import GroupNorm32, GroupNormSiLU, UNet3D, parameter_count
 from medddpm.variants import Variant, apply_backend, autocast, compiled_group_norm_silu, prepare_input, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = pytest.mark.cuda
 CUDA = torch.device("cuda")
 
 

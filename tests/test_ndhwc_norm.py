@@ -20,6 +20,8 @@ from unet_helpers import tiny_inputs, tiny_unet
 
 CL = torch.channels_last_3d
 # Where the kernels run: the GPU where there is one, else Triton's interpreter on the CPU (the same tests on both).
+# Every test here runs on the GPU where there is one (DEVICE): the GPU tests take the whole file.
+pytestmark = pytest.mark.on_gpu_when_present
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -224,7 +226,7 @@ def test_the_switch_needs_channels_last_and_has_no_effect_on_a_cpu():
 
 # On the GPU: the kernels compiled for the device, bfloat16 rounded as the hardware rounds, and the op inside a
 # compiled U-Net (tests/test_gpu_paths.py covers the other CUDA-only paths).
-on_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+on_gpu = pytest.mark.cuda
 CUDA = torch.device("cuda")
 
 

@@ -398,7 +398,7 @@ def test_steps_read_nothing_back_to_the_host(diffusion, name):
     assert watch.syncing == []
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 @pytest.mark.parametrize("name", list(SAMPLERS))
 def test_cuda_steps_do_not_synchronise_and_match_the_cpu(diffusion, name):
     cuda = torch.device("cuda")

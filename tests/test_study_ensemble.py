@@ -31,7 +31,7 @@ TRAIN = {"lr": 1e-3, "gradient_accumulation": 2, "ema_decay": 0.9, "ema_update_e
 CPU = DeviceSpec("cpu", "cpu", None, False)
 GPU = DeviceSpec("gpu", "cuda", ".", False)
 PAPER = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
-on_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+on_gpu = pytest.mark.cuda
 
 
 @pytest.fixture(autouse=True)
