@@ -41,28 +41,43 @@ def trained(tmp_path_factory):
     return spec, run, dataset, folder
 
 
-def test_the_timing_job_times_every_sampler_at_every_step_count_and_batch(trained):
+def test_the_timing_job_times_every_sampler_in_rounds_beside_the_chain_and_pairs_them(trained):
     from medddpm.fast_sampling import run_fast_sampling
+    from medddpm.settings import ComparisonSettings
 
     spec, run, dataset, folder = trained
     # sample.batch_sizes ([1] here) is the throughput sweep's; the fast samplers' chains take their own.
     sample = from_mapping(SampleSettings, config_section("sample", TINY) | {"batch_sizes": [1]}, "sample")
-    run_fast_sampling(spec, sample, {"ddim": [2, 3], "deis_ipndm": [3]}, 1, [1, 2], run, folder / "checkpoint.pt",
-                      dataset, folder / "samplers.json")
+    comparison = ComparisonSettings.from_params(config_section("comparison", TINY))
+    run_fast_sampling(spec, sample, {"ddim": [2], "deis_ipndm": [2]}, 6, 1, [1, 2], comparison, run,
+                      folder / "checkpoint.pt", dataset, folder / "samplers.json")
     record = json.loads((folder / "samplers.json").read_text())
-    assert [(r["sampler"], r["steps"]) for r in record["samplers"]] == [("ddim", 2), ("ddim", 3), ("deis_ipndm", 3)]
-    for r in record["samplers"]:
+    assert [(r["sampler"], r["steps"]) for r in record["samplers"]] == [("ddpm", 4), ("ddim", 2), ("deis_ipndm", 2)]
+    by_key = {(r["sampler"], r["steps"]): r for r in record["samplers"]}
+    # The T-step chain only at batch 1 (its larger batches are the sampling job's throughput sweep).
+    assert [b["batch"] for b in by_key[("ddpm", 4)]["batches"]] == [1] and by_key[("ddpm", 4)]["vs_chain"] is None
+    chain = by_key[("ddpm", 4)]["batches"][0]["round_seconds"]
+    for key in [("ddim", 2), ("deis_ipndm", 2)]:
+        r = by_key[key]
         assert r["evaluations"] == r["steps"] and [b["batch"] for b in r["batches"]] == [1, 2]
+        one, two = r["batches"]
+        assert len(one["round_seconds"]) == 6 and len(two["round_seconds"]) == 1  # chains at batch 1, batch_chains
         for b in r["batches"]:
-            chain = b["chain_seconds"]
-            assert b["fits"] and chain["n"] == 1 and chain["median_ms"] > 0
-            assert b["seconds_per_volume"] == pytest.approx(chain["median_ms"] / 1e3 / b["batch"])
-            assert b["volumes_per_hour"] == pytest.approx(3600 * b["batch"] / (chain["median_ms"] / 1e3))
+            assert b["fits"] and b["chain_seconds"]["median_ms"] == pytest.approx(1e3 * np.median(b["round_seconds"]))
+            assert b["seconds_per_volume"] == pytest.approx(np.median(b["round_seconds"]) / b["batch"])
+            assert b["volumes_per_hour"] == pytest.approx(3600 * b["batch"] / np.median(b["round_seconds"]))
         rates = {b["batch"]: b["volumes_per_hour"] for b in r["batches"]}
         assert r["best_batch"] == max(rates, key=rates.get) and r["volumes_per_hour_b1"] == rates[1]
+        # Paired by round: the median of chain / sampler on the log scale (the geometric mean of the middle two of
+        # six), between the lowest and highest of the six ratios (the sign test's 96.9 % interval of six rounds).
+        ratios = sorted(c / f for c, f in zip(chain, one["round_seconds"]))
+        paired = r["vs_chain"]
+        assert paired["rounds"] == 6 and paired["speedup"] == pytest.approx(math.sqrt(ratios[2] * ratios[3]))
+        assert (paired["low"], paired["high"]) == pytest.approx((ratios[0], ratios[-1]))
+        assert paired["verdict"] in ("faster", "slower", "within noise", "not measurable under this load")
     assert record["timesteps"] == 4 and record["volume_shape"] == [8, 8, 8]
-    assert record["settings"]["samplers"] == {"ddim": [2, 3], "deis_ipndm": [3]}
-    assert record["settings"]["batch_sizes"] == [1, 2]
+    assert record["settings"]["samplers"] == {"ddim": [2], "deis_ipndm": [2]}
+    assert record["settings"]["batch_sizes"] == [1, 2] and record["settings"]["batch_chains"] == 1
 
 
 def test_a_chain_the_timing_job_times_is_the_samplers_trajectory(trained):
@@ -121,16 +136,20 @@ def test_tab09_joins_the_timing_and_the_judgement_and_says_the_fewest_equivalent
 
     frame = study_frame({("ddpm", 250, 250): [0.50, 0.52, 0.47], ("ddim", 10, 10): [0.70, 0.71, 0.69],
                          ("ddim", 50, 50): [0.50, 0.52, 0.47]})
-    samplers = pd.DataFrame([{"gpu": "g", "variant": "fast", "sampler": "ddim", "steps": s, "evaluations": s,
+    samplers = pd.DataFrame([{"gpu": "g", "variant": "fast", "sampler": name, "steps": s, "evaluations": s,
                               "timesteps": 250, "volume_shape": "128x128x128", "seconds_per_volume": 0.02 * s,
-                              "volumes_per_hour_b1": 3600 / (0.02 * s), "best_batch": 4,
-                              "volumes_per_hour_best": 2 * 3600 / (0.02 * s), "peak_memory_gib": 3.0}
-                             for s in (10, 50)])
+                              "volumes_per_hour_b1": 3600 / (0.02 * s), "best_batch": None if name == "ddpm" else 4,
+                              "volumes_per_hour_best": None if name == "ddpm" else 2 * 3600 / (0.02 * s),
+                              "peak_memory_gib": 3.0, "chain_speedup": 250 / s if s < 250 else None}
+                             for name, s in (("ddpm", 250), ("ddim", 10), ("ddim", 50))])
     runs = pd.DataFrame([{"gpu": "g", "variant": "fast", "sample_timesteps": 250, "sample_volume_s": 5.0,
                           "sample_volumes_per_hour_b1": 720.0, "sample_best_batch": 4,
                           "sample_volumes_per_hour_best": 778.0, "sample_peak_memory_gib": 4.0}])
     table = sampler_table(runs, samplers, frame, CLAIM).set_index(["sampler", "steps"])
+    # The chain's row is the timing job's (the same rounds), its best batch the sampling job's throughput sweep.
     assert table.loc[("ddpm", 250), "seconds_per_volume"] == 5.0 and table.loc[("ddpm", 250), "timed_variant"] == "fast"
+    assert table.loc[("ddpm", 250), "best_batch"] == 4 and table.loc[("ddpm", 250), "volumes_per_hour_best"] == 778.0
+    assert table.loc[("ddim", 10), "chain_speedup"] == 25.0
     assert table.loc[("ddim", 10), "seconds_per_volume"] == pytest.approx(0.2)
     assert table.loc[("ddim", 10), "outcome"] == "different" and table.loc[("ddim", 50), "outcome"] == "equivalent"
     assert table.loc[("ddim", 50), "study_variant"] == "baseline" and table.loc[("ddim", 50), "timed_shape"] == \

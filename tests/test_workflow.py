@@ -232,8 +232,10 @@ def test_the_sampler_axis_runs_through_the_timing_job_the_study_and_tab09(finish
     with every sampler from the same noise as its chain, and tab09 holds one row per sampler, step count and study
     variant, beside the chain's row."""
     timed = json.loads((finished_run / "results/wholehead/cpu/baseline/samplers.json").read_text())
-    assert [(r["sampler"], r["steps"]) for r in timed["samplers"]] == [("deis_ipndm", 2), ("ddim", 2),
+    assert [(r["sampler"], r["steps"]) for r in timed["samplers"]] == [("ddpm", 4), ("deis_ipndm", 2), ("ddim", 2),
                                                                        ("dpm_solver_pp_2m", 3)]
+    # Every fast sampler paired with the 4-step chain over tiny.yaml's rounds (config.yaml's chains: 6).
+    assert all(r["vs_chain"]["rounds"] == 6 for r in timed["samplers"][1:])
     assert not (finished_run / "results/wholehead/cpu/channels_last/samplers.json").exists()  # variants: [baseline]
     for variant in ("baseline", "channels_last"):
         run = json.loads((finished_run / f"results/wholehead/cpu/study/{variant}/seed0/run.json").read_text())
@@ -247,3 +249,5 @@ def test_the_sampler_axis_runs_through_the_timing_job_the_study_and_tab09(finish
     assert sorted(fast["study_variant"].unique()) == ["baseline", "channels_last"] and len(fast) == 6
     assert (fast["timed_variant"] == "baseline").all() and fast["seconds_per_volume"].gt(0).all()
     assert table.loc[table["sampler"] == "ddpm", "steps"].tolist() == [4]
+    assert fast["chain_speedup"].gt(0).all() and fast["chain_speedup_rounds"].eq(6).all()
+    assert set(fast["chain_speedup_verdict"]) <= {"faster", "slower", "within noise", "not measurable under this load"}

@@ -50,6 +50,8 @@ rule sample_fast:
         sample=config["sample"],
         samplers=config["fast_sampling"]["samplers"],
         chains=config["fast_sampling"]["chains"],
+        batch_chains=config["fast_sampling"]["batch_chains"],
+        comparison=config["comparison"],
         batch_sizes=config["fast_sampling"]["batch_sizes"] or config["sample"]["batch_sizes"],
     message:
         "Timing the fast samplers {params.samplers} with {wildcards.variant} on {wildcards.gpu}"

@@ -6,7 +6,7 @@ from jobio.job import repo_root, run_job
 from medddpm.build import ModelSpec
 from medddpm.fast_sampling import run_fast_sampling
 from medddpm.runs import start_job
-from medddpm.settings import SampleSettings, from_mapping, params_dict
+from medddpm.settings import ComparisonSettings, SampleSettings, from_mapping, params_dict
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
@@ -16,7 +16,8 @@ def main() -> None:
     run = start_job(params, snakemake.wildcards.variant, repo_root(snakemake.scriptdir))
     run_fast_sampling(ModelSpec.from_params(params["model"], params["diffusion"]),
                       from_mapping(SampleSettings, params["sample"], "sample"), dict(params["samplers"]),
-                      params["chains"], list(params["batch_sizes"]), run,
+                      params["chains"], params["batch_chains"], list(params["batch_sizes"]),
+                      ComparisonSettings.from_params(params["comparison"]), run,
                       Path(snakemake.input.checkpoint), Path(snakemake.input.dataset), Path(snakemake.output.summary))
 
 

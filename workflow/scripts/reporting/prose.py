@@ -91,6 +91,23 @@ def speedup_words(row) -> str:
     return "not measured"
 
 
+def chain_speedup_words(row) -> str:
+    """A fast sampler's speed-up over the chain as its paired rounds give it: a direction only where the interval
+    gives one."""
+    if not present(row.get("chain_speedup")):
+        return "its speed-up over the chain not measured"
+    ratio, verdict = float(row["chain_speedup"]), row["chain_speedup_verdict"]
+    interval = (f"interval {num(float(row['chain_speedup_low']))}-{num(float(row['chain_speedup_high']))}"
+                if present(row.get("chain_speedup_low")) else "no interval")
+    if verdict == "faster":
+        return f"{times(ratio)} faster than the chain ({interval})"
+    if verdict == "slower":
+        return f"{times(1 / ratio)} slower than the chain ({interval})"
+    if verdict == "within noise":
+        return f"within noise of the chain ({times(ratio)}, {interval})"
+    return f"{times(ratio)} the chain's speed, not measurable under this load ({interval})"
+
+
 # -- reading the outputs --------------------------------------------------------------------------------------------
 class Inputs:
     """The registered tables (CSV, under `root`) and the collected result tables (parquet, by name)."""

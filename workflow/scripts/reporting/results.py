@@ -313,12 +313,19 @@ def with_comparisons(runs: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFr
 
 
 SAMPLER_COLUMNS = ["gpu", "variant", "sampler", "steps", "evaluations", "timesteps", "volume_shape",
-                   "seconds_per_volume", "volumes_per_hour_b1", "best_batch", "volumes_per_hour_best", "peak_memory_gib"]
+                   "seconds_per_volume", "volumes_per_hour_b1", "best_batch", "volumes_per_hour_best", "peak_memory_gib",
+                   "chain_speedup", "chain_speedup_low", "chain_speedup_high", "chain_speedup_verdict",
+                   "chain_speedup_rounds"]
+# samplers.json's `vs_chain` (the T-step chain's seconds over the sampler's, paired by round) -> SAMPLER_COLUMNS.
+VS_CHAIN = {"chain_speedup": "speedup", "chain_speedup_low": "low", "chain_speedup_high": "high",
+            "chain_speedup_verdict": "verdict", "chain_speedup_rounds": "rounds"}
 
 
 def _samplers(files: pd.DataFrame) -> pd.DataFrame:
-    """One row per (gpu, variant, sampler, steps) of the runs' samplers.json (medddpm.fast_sampling): a whole chain's
-    seconds per volume at batch 1, volumes per hour at batch 1 and at the best batch, peak memory at batch 1."""
+    """One row per (gpu, variant, sampler, steps) of the runs' samplers.json (medddpm.fast_sampling), the T-step chain
+    (`ddpm`) among them: a whole chain's seconds per volume at batch 1, volumes per hour at batch 1 and at the best
+    batch, peak memory at batch 1, and a fast sampler's speed-up over the chain, paired by round, with its interval
+    and verdict."""
     rows = []
     for row in files[files["kind"] == "samplers.json"].itertuples():
         data = _read_json(row.path)
@@ -332,7 +339,8 @@ def _samplers(files: pd.DataFrame) -> pd.DataFrame:
                              "seconds_per_volume": record["seconds_per_volume"],
                              "volumes_per_hour_b1": record["volumes_per_hour_b1"], "best_batch": record["best_batch"],
                              "volumes_per_hour_best": record["volumes_per_hour_best"],
-                             "peak_memory_gib": one["peak_memory_bytes"] / 2**30 if one else None})
+                             "peak_memory_gib": one["peak_memory_bytes"] / 2**30 if one else None,
+                             **{column: (record.get("vs_chain") or {}).get(key) for column, key in VS_CHAIN.items()}})
     return pd.DataFrame(rows, columns=SAMPLER_COLUMNS)
 
 

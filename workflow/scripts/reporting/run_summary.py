@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .prose import chain_speedup_words
 from .registry import ARTICLE, OUTPUTS, Output
 
 MANIFEST = "paper/figures/all"
@@ -118,9 +119,11 @@ def _samplers(root: Path) -> list[str]:
         timed = fast.dropna(subset=["seconds_per_volume"])
         if len(chain) and len(timed):
             best = timed.loc[timed["seconds_per_volume"].idxmin()]
-            lines.append(f"  {gpu}: {best['sampler']} {int(best['steps'])} steps {best['seconds_per_volume']:.3g} s per "
-                         f"volume against {chain['seconds_per_volume'].iloc[0]:.3g} s ({int(chain['steps'].iloc[0])} "
-                         f"steps; {best['timed_variant']}, {best['timed_shape']})")
+            lines.append(_cut(f"  {gpu}: {best['sampler']} {int(best['steps'])} steps {best['seconds_per_volume']:.3g} s "
+                              f"per volume against {chain['seconds_per_volume'].iloc[0]:.3g} s for the "
+                              f"{int(chain['steps'].iloc[0])}-step chain ({best['timed_variant']}, "
+                              f"{best['timed_shape']})"))
+            lines.append(_cut(f"    {chain_speedup_words(best)}"))
         judged = fast[fast["study_variant"].notna() & (fast["study_variant"].astype(str) != "")]
         for variant, mine in judged.groupby("study_variant", sort=False):
             said = []

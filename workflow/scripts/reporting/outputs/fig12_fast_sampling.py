@@ -20,7 +20,7 @@ SAMPLER_COLORS = {"deis_ipndm": "#0072b2", "deis_ipndm_as_shipped": "#56b4e9", "
 MARKERS = {"deis_ipndm": "o", "deis_ipndm_as_shipped": "v", "ddim": "s", "dpm_solver_pp_2m": "D"}
 
 
-def seconds_of(samplers: pd.DataFrame, runs: pd.DataFrame, gpu: str) -> tuple[dict, str]:
+def seconds_of(samplers: pd.DataFrame, gpu: str) -> tuple[dict, str]:
     """(sampler, steps) -> seconds per volume from the label's timing of the samplers (its first timed variant), with
     what the axis says they are; empty when the label timed none."""
     mine = samplers[samplers["gpu"] == gpu]
@@ -28,10 +28,8 @@ def seconds_of(samplers: pd.DataFrame, runs: pd.DataFrame, gpu: str) -> tuple[di
         return {}, ""
     variant = mine["variant"].iloc[0]
     mine = mine[mine["variant"] == variant]
+    # The T-step chain is among them, timed in the same rounds.
     times = {(row.sampler, int(row.steps)): float(row.seconds_per_volume) for row in mine.itertuples()}
-    run = runs[(runs["gpu"] == gpu) & (runs["variant"] == variant)]
-    if len(run):
-        times[(CHAIN, int(run["sample_timesteps"].iloc[0]))] = float(run["sample_volume_s"].iloc[0])
     shape = shape_text(mine["volume_shape"].iloc[0])
     return times, f"seconds per volume, {variant} at {shape} (log)"
 
@@ -64,7 +62,7 @@ def draw(ax, rows: pd.DataFrame, chain: pd.DataFrame, times: dict) -> None:
 def build(job):
     results = job.results
     claim = next(c for c in load_claims(job.files["claims"])["claims"] if c["id"] == "quality")
-    study_samplers, samplers, runs = (results.table(name) for name in ("study_samplers", "samplers", "runs"))
+    study_samplers, samplers = (results.table(name) for name in ("study_samplers", "samplers"))
     judged = judgements(study_samplers, claim)
     labels = [g for g in results.labels() if (study_samplers["gpu"] == g).any()] or results.labels()
     panels = max([len(set(judged.loc[judged["gpu"] == g, "variant"])) for g in labels] + [1])
@@ -78,7 +76,7 @@ def build(job):
             for ax in row[1:]:
                 ax.set_axis_off()
             continue
-        times, x_label = seconds_of(samplers, runs, gpu)
+        times, x_label = seconds_of(samplers, gpu)
         for ax, variant in zip(row, variants):
             chain = study_samplers[(study_samplers["gpu"] == gpu) & (study_samplers["variant"] == variant)
                                    & (study_samplers["sampler"] == CHAIN)].rename(columns={claim["distance"]:

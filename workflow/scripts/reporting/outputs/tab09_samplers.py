@@ -11,45 +11,41 @@ import math
 import pandas as pd
 
 from ..claims import load_claims
-from ..prose import Context, join_words, num
+from ..prose import Context, chain_speedup_words, join_words, num
 from ..render import Table
 from ..sampler_judgements import CHAIN, fewest_equivalent, judgements
 
 TIMING = ["timed_variant", "timed_shape", "evaluations", "seconds_per_volume", "volumes_per_hour_b1", "best_batch",
-          "volumes_per_hour_best", "peak_memory_gib"]
+          "volumes_per_hour_best", "peak_memory_gib", "chain_speedup", "chain_speedup_low", "chain_speedup_high",
+          "chain_speedup_verdict", "chain_speedup_rounds"]
 QUALITY = ["study_variant", "seeds", "distance_mean", "chain_distance_mean", "mean_difference", "interval_low",
            "interval_high", "margin", "outcome"]
 CAPTION = ("Fast samplers against Med-DDPM's T-step chain (ddpm). Speed, where the label timed them (its sample_fast "
            "job, on the variant named, at the volume named): a whole chain's seconds per volume at batch 1, volumes "
-           "per hour at batch 1 and at the best batch size, peak memory at batch 1; the chain's row from the same "
-           "variant's sampling job. Quality, on the quality study's models (at the study's volume): the Wasserstein "
+           "per hour at batch 1 and at the best batch size, peak memory at batch 1, and the speed-up over the T-step "
+           "chain timed in the same rounds (the median of the rounds' ratios, its interval and verdict, as every "
+           "paired speed-up); the chain's best batch from the variant's own throughput sweep. Quality, on the quality study's models (at the study's volume): the Wasserstein "
            "distance of the samples to the real images (the quality claim's metric), its mean over the seeds beside "
            "the same runs' T-step chains, the paired difference sampler - chain by seed with its 90 % interval, the "
            "margin (the baseline's seed-to-seed SD of its chains' distance, as the quality claim's) and the outcome "
            "(equivalent: the interval within +-margin; different: entirely outside; inconclusive: across an edge)")
 
 
-def chain_rows(runs: pd.DataFrame, samplers: pd.DataFrame) -> pd.DataFrame:
-    """The T-step chain of every timed variant, from its sampling job (sample.json), as a row of the sampler table."""
-    rows = []
-    for (gpu, variant), group in samplers.groupby(["gpu", "variant"], sort=False):
-        run = runs[(runs["gpu"] == gpu) & (runs["variant"] == variant)]
-        if run.empty:
-            continue
-        run = run.iloc[0]
-        rows.append({"gpu": gpu, "variant": variant, "sampler": CHAIN, "steps": int(run["sample_timesteps"]),
-                     "evaluations": int(run["sample_timesteps"]), "volume_shape": group["volume_shape"].iloc[0],
-                     "seconds_per_volume": run["sample_volume_s"],
-                     "volumes_per_hour_b1": run.get("sample_volumes_per_hour_b1"),
-                     "best_batch": run.get("sample_best_batch"),
-                     "volumes_per_hour_best": run.get("sample_volumes_per_hour_best"),
-                     "peak_memory_gib": run.get("sample_peak_memory_gib")})
-    return pd.DataFrame(rows)
+def with_chain_throughput(runs: pd.DataFrame, samplers: pd.DataFrame) -> pd.DataFrame:
+    """The T-step chain's rows (timed at batch 1 beside the fast samplers) with its best batch from the same variant's
+    throughput sweep (sample.json), where the sweep chose among several sizes."""
+    samplers = samplers.copy()
+    for index in samplers.index[samplers["sampler"] == CHAIN]:
+        run = runs[(runs["gpu"] == samplers.at[index, "gpu"]) & (runs["variant"] == samplers.at[index, "variant"])]
+        if len(run) and pd.notna(run.iloc[0].get("sample_best_batch")):
+            samplers.at[index, "best_batch"] = run.iloc[0]["sample_best_batch"]
+            samplers.at[index, "volumes_per_hour_best"] = run.iloc[0]["sample_volumes_per_hour_best"]
+    return samplers
 
 
 def sampler_table(runs: pd.DataFrame, samplers: pd.DataFrame, study_samplers: pd.DataFrame,
                   claim: dict) -> pd.DataFrame:
-    timed = pd.concat([chain_rows(runs, samplers), samplers], ignore_index=True) if len(samplers) else samplers
+    timed = with_chain_throughput(runs, samplers) if len(samplers) else samplers
     timed = timed.rename(columns={"variant": "timed_variant", "volume_shape": "timed_shape"})
     judged = judgements(study_samplers, claim).rename(columns={"variant": "study_variant"})
     keys = ["gpu", "sampler", "steps"]
@@ -63,9 +59,9 @@ def sampler_table(runs: pd.DataFrame, samplers: pd.DataFrame, study_samplers: pd
         frame = timed.merge(judged.drop(columns=["evaluations"]), on=keys, how="outer")
     frame = frame.reindex(columns=[*keys, *TIMING, *QUALITY])
     frame["evaluations"] = frame["evaluations"].fillna(frame["steps"]).astype(int)
-    for column in ("best_batch", "seeds"):
+    for column in ("best_batch", "seeds", "chain_speedup_rounds"):
         frame[column] = frame[column].astype(float).round().astype("Int64")
-    for column in ("timed_variant", "timed_shape", "study_variant", "outcome"):  # text: empty where there is none
+    for column in ("timed_variant", "timed_shape", "study_variant", "outcome", "chain_speedup_verdict"):  # text
         frame[column] = frame[column].astype(object).where(frame[column].notna(), "")
     order = {name: k for k, name in enumerate([CHAIN, "deis_ipndm", "deis_ipndm_as_shipped", "ddim",
                                                "dpm_solver_pp_2m"])}
@@ -94,7 +90,8 @@ def build(job) -> Table:
 
 
 ARTICLE_COLUMNS = [("gpu", "label"), ("sampler", "sampler"), ("steps", "steps"),
-                   ("seconds_per_volume", "s/volume"), ("volumes_per_hour_best", "vol/h best"),
+                   ("seconds_per_volume", "s/volume"), ("chain_speedup", "x chain"),
+                   ("volumes_per_hour_best", "vol/h best"),
                    ("study_variant", "study runs"), ("mean_difference", "diff. vs chain"),
                    ("interval_low", "90 % low"), ("interval_high", "90 % high"), ("margin", "margin"),
                    ("outcome", "outcome")]
@@ -112,9 +109,8 @@ def describe(context: Context) -> str:
         if len(chain) and len(fast):
             best = fast.loc[fast["seconds_per_volume"].astype(float).idxmin()]
             text += (f" the T-step chain takes {num(chain['seconds_per_volume'].iloc[0])} s per volume and "
-                     f"{best['sampler']} at {int(best['steps'])} steps {num(best['seconds_per_volume'])} s "
-                     f"({num(float(chain['seconds_per_volume'].iloc[0]) / float(best['seconds_per_volume']))} "
-                     "times fewer seconds)")
+                     f"{best['sampler']} at {int(best['steps'])} steps {num(best['seconds_per_volume'])} s, "
+                     f"{chain_speedup_words(best)}")
         judged = rows[rows["outcome"].notna()]
         equal = judged[judged["outcome"] == "equivalent"]
         if len(judged):
