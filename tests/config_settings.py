@@ -18,6 +18,12 @@ def config_section(name: str, *overlays: str) -> dict:
     return section
 
 
+def output_settings(output) -> dict:
+    """The config sections a registered output reads (its `config`), as its rule passes them, from config.yaml."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    return {section: config[section] for section in output.config}
+
+
 def configured(cls, name: str, *overlays: str, **changes):
     """`cls` from config section `name` (after the overlays), with `changes` over it."""
     return from_mapping(cls, {**config_section(name, *overlays), **changes}, name)

@@ -18,6 +18,7 @@ from reporting.registry import BY_ID
 from reporting.render import Job
 from reporting.results import Results, collect
 from planning.plan import SHIPPED_NAMES
+from config_settings import output_settings
 
 
 def _runs(rows) -> pd.DataFrame:
@@ -102,7 +103,7 @@ def h200() -> Results:
 
 def _build(results: Results, output_id: str):
     output = BY_ID[output_id]
-    return importlib.import_module(output.module).build(Job(output, results, {}, {}))
+    return importlib.import_module(output.module).build(Job(output, results, {}, output_settings(output)))
 
 
 def _drawn(ax) -> list[float]:

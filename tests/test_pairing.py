@@ -254,3 +254,22 @@ def test_the_job_times_every_variant_in_every_round(compared):
     assert set(record["variants"]) == {"baseline", "channels_last", "tf32"}
     assert record["conditions"]["before"]["cpu_set"] and record["conditions"]["changes"] == []
     assert "other_load_cores" in rounds and rounds["other_load_cores"].notna().all()
+
+
+def test_separately_timed_jobs_under_different_load_are_said_to_be_not_comparable():
+    from reporting.derived import load_notes
+
+    runs = pd.DataFrame([
+        {"gpu": "cpu", "variant": "baseline", "train_other_load_cores": 0.1, "sample_other_load_cores": 1.0,
+         "train_condition_changes": None, "sample_condition_changes": None},
+        {"gpu": "cpu", "variant": "channels_last", "train_other_load_cores": 1.6, "sample_other_load_cores": 1.4,
+         "train_condition_changes": None, "sample_condition_changes": None},
+        {"gpu": "h200", "variant": "tf32", "train_other_load_cores": 0.0, "sample_other_load_cores": None,
+         "train_condition_changes": "the GPU throttled (hardware slowdown)", "sample_condition_changes": None},
+    ])
+    assert load_notes(runs, load_difference_cores=0.5) == [
+        "cpu: the train jobs ran under different load (other processes kept 0.1 cores busy during baseline's, 1.6 "
+        "during channels_last's): their times are not comparable with each other.",
+        "h200 tf32: the machine changed during its train job (the GPU throttled (hardware slowdown)).",
+    ]  # the sample jobs' 1.0 and 1.4 cores lie within 0.5 of each other
+    assert load_notes(runs, load_difference_cores=0.3)[2].startswith("cpu: the sample jobs ran under different load")

@@ -25,6 +25,7 @@ from reporting import claims, conformance, derived, render
 from reporting.registry import BY_ID, OUTPUTS, markdown_list
 from reporting.results import MEASURED, SHIPPED, Results, collect, panel_label
 from planning.plan import SHIPPED_NAMES
+from config_settings import output_settings
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "data" / "reference" / "wholehead" / "h200"
@@ -136,7 +137,7 @@ def built(tables, tmp_path_factory) -> dict:
         if output.id == "tab02_workload":
             continue
         inputs = {**paths, **{name: REPO / path for name, path in output.files.items()}}
-        made[output.id] = render.build(output.id, inputs, {"conformance": CONFIG["conformance"]})
+        made[output.id] = render.build(output.id, inputs, output_settings(output))
     yield made
     plt.close("all")
 

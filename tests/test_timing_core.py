@@ -52,6 +52,7 @@ from medddpm.placement import Placement
 from medddpm.training import NonFiniteLoss, Trainer
 from medddpm.unet import UNet3D, parameter_count
 from medddpm.variants import backend_flags
+from config_settings import output_settings
 
 MODEL = {"in_channels": 3, "out_channels": 1, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
          "attention_downsample_rates": [2], "num_heads": 1, "dropout": 0.0}
@@ -941,7 +942,7 @@ def _build(results, output_id: str):
     from reporting.render import Job
 
     output = BY_ID[output_id]
-    return importlib.import_module(output.module).build(Job(output, results, {}, {}))
+    return importlib.import_module(output.module).build(Job(output, results, {}, output_settings(output)))
 
 
 def test_runs_table_takes_the_median_and_quartiles(statistics_results):

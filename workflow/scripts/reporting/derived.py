@@ -69,10 +69,34 @@ def speedup_verdict(runs: pd.DataFrame, phase: str = "train", reference: str = "
     return out.reset_index(drop=True)[VERDICT_COLUMNS]
 
 
-def verdict_notes(runs: pd.DataFrame, phases=("train", "sample"), reference: str = "baseline") -> list[str]:
-    """The notes a table of speed-ups carries: per label whose speed-ups are unpaired, that they are; per comparison
-    that is not measurable, why."""
+def load_notes(runs: pd.DataFrame, phases=("train", "sample"), load_difference_cores: float = 0.5) -> list[str]:
+    """One line per label and phase whose variants' jobs were timed under different conditions: other processes kept
+    numbers of cores busy more than `load_difference_cores` apart (the config's comparison.load_difference_cores,
+    the same limit as for the paired rounds' two sides), or the machine changed while one ran (a GPU's throttling,
+    another process on it). Their times are then not comparable with each other; the speed-ups come from the paired
+    rounds."""
     notes = []
+    for phase in phases:
+        load, changed = f"{phase}_other_load_cores", f"{phase}_condition_changes"
+        if load not in runs:
+            continue
+        for gpu, rows in runs.groupby("gpu", sort=False):
+            cores = rows.set_index("variant")[load].dropna().astype(float)
+            if len(cores) > 1 and cores.max() - cores.min() > load_difference_cores:
+                notes.append(f"{gpu}: the {phase} jobs ran under different load (other processes kept "
+                             f"{cores.min():.1f} cores busy during {cores.idxmin()}'s, {cores.max():.1f} during "
+                             f"{cores.idxmax()}'s): their times are not comparable with each other.")
+            for row in rows[rows[changed].notna()].itertuples() if changed in rows else []:
+                notes.append(f"{gpu} {row.variant}: the machine changed during its {phase} job "
+                             f"({getattr(row, changed)}).")
+    return notes
+
+
+def verdict_notes(runs: pd.DataFrame, phases=("train", "sample"), reference: str = "baseline",
+                  load_difference_cores: float = 0.5) -> list[str]:
+    """The notes a table of speed-ups carries: per label whose speed-ups are unpaired, that they are; per comparison
+    that is not measurable, why; per label whose variants' jobs ran under different conditions, that they did."""
+    notes = load_notes(runs, phases, load_difference_cores)
     for phase in phases:
         if VERDICT_PHASES[phase][0] not in runs:
             continue

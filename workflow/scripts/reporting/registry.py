@@ -125,7 +125,7 @@ OUTPUTS: list[Output] = [
            reads=("summaries",), extra={"classes": "paper/tables/tab03_kernels_by_class.csv"}, timing=True,
            group="time"),
     Output("tab04_optimization", "Headline numbers per variant and device", reads=("runs", "summaries"),
-           timing=True, group="cost", category="Optimization"),
+           config=("comparison",), timing=True, group="cost", category="Optimization"),
     Output("tab05_claims", "The paper's claims: published value, measured value, verdict",
            reads=("runs", "summaries", "study"), files={"claims": "data/paper_claims.yaml"}, timing=True,
            section="claims", category="Optimization"),
@@ -140,7 +140,7 @@ OUTPUTS: list[Output] = [
            category="Optimization"),
     Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
            "volume, volumes per hour at batch 1 and at the best batch, peak GiB, compile s", reads=("bench", "runs"),
-           timing=True, section="frontier", category="Optimization"),
+           config=("comparison",), timing=True, section="frontier", category="Optimization"),
     Output("fig12_fast_sampling", "Fast samplers: each sampler's distance to the real images against seconds per "
            "volume over its step counts, the T-step chain marked, the quality claim's margin shaded",
            reads=("study_samplers", "samplers", "runs"), files={"claims": "data/paper_claims.yaml"}, timing=True,

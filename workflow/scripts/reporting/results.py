@@ -232,6 +232,7 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
                 "train_compile_s": data.get("compile_seconds"),
                 "train_compile_cache": compile_cache.state(data.get("compile_cache")),
                 "bare_loop_ms_per_sample": data.get("bare_loop_ms_per_sample"),
+                **_load_columns("train", data),
             }
     for row in files[files["kind"] == "sample.json"].itertuples():
         with _reading(row.path, "sample.json"):
@@ -250,8 +251,18 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
                 # Volumes per hour at batch 1 and at the best batch: None (not measured) in a sample.json written
                 # before the throughput sweep.
                 **throughput_columns(data),
+                **_load_columns("sample", data),
             )
     return pd.DataFrame(list(rows.values()))
+
+
+def _load_columns(phase: str, data: dict) -> dict:
+    """The conditions a job was timed under (measurement.conditions): the cores other processes kept busy during its
+    timed steps, and what changed on the machine meanwhile; None for a file of before the conditions were recorded."""
+    recorded = data.get("conditions") or {}
+    changes = recorded.get("changes")
+    return {f"{phase}_other_load_cores": recorded.get("other_load_cores"),
+            f"{phase}_condition_changes": "; ".join(changes) if changes else None}
 
 
 def _flop_columns(flops: dict | None) -> dict:

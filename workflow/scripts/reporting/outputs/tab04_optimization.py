@@ -49,7 +49,9 @@ def optimization_table(runs: pd.DataFrame, summaries: pd.DataFrame) -> pd.DataFr
 def build(job) -> Table:
     results = job.results
     runs = results.table("runs")
-    return Table(optimization_table(runs, results.table("summaries")), CAPTION, notes=verdict_notes(runs))
+    limit = job.settings["comparison"]["load_difference_cores"]
+    return Table(optimization_table(runs, results.table("summaries")), CAPTION,
+                 notes=verdict_notes(runs, load_difference_cores=limit))
 
 
 # The article's table shows these columns, with these headers (the CSV keeps them all).

@@ -31,7 +31,7 @@ CAPTION = ("Frontier: every variant against its device's own ceilings. Model FLO
            "the range between their step-time quartiles)")
 
 
-def frontier_table(bench, runs):
+def frontier_table(bench, runs, load_difference_cores: float = 0.5):
     frame = bench.reset_index(drop=True)
     if frame.empty:
         return frame.reindex(columns=COLUMNS), []
@@ -47,7 +47,8 @@ def frontier_table(bench, runs):
     frame = frame.reindex(columns=COLUMNS)
     frame["sample_best_batch"] = frame["sample_best_batch"].astype(float).round().astype("Int64")  # a count: 8, not 8.0
     shown = runs[runs["variant"].isin(set(frame["variant"]))]
-    return frame, verdict_notes(shown) + unmeasured_throughput_notes(frame) + single_size_notes(frame) + cache_notes
+    return frame, (verdict_notes(shown, load_difference_cores=load_difference_cores) + unmeasured_throughput_notes(frame)
+                   + single_size_notes(frame) + cache_notes)
 
 
 def warm_compile_notes(frame) -> list[str]:
@@ -98,7 +99,8 @@ def single_size_notes(frame) -> list[str]:
 
 def build(job) -> Table:
     results = job.results
-    table, notes = frontier_table(results.table("bench"), results.table("runs"))
+    table, notes = frontier_table(results.table("bench"), results.table("runs"),
+                                  job.settings["comparison"]["load_difference_cores"])
     return Table(table, CAPTION, notes=notes)
 
 
