@@ -51,28 +51,38 @@ def _ratio(speedup, low, high):
 
 @pytest.mark.parametrize("speedup, low, high, expected", [
     (1.0, 0.95, 1.05, pairing.WITHIN),
-    (1.1, 1.05, 1.15, pairing.WITHIN),  # the band's edge itself is inside
-    (1 / 1.1, 0.87, 0.95, pairing.WITHIN),
-    (1.2, 1.1, 1.3, pairing.FASTER),
-    (0.8, 0.75, 0.85, pairing.SLOWER),
-    (1.0, 0.8, 1.25, pairing.UNMEASURABLE),  # half-width log(1.25) = 0.22 > 0.1
-    (1.15, 0.99, 1.2, pairing.UNMEASURABLE),  # beyond the band, but the interval reaches 1
-    (0.85, 0.8, 1.01, pairing.UNMEASURABLE),
+    (1.05, 1 / 1.1, 1.1, pairing.WITHIN),  # the band's edges themselves are inside
+    (1.2, 1.1001, 1.3, pairing.FASTER),
+    (2.6, 1.2, 3.1, pairing.FASTER),  # wide, but wholly beyond the band: load could not have made it
+    (0.8, 0.75, 0.9, pairing.SLOWER),
+    (1.1, 1.05, 1.15, pairing.UNMEASURABLE),  # across the upper edge: a 10 % difference could hide in it
+    (1.15, 1.09, 1.2, pairing.UNMEASURABLE),  # beyond the band by its median, not by its interval
+    (1 / 1.1, 0.87, 0.95, pairing.UNMEASURABLE),
+    (1.0, 0.8, 1.25, pairing.UNMEASURABLE),  # across both edges
 ])
-def test_the_verdict_at_each_of_its_edges(speedup, low, high, expected):
+def test_the_verdict_is_the_intervals_at_each_of_its_edges(speedup, low, high, expected):
     assert pairing.verdict(_ratio(speedup, low, high), 0.10) == expected
+    if expected == pairing.UNMEASURABLE:
+        reason = pairing.undecided_reason(_ratio(speedup, low, high), 0.95, 0.10)
+        crossed = [edge for edge in ("0.909", "1.1") if float(edge) > low and float(edge) < high]
+        assert reason == (f"the interval [{low:.3g}, {high:.3g}] reaches across the band's edge "
+                          f"{' and '.join(crossed)} (+-10 %)")
 
 
 def test_no_interval_is_not_measurable():
     assert pairing.verdict(pairing.Ratio(3, 2.0, None, None, None), 0.10) == pairing.UNMEASURABLE
+    assert pairing.undecided_reason(pairing.Ratio(3, 2.0, None, None, None), 0.95, 0.10) == \
+        "3 rounds give no interval at 95 %"
 
 
-def test_the_rounds_stop_when_every_interval_is_narrow_or_a_limit_ends_them():
+def test_the_rounds_stop_when_every_comparison_is_settled_or_a_limit_ends_them():
     rule = pairing.StopRule(0.95, precision=0.03, band=0.10, min_rounds=6, max_rounds=20, budget_seconds=10.0)
     narrow, wide = _ratio(1.0, 0.98, 1.02), _ratio(1.0, 0.9, 1.1)
     assert rule.stop([narrow], 5, 1.0) is None  # min_rounds always run
     assert rule.stop([narrow], 6, 1.0) == "settled"
-    assert rule.stop([narrow, wide], 6, 1.0) is None  # every comparison must be narrow
+    assert rule.stop([narrow, wide], 6, 1.0) is None  # every comparison must be settled
+    assert rule.stop([_ratio(2.6, 1.2, 3.1)], 6, 1.0) == "settled"  # decided, however wide
+    assert rule.stop([_ratio(1.1, 1.08, 1.12)], 6, 1.0) == "settled"  # on the band's edge: more rounds would not help
     assert rule.stop([wide], 6, 10.0) == "budget"
     assert rule.stop([wide], 5, 50.0) is None  # the budget does not cut min_rounds short
     assert rule.stop([wide], 20, 1.0) == "max_rounds"

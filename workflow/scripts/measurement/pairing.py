@@ -88,28 +88,39 @@ def halves_disagree(reference_ms: Sequence[float], variant_ms: Sequence[float], 
 
 
 def verdict(ratio: Ratio, band: float) -> str:
-    """As asv judges a change (its default factor 1.1 is the workflow's default band of 0.10): within noise where the
-    ratio lies inside the band; faster / slower where it lies beyond the band and its interval excludes 1. Not
-    measurable under this load where the rounds give no interval, where the interval is too wide to tell even at the
-    band's scale (half-width beyond the band: a difference of the band's size could hide in it), or where the ratio
-    lies beyond the band but the interval reaches 1. The ratio, the median of the rounds, moves little as load widens
-    the interval, so a loaded run and a quiet one give the same verdict or the loaded one says it cannot tell."""
-    if ratio.low is None or ratio.half_width > band:
+    """What the interval says, never the point estimate alone: faster where the whole interval lies above the band
+    (1 + band, asv's default factor 1.1 for the workflow's default band of 0.10), slower where it lies wholly below
+    it (1 / (1 + band)), within noise where it lies wholly inside (the band's edges included). Not measurable under
+    this load where the rounds give no interval or the interval reaches across an edge of the band: then a
+    difference of the band's size could hide in it. Two runs can only give opposite decided verdicts (faster in
+    one, within noise in the other) if their intervals do not overlap, which at 95 % each happens rarely; more load
+    widens an interval, which turns a verdict into "not measurable", never into another direction."""
+    if ratio.low is None:
         return UNMEASURABLE
-    if 1 / (1 + band) <= ratio.speedup <= 1 + band:
-        return WITHIN
-    if ratio.low > 1:
+    low_edge, high_edge = 1 / (1 + band), 1 + band
+    if ratio.low > high_edge:
         return FASTER
-    if ratio.high < 1:
+    if ratio.high < low_edge:
         return SLOWER
+    if ratio.low >= low_edge and ratio.high <= high_edge:
+        return WITHIN
     return UNMEASURABLE
+
+
+def undecided_reason(ratio: Ratio, confidence: float, band: float) -> str:
+    """Why `verdict` said not measurable, in words."""
+    if ratio.low is None:
+        return f"{ratio.rounds} rounds give no interval at {100 * confidence:g} %"
+    edges = [edge for edge in (1 / (1 + band), 1 + band) if ratio.low < edge < ratio.high]
+    return (f"the interval [{ratio.low:.3g}, {ratio.high:.3g}] reaches across the band's edge "
+            f"{' and '.join(f'{edge:.3g}' for edge in edges)} (+-{100 * band:g} %)")
 
 
 @dataclass(frozen=True)
 class StopRule:
-    """When a phase's rounds end: after `min_rounds` once every comparison's interval is narrow enough (half-width
-    within `precision`), or at `max_rounds`, or when the time budget is spent (what was reached is recorded either
-    way)."""
+    """When a phase's rounds end: after `min_rounds` once every comparison is settled (decided, or its interval's
+    half-width within `precision`), or at `max_rounds`, or when the time budget is spent (what was reached is
+    recorded either way)."""
 
     confidence: float
     precision: float
@@ -119,7 +130,9 @@ class StopRule:
     budget_seconds: float
 
     def settled(self, ratio: Ratio) -> bool:
-        return ratio.half_width <= self.precision
+        """Decided (the interval wholly inside or wholly beyond the band), or narrow enough that more rounds would
+        not decide it (half-width within `precision`: the ratio sits on an edge of the band)."""
+        return verdict(ratio, self.band) != UNMEASURABLE or ratio.half_width <= self.precision
 
     def stop(self, ratios: Sequence[Ratio], rounds: int, elapsed_seconds: float) -> str | None:
         """Why the rounds end now ("settled", "max_rounds", "budget"), or None to run another round."""

@@ -130,11 +130,7 @@ def judge(reference: str, variant: str, rounds: pd.DataFrame, settings: Comparis
         verdict, why = pairing.UNMEASURABLE, (f"the two sides ran under different load: other processes used "
                                               f"{load_difference:+.2f} cores more during {reference}'s steps")
     elif verdict == pairing.UNMEASURABLE:
-        why = (f"{ratio.rounds} rounds give no interval at {100 * settings.confidence:g} %" if ratio.low is None else
-               f"the interval [{ratio.low:.3g}, {ratio.high:.3g}] is wider than the band (+-{100 * settings.band:g} %)"
-               if ratio.half_width > settings.band else
-               f"{ratio.speedup:.3g} lies beyond the band (+-{100 * settings.band:g} %) but its interval "
-               f"[{ratio.low:.3g}, {ratio.high:.3g}] reaches 1")
+        why = pairing.undecided_reason(ratio, settings.confidence, settings.band)
     return {"reference": reference, "variant": variant, "rounds": ratio.rounds, "speedup": ratio.speedup,
             "low": ratio.low, "high": ratio.high, "coverage": ratio.coverage,
             "half_width": None if ratio.low is None else ratio.half_width, "halves_disagree": drift,

@@ -82,9 +82,8 @@ def against_chain(chain: list[float], fast: list[float], comparison: ComparisonS
     verdict = pairing.verdict(ratio, comparison.band)
     return {"rounds": ratio.rounds, "speedup": ratio.speedup, "low": ratio.low, "high": ratio.high,
             "coverage": ratio.coverage, "verdict": verdict,
-            "why": None if verdict != pairing.UNMEASURABLE else (
-                f"{ratio.rounds} rounds give no interval at {100 * comparison.confidence:g} %" if ratio.low is None
-                else f"the interval [{ratio.low:.3g}, {ratio.high:.3g}] is too wide to decide")}
+            "why": pairing.undecided_reason(ratio, comparison.confidence, comparison.band)
+            if verdict == pairing.UNMEASURABLE else None}
 
 
 def sampler_records(sampling: Sampling, samplers: dict[str, list[int]], mask_conditions: list[torch.Tensor],
