@@ -19,6 +19,7 @@ and at batch 1 the speed-up over the T-step chain with its interval and verdict.
 
 from __future__ import annotations
 
+import gc
 import statistics
 from pathlib import Path
 
@@ -43,37 +44,40 @@ CHAIN = "ddpm"
 
 
 def timed_rounds(sampling: Sampling, samplers: dict[tuple[str, int], Sampler], condition: torch.Tensor, rounds: int,
-                 seed: int) -> dict[tuple[str, int], dict]:
+                 seed: int) -> tuple[dict[tuple[str, int], list[float]], dict]:
     """One untimed chain of every sampler (the first compiles and captures for the shape), then `rounds` rounds, each
-    timing one whole chain of every sampler in a rotating order from the round's own noise. Per sampler: its rounds'
-    seconds (in round order) and the peak memory of its untimed chain."""
+    timing one whole chain of every sampler in a rotating order from the round's own noise. Returns each sampler's
+    rounds' seconds (in round order) and the peak memory of the batch: every sampler evaluates the same U-Net through
+    the same graphs, so the batch's peak, from its first chain on, is each sampler's (a sampler's own chain after the
+    first would miss the graphs' memory, allocated once)."""
     device = sampling.placement.device
     keys = list(samplers)
-    record = {key: {"round_seconds": []} for key in keys}
+    seconds = {key: [] for key in keys}
+    reset_peak_memory(device)
     with sampling.running():
         for key in keys:
-            reset_peak_memory(device)
             for _ in sampling.fast_chain(samplers[key], condition, torch.Generator(device=device).manual_seed(seed)):
                 pass
-            record[key].update(peak_memory(device))
         for index in range(rounds):
             for key in keys[index % len(keys):] + keys[:index % len(keys)]:
                 generator = torch.Generator(device=device).manual_seed(seed + 1 + index)
+                # Outside the timed region: a garbage collection that the previous chain's objects would otherwise set
+                # off inside this one (on an H200 the chain timed right after the 250-step one paid about 0.1 s).
+                gc.collect()
                 timer = DeviceTimer(device)
                 started = timer.start()
                 for _ in sampling.fast_chain(samplers[key], condition, generator):
                     pass
                 timer.stop(started)
-                record[key]["round_seconds"].append(timer.elapsed_ms()[0] / 1e3)
-    return record
+                seconds[key].append(timer.elapsed_ms()[0] / 1e3)
+    return seconds, peak_memory(device)
 
 
-def batch_record(batch: int, timed: dict) -> dict:
-    seconds = timed["round_seconds"]
+def batch_record(batch: int, seconds: list[float], peak: dict) -> dict:
     chain_s = statistics.median(seconds)
     return {"batch": batch, "fits": True, "chain_seconds": summary([1e3 * s for s in seconds]),
             "round_seconds": seconds, "seconds_per_volume": chain_s / batch, "volumes_per_hour": 3600 * batch / chain_s,
-            **{key: value for key, value in timed.items() if key != "round_seconds"}}
+            **peak}
 
 
 def against_chain(chain: list[float], fast: list[float], comparison: ComparisonSettings) -> dict:
@@ -108,8 +112,8 @@ def sampler_records(sampling: Sampling, samplers: dict[str, list[int]], mask_con
         condition = sampling.placement.input(torch.stack([mask_conditions[k % len(mask_conditions)]
                                                           for k in range(batch)]))
         try:
-            timed = timed_rounds(sampling, {key: built[key] for key in timed_keys}, condition,
-                                 chains if batch == 1 else batch_chains, sample.seed + 1000 * batch)
+            timed, peak = timed_rounds(sampling, {key: built[key] for key in timed_keys}, condition,
+                                       chains if batch == 1 else batch_chains, sample.seed + 1000 * batch)
         except torch.cuda.OutOfMemoryError as error:
             message = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
             too_large = batch
@@ -118,7 +122,7 @@ def sampler_records(sampling: Sampling, samplers: dict[str, list[int]], mask_con
                 batches[key].append({"batch": batch, "fits": False, "error": message})
             continue
         for key in timed_keys:
-            batches[key].append(batch_record(batch, timed[key]))
+            batches[key].append(batch_record(batch, timed[key], peak))
     chain_one = next((b for b in batches[(CHAIN, timesteps)] if b.get("fits")), None)
     records = []
     for key, sampler in built.items():

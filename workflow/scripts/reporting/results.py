@@ -352,7 +352,12 @@ def _samplers(files: pd.DataFrame) -> pd.DataFrame:
                              "volumes_per_hour_best": record["volumes_per_hour_best"],
                              "peak_memory_gib": one["peak_memory_bytes"] / 2**30 if one else None,
                              **{column: (record.get("vs_chain") or {}).get(key) for column, key in VS_CHAIN.items()}})
-    return pd.DataFrame(rows, columns=SAMPLER_COLUMNS)
+    frame = pd.DataFrame(rows, columns=SAMPLER_COLUMNS)
+    # Every sampler of a job evaluates the same U-Net through the same graphs: the peak at batch 1 is the job's, the
+    # largest any of them recorded (a file of before the per-batch peak has each sampler's own chain's, and only the
+    # first chains saw the graphs allocated).
+    frame["peak_memory_gib"] = frame.groupby(["gpu", "variant"])["peak_memory_gib"].transform("max")
+    return frame
 
 
 def _study_samplers(files: pd.DataFrame) -> pd.DataFrame:
