@@ -319,6 +319,13 @@ def _unknown_label_preprocessed(root):
     return "BraTS2021_00000_seg.nii.gz: unknown mask labels 5"
 
 
+def _blank_seg_preprocessed(root):
+    volumes = preprocessed_case(0)
+    volumes["seg"][...] = 0  # neither tumour nor brain: the samples would be conditioned on nothing
+    write_preprocessed_layout(root, {"BraTS2021_00000": volumes, "BraTS2021_00001": preprocessed_case(1)})
+    return "BraTS2021_00000_seg.nii.gz: mask is blank (every voxel is 0, background)"
+
+
 def _shape_mismatch(root):
     _raw(root)
     save(raw_case(1)["seg"][:, :, :-1], RAW_AFFINE, root / "BraTS2021_00001" / "BraTS2021_00001_seg.nii.gz")
@@ -397,7 +404,7 @@ def _nan(root):
 
 @pytest.mark.parametrize("make", [
     _missing_modality_raw, _missing_modality_preprocessed, _seg_without_images, _four_d,
-    _relabelled_seg_in_raw_layout, _unknown_label_preprocessed, _shape_mismatch, _affine_mismatch, _empty_root,
+    _relabelled_seg_in_raw_layout, _unknown_label_preprocessed, _blank_seg_preprocessed, _shape_mismatch, _affine_mismatch, _empty_root,
     _empty_case_folder, _empty_modality_folder, _mixture, _raw_file_among_preprocessed, _foreign_name,
     _case_in_the_wrong_folder, _modality_in_the_wrong_folder, _loose_file, _nan,
 ])

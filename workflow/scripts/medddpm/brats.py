@@ -37,6 +37,7 @@ from .prepare import (
     DatasetError,
     check_finite,
     check_labels,
+    check_not_blank_mask,
     check_not_constant,
     check_same_grid,
     load_volume,
@@ -265,5 +266,6 @@ class BratsReader:
         else:
             labels = check_labels(volumes[SEG][0], seg_path, PREPARED_LABELS, f"preprocessed BraTS: {LABEL_NAMES}")
             relabelled = crop_or_pad(labels, shape, 0)
+        check_not_blank_mask(relabelled, seg_path, "tumour region or brain")
         image = np.stack(images, axis=-1).astype(np.float32)
         return image, one_hot(relabelled, (1, 2, 3, 4)), shifted_affine(volumes["t1"][1], starts)
