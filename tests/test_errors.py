@@ -653,6 +653,14 @@ def case_gpu_label_without_that_gpu(tmp_path, dataset):
     return train_job(tmp_path, dataset, device=h200)
 
 
+@case(r"label 'epyc9999' expects a CPU matching '\\bEPYC 9999\\b' but found '[^']+'; fix: use the label of this "
+      r"CPU")
+def case_cpu_label_on_another_cpu(tmp_path, dataset):
+    # A CPU label naming a model this machine is not: its training would record this CPU's times under that name.
+    epyc = {"label": "epyc9999", "device": "cpu", "name_pattern": r"\bEPYC 9999\b", "emulate_gpus_on_cpu": False}
+    return train_job(tmp_path, dataset, device=epyc)
+
+
 @case(r"no space left on the device while writing \S+ncu_kernels\.parquet \(ENOSPC\); fix: free space on the disk "
       r"holding \S+ \(df -h shows it\) and rerun")
 def case_disk_full_writing_a_table(tmp_path, dataset):
