@@ -385,12 +385,22 @@ class Bundle(Files):
         return [(name, getattr(self, name)) for name in TABLES]
 
 
-def reference_copy(root: Path) -> Path:
-    """A copy of two variants of the shipped H200 set under <root>/data/reference/wholehead/h200."""
+def reference_copy(root: Path, manifest: bool = True) -> Path:
+    """A copy of two variants of the shipped H200 set under <root>/data/reference/wholehead/h200, with a
+    manifest.sha256 of that copy (unless `manifest` is False)."""
     folder = root / "data" / "reference" / "wholehead" / "h200"
     for variant in ("baseline", "tf32"):
         shutil.copytree(REFERENCE / variant, folder / variant)
+    if manifest:
+        write_manifest(folder)
     return folder
+
+
+def write_manifest(folder: Path) -> None:
+    """sha256sum's lines for every file of the set (computed here with hashlib, not by the workflow's code)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "manifest.sha256")
+    (folder / "manifest.sha256").write_text("".join(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(folder).as_posix()}\n" for p in files))
 
 
 def collect_job(root: Path, folder: Path) -> Attempt:
@@ -410,6 +420,7 @@ def case_reference_set_json_cut_in_half(tmp_path):
     folder = reference_copy(tmp_path)
     text = (folder / "baseline" / "train.json").read_text()
     (folder / "baseline" / "train.json").write_text(text[: len(text) // 2])
+    write_manifest(folder)  # exported so: the manifest lists the damage, the reader still refuses it
     return collect_job(tmp_path, folder)
 
 
@@ -420,6 +431,7 @@ def case_reference_set_of_another_schema(tmp_path):
     data = json.loads((folder / "tf32" / "train.json").read_text())
     data["meta"] = data.pop("provenance")
     (folder / "tf32" / "train.json").write_text(json.dumps(data))
+    write_manifest(folder)
     return collect_job(tmp_path, folder)
 
 
@@ -430,20 +442,38 @@ def case_reference_set_summary_cut(tmp_path):
     summary = folder / "baseline" / "profile" / "train" / "ncu_summary.csv"
     data = summary.read_bytes()
     summary.write_bytes(data[: int(len(data) * 0.7)])
+    write_manifest(folder)
     return collect_job(tmp_path, folder)
 
 
 @case(r"\S+/h200/tf32/sample\.json: its sha256 differs from the one in \S+/h200/manifest\.sha256 \(damaged, cut "
-      r"short or edited since the export\); fix: copy the set again; \(cd \S+/h200 && sha256sum -c manifest\.sha256\) "
-      r"lists every damaged file")
+      r"short or edited since the export\); fix: restore the set from where it came from \(git checkout -- \S+/h200 "
+      r"for a set committed here, or copy the exported set again\); \(cd \S+/h200 && sha256sum -c "
+      r"manifest\.sha256\) lists every damaged file")
 def case_reference_set_unlike_its_manifest(tmp_path):
     folder = reference_copy(tmp_path)
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    (folder / "manifest.sha256").write_text("".join(
-        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(folder).as_posix()}\n" for p in files))
     sample = folder / "tf32" / "sample.json"
     sample.write_text(sample.read_text().replace('"timesteps": ', '"timesteps": 1', 1))  # still valid JSON
     return collect_job(tmp_path, folder)
+
+
+@case(r"\S+/h200/baseline/profile/train/ncu_summary\.csv: its sha256 differs from the one in \S+/h200/"
+      r"manifest\.sha256 \(damaged, cut short or edited since the export\); fix: restore the set")
+def case_reference_set_summary_cut_at_a_row_boundary(tmp_path):
+    # Every remaining row parses: without the manifest, fig01 would draw the shortened step as the whole one.
+    folder = reference_copy(tmp_path)
+    summary = folder / "baseline" / "profile" / "train" / "ncu_summary.csv"
+    lines = summary.read_text().splitlines(keepends=True)
+    summary.write_text("".join(lines[:-3]))
+    return collect_job(tmp_path, folder)
+
+
+@case(r"\S+/data/reference/wholehead/h200/ has no manifest\.sha256, so no file of it can be checked against what was "
+      r"exported \(every set the export target writes has one\); fix: copy the exported set again with its "
+      r"manifest\.sha256, or, for a set you have checked yourself, write one: PYTHONPATH=workflow/scripts python3 -m "
+      r"planning\.set_manifest \S+/h200")
+def case_reference_set_without_manifest(tmp_path):
+    return collect_job(tmp_path, reference_copy(tmp_path, manifest=False))
 
 
 def test_the_restore_a_damaged_committed_set_is_told_works(tmp_path):
@@ -855,6 +885,19 @@ def case_reference_set_not_shipped(tmp_path):
     return config_with(tmp_path, {"reference_results": ["h200", "a100"]})
 
 
+@case(r"config: reference_results lists 'h100' \(set in \S+overlay\.yaml\), but data/reference/wholehead/h100/ has "
+      r"no manifest\.sha256, so no file of it can be checked .*; fix: copy the exported set again with its "
+      r"manifest\.sha256, or, .* write one: PYTHONPATH=workflow/scripts python3 -m planning\.set_manifest "
+      r"data/reference/wholehead/h100$")
+def case_reference_set_listed_without_manifest(tmp_path):
+    # Refused when the DAG is built, before the collect job would refuse it.
+    shutil.copytree(REFERENCE / "bf16", tmp_path / "data" / "reference" / "wholehead" / "h100" / "bf16")
+    (tmp_path / "overlay.yaml").write_text("reference_results: [h100]\n")
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, {"reference_results": ["h100"]})
+    return Attempt(lambda: check_config(config, tmp_path, [REPO / "config.yaml", tmp_path / "overlay.yaml"]))
+
+
 @case(r"overlay \S+my-overlay\.yaml does not exist; fix: correct the path")
 def case_overlay_missing(tmp_path):
     return Attempt(lambda: check_files([tmp_path / "my-overlay.yaml"]))
@@ -1088,6 +1131,7 @@ def test_a_reference_set_in_the_layout_before_workloads_is_refused_with_a_move_t
     """A set exported before the workload became an axis (data/reference/<label>/): refused in one line with the
     command that moves it; after doing what the line says, the same configuration is accepted."""
     shutil.copytree(REFERENCE / "bf16", tmp_path / "data" / "reference" / "h100" / "bf16")
+    write_manifest(tmp_path / "data" / "reference" / "h100")  # as exported then: every set carries one
     overlay = {"reference_results": ["h100"]}
     config = read_mapping(REPO / "config.yaml")
     update_config(config, overlay)

@@ -17,7 +17,6 @@ Equal results give byte-identical sets; the set replaces an older one of the lab
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import shutil
@@ -30,10 +29,10 @@ from measurement.throughput import run_columns as throughput_columns, single_siz
 
 from .derived import cudnn_version
 from .results import variant_order
+from planning.set_manifest import MANIFEST, manifest_text
 
 # Written gzip-compressed (name + ".gz"); everything else from results/<workload>/<label>/ is copied as it is.
 COMPRESSED = ("ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv", "torch_trace.json", "nsys_kern_sum.csv")
-MANIFEST = "manifest.sha256"
 
 
 def gzip_bytes(data: bytes) -> bytes:
@@ -73,7 +72,7 @@ def export_set(label: str, files: list[str | Path], results_root: str | Path, ou
             written[destination(relative)] = _content(path, relative)
         written[Path("config.yaml")] = config_yaml(config).encode()
         written[Path("README.md")] = readme(label, written, config, command).encode()
-        written[Path(MANIFEST)] = manifest(written).encode()
+        written[Path(MANIFEST)] = manifest_text(written).encode()
         for relative, data in written.items():
             (staging / relative).parent.mkdir(parents=True, exist_ok=True)
             (staging / relative).write_bytes(data)
@@ -86,11 +85,6 @@ def export_set(label: str, files: list[str | Path], results_root: str | Path, ou
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return sorted(written)
-
-
-def manifest(written: dict[Path, bytes]) -> str:
-    lines = [f"{hashlib.sha256(data).hexdigest()}  {path.as_posix()}" for path, data in sorted(written.items())]
-    return "\n".join(lines) + "\n"
 
 
 def config_yaml(config: dict) -> str:

@@ -14,7 +14,6 @@ back in a figure or table job. Every row of every table carries ``gpu``, ``varia
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator
@@ -27,6 +26,7 @@ import pandas as pd
 
 from jobio.errors import ExpectedError
 from planning.layout import REFERENCE, file_keys, parse
+from planning.set_manifest import check_sets
 from measurement.throughput import run_columns as throughput_columns
 from medddpm import compile_cache
 
@@ -92,11 +92,9 @@ def gather(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable
 
 
 class ResultFileError(ExpectedError):
-    """A result file (measured here, or of a shipped or imported set) that cannot be read: cut short, damaged, of
-    another schema, or unlike its set's manifest.sha256. The message names the file and the fix."""
-
-
-MANIFEST = "manifest.sha256"
+    """A result file (measured here, or of a shipped or imported set) that cannot be read: cut short, damaged or of
+    another schema (a set's file unlike its manifest.sha256 is refused before: planning.set_manifest). The message
+    names the file and the fix."""
 
 
 def _shipped(path: Path) -> bool:
@@ -106,8 +104,8 @@ def _shipped(path: Path) -> bool:
 def _fix(path: Path) -> str:
     if _shipped(path):
         return (f"fix: restore the set from where it came from (git checkout -- {path} for a set committed here, or "
-                "copy the exported set again; sha256sum -c manifest.sha256 in its folder lists the damaged files, "
-                "where the set has one), or leave its label out of reference_results")
+                "copy the exported set again; sha256sum -c manifest.sha256 in its folder lists the damaged files), "
+                "or leave its label out of reference_results")
     return (f"fix: run the job that writes it again (your snakemake command with --forcerun {path} added before any "
             "--)")
 
@@ -144,37 +142,6 @@ def _read_json(path: Path) -> dict:
         if not isinstance(data, dict):
             raise TypeError(f"holds a {type(data).__name__}, not an object")
         return data
-
-
-def check_manifests(paths: Iterable[str | Path]) -> None:
-    """Every shipped or imported set among `paths` whose folder holds a manifest.sha256 (export writes one): each
-    file it lists must be there with that sha256, else one line naming the file. The sets shipped in this
-    repository have none (they are checked by git and by the readers' own checks: a cut table or JSON is refused)."""
-    folders: dict[Path, None] = {}
-    for path in map(Path, paths):
-        for folder in path.parents:
-            if (folder / MANIFEST).is_file():
-                folders.setdefault(folder)
-                break
-            if folder.name == "reference":
-                break
-    for folder in folders:
-        manifest = folder / MANIFEST
-        for number, line in enumerate(manifest.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            digest, _, name = line.partition("  ")
-            listed = folder / name.strip()
-            check = f"(cd {folder} && sha256sum -c {MANIFEST}) lists every damaged file"
-            if not name.strip() or len(digest) != 64:
-                raise ResultFileError(f"{manifest}: line {number} is not '<sha256>  <file>'; fix: export the set "
-                                      f"again, or copy its manifest.sha256 again")
-            if not listed.is_file():
-                raise ResultFileError(f"{listed}: listed in {manifest} but missing; fix: copy the whole set again; "
-                                      f"{check}")
-            if hashlib.sha256(listed.read_bytes()).hexdigest() != digest.lower():
-                raise ResultFileError(f"{listed}: its sha256 differs from the one in {manifest} (damaged, cut short "
-                                      f"or edited since the export); fix: copy the set again; {check}")
 
 
 def _labels(files: pd.DataFrame, measured_labels: Iterable[str]) -> list[str]:
@@ -519,7 +486,7 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
     sets whose labels are measured here too (read apart: tab08 checks the measured run against them)."""
     from profiling.tables import load_frame
 
-    check_manifests([*shipped, *references])  # an imported set with a manifest.sha256: every file as exported
+    check_sets([*shipped, *references])  # every shipped or imported set: each file as its manifest.sha256 lists it
     files = gather(measured, shipped, measured_labels)
     labels = _labels(files, measured_labels)
     hardware = _hardware(files, labels, _provenances(files))
