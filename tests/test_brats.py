@@ -249,6 +249,8 @@ def test_case_list_selects_cases(tmp_path):
     listing = tmp_path / "selected_samples.csv"
     listing.write_text("# upstream's list\nBraTS2021_00003\n\nBraTS2021_00001\nBraTS2021_00003\n")
     assert [c.name for c in read_brats_cases(root, case_list=listing)[1]] == ["BraTS2021_00001", "BraTS2021_00003"]
+    listing.write_text("\ufeffBraTS2021_00003\n")  # a spreadsheet's byte-order mark is not part of the first name
+    assert [c.name for c in read_brats_cases(root, case_list=listing)[1]] == ["BraTS2021_00003"]
     listing.write_text("BraTS2021_00001\nBraTS2021_00009\n")
     with pytest.raises(DatasetError, match=r"selected_samples\.csv: case BraTS2021_00009 not found"):
         read_brats_cases(root, case_list=listing)

@@ -225,14 +225,17 @@ exit {code}
     return script
 
 
-def profile_job(folder: Path, dataset: Path, executable: str | Path, tool: str = "ncu", minutes: float = 1) -> Attempt:
-    """workflow/scripts/profile_tool.py for one training step of the tiny workload under `executable`."""
+def profile_job(folder: Path, dataset: Path, executable: str | Path | None, tool: str = "ncu",
+                minutes: float = 1) -> Attempt:
+    """workflow/scripts/profile_tool.py for one training step of the tiny workload under `executable` (None: the
+    config names none, the tool is looked for on PATH)."""
+    executable = None if executable is None else str(executable)
     if tool == "ncu":
-        settings = {"executable": str(executable), "metrics": ["gpu__time_duration.sum"], "sections": [],
+        settings = {"executable": executable, "metrics": ["gpu__time_duration.sum"], "sections": [],
                     "launch_count": None, "extra_args": [], "timeout_minutes": minutes}
         out = Files(report=folder / "ncu.ncu-rep", raw=folder / "ncu_raw.csv", details=folder / "ncu_details.csv")
     else:
-        settings = {"executable": str(executable), "timeout_minutes": minutes}
+        settings = {"executable": executable, "timeout_minutes": minutes}
         out = Files(report=folder / "nsys.nsys-rep", kern_sum=folder / "nsys_kern_sum.csv")
     params = Params(tool=tool, settings=settings, device=CPU, variant=BASELINE, model=MODEL, diffusion=DIFFUSION,
                     train={"seed": 0, "lr": 1e-5}, warmup_steps=1)
@@ -375,6 +378,21 @@ def case_ncu_export_cut_at_a_row_boundary_and_a_log_without_ncu_lines(tmp_path, 
                        log="step 0 of 1 (profiled)\n", phase="sample")
 
 
+@case(r"ncu details CSV \S+ncu_details\.csv is a raw page \(a units row under its header, no 'Section Name' and "
+      r"'Metric Name' columns\), not a details page: saved under the other page's name\?; fix: export it again with "
+      r"ncu -i REPORT --csv --page details")
+def case_ncu_raw_page_saved_as_the_details_page(tmp_path, dataset):
+    # The raw page itself is whole: the line must not call it cut short.
+    return ncu_extract(tmp_path, H200_RAW.read_text(), details=H200_RAW.read_text())
+
+
+@case(r"ncu raw CSV \S+ncu_raw\.csv is a details page \(it has the 'Section Name' and 'Metric Name' columns of --page "
+      r"details\), not a raw page: saved under the other page's name\?; fix: export again with ncu -i REPORT --csv "
+      r"--page raw")
+def case_ncu_details_page_saved_as_the_raw_page(tmp_path, dataset):
+    return ncu_extract(tmp_path, details_page(H200_RAW.read_text()))
+
+
 # --- shipped or imported reference sets that cannot be read -----------------------------------------------------------
 
 
@@ -474,6 +492,75 @@ def case_reference_set_summary_cut_at_a_row_boundary(tmp_path):
       r"planning\.set_manifest \S+/h200")
 def case_reference_set_without_manifest(tmp_path):
     return collect_job(tmp_path, reference_copy(tmp_path, manifest=False))
+
+
+# --- results measured here that cannot be read whole ------------------------------------------------------------------
+
+
+def measured_copy(root: Path, *parts: str) -> Path:
+    """A copy of the shipped H200 run at `parts` (a variant, or study/<variant>/seed<k>) as if measured here, under
+    <root>/results/wholehead/h200/."""
+    folder = root / "results" / "wholehead" / "h200" / Path(*parts)
+    shutil.copytree(REFERENCE / Path(*parts), folder)
+    return folder
+
+
+def collect_measured(root: Path, folder: Path) -> Attempt:
+    """workflow/scripts/collect_results.py reading the results in `folder` as measured here."""
+    measured = sorted(str(p) for p in folder.rglob("*") if p.name.endswith(SHIPPED_NAMES))
+    out = Bundle(**{name: root / "collected" / f"{name}.parquet" for name in TABLES})
+    (root / "collected").mkdir(exist_ok=True)
+    return Attempt(lambda: run_script("collect_results.py", input=Files(measured=measured, shipped=[], references=[]),
+                                      params=Params(gpus=["h200"]), output=out, log=Files(root / "collect.log")),
+                   [Path(p) for p in out])
+
+
+@case(r"\S+/results/wholehead/h200/baseline/profile/sample/ncu_summary\.csv: not a readable ncu_summary\.csv table "
+      r"\(ValueError: its last row is not the one 'all' row that every summary ends with \(its total\): cut short at a "
+      r"row boundary\); fix: run the job that writes it again \(your snakemake command with --forcerun \S+ added")
+def case_summary_cut_at_a_row_boundary(tmp_path):
+    # Its class rows still parse: fig01 would draw the shortened step, and a table job would find no 'all' row.
+    folder = measured_copy(tmp_path, "baseline")
+    summary = folder / "profile" / "sample" / "ncu_summary.csv"
+    summary.write_text("".join(summary.read_text().splitlines(keepends=True)[:-1]))
+    return collect_measured(tmp_path, folder)
+
+
+@case(r"\S+/h200/tf32/profile/train/torch_summary\.csv: not a readable torch_summary\.csv table \(ValueError: its kernel "
+      r"classes hold 3,306 launches but its 'all' row 4,068: rows cut or edited\); fix: run the job that writes it")
+def case_summary_with_a_row_lost(tmp_path):
+    folder = measured_copy(tmp_path, "tf32")
+    summary = folder / "profile" / "train" / "torch_summary.csv"
+    lines = summary.read_text().splitlines(keepends=True)
+    summary.write_text("".join(lines[:5] + lines[6:]))  # the layout conversions (762 launches) gone; the total kept
+    return collect_measured(tmp_path, folder)
+
+
+@case(r"\S+/h200/tf32/train_steps\.csv: not a readable train_steps\.csv table \(ValueError: holds 5 steps, but train\.json "
+      r"beside it ran 2 warm-up and 4 timed steps \(6\): cut short or of another run\); fix: run the job that writes")
+def case_train_steps_cut_at_a_row_boundary(tmp_path):
+    folder = measured_copy(tmp_path, "tf32")
+    steps = folder / "train_steps.csv"
+    steps.write_text("".join(steps.read_text().splitlines(keepends=True)[:-1]))  # the loss curve one step short
+    return collect_measured(tmp_path, folder)
+
+
+@case(r"\S+/study/baseline/seed0/losses\.csv: not a readable study losses table \(ValueError: holds 1000 steps, but "
+      r"run\.json beside it trained 1200: cut short or of another run\); fix: run the job that writes it again")
+def case_study_losses_cut_at_a_row_boundary(tmp_path):
+    folder = measured_copy(tmp_path, "study", "baseline", "seed0")
+    losses = folder / "losses.csv"
+    losses.write_text("".join(losses.read_text().splitlines(keepends=True)[:1001]))
+    return collect_measured(tmp_path, folder)
+
+
+@case(r"\S+nsys_kern_sum\.csv: nsys kernel-summary CSV holds \S+ ns of kernel time in 4 rows, but its largest "
+      r"kernel's share \(58\.2 % of \S+ ns\) gives a whole of at least \S+ ns: at least 4\.6\d% of the time is missing "
+      r"\(cut short at a row boundary\); fix: run nsys stats again")
+def case_nsys_summary_cut_at_a_row_boundary(tmp_path, dataset):
+    lines = NSYS_KERN_SUM.read_text().splitlines(keepends=True)
+    (tmp_path / "nsys_kern_sum.csv").write_text("".join(lines[:-3]))  # every row left parses
+    return extract_job(tmp_path, "nsys", phase="sample", kern_sum=tmp_path / "nsys_kern_sum.csv")
 
 
 def test_the_restore_a_damaged_committed_set_is_told_works(tmp_path):
@@ -588,7 +675,17 @@ def case_nsys_value_not_a_number(tmp_path, dataset):
 
 @case(r"ncu not found: Nsight Compute is not on PATH; fix: add /opt/nvidia/nsight-compute/<version> to PATH .*"
       r"\(tool output: \S+tool\.log\)")
-def case_ncu_not_found(tmp_path, dataset):
+def case_ncu_not_found(tmp_path, dataset, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ncu on PATH, and none configured
+    monkeypatch.setattr("profiling.ncu.NCU_INSTALL_ROOT", tmp_path / "nsight-compute")
+    return profile_job(tmp_path, dataset, None)
+
+
+@case(r"ncu executable \S+/missing/ncu \(profiling\.ncu\.executable or its by_architecture override\) does not "
+      r"exist; fix: correct the path \(the ncu binary of an install, e\.g\. /opt/nvidia/nsight-compute/<version>/ncu\), "
+      r"or set it to null to use the ncu found on PATH")
+def case_ncu_executable_missing(tmp_path, dataset):
+    # Configured to a path that is not there: the config is wrong, not PATH.
     return profile_job(tmp_path, dataset, tmp_path / "missing" / "ncu")
 
 
@@ -628,7 +725,13 @@ def case_profiler_timeout(tmp_path, dataset):
 
 
 @case(r"nsys not found: .*fix:")
-def case_nsys_not_found(tmp_path, dataset):
+def case_nsys_not_found(tmp_path, dataset, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    return profile_job(tmp_path, dataset, None, tool="nsys")
+
+
+@case(r"nsys executable \S+/missing/nsys \(profiling\.nsys\.executable\) does not exist; fix: correct the path")
+def case_nsys_executable_missing(tmp_path, dataset):
     return profile_job(tmp_path, dataset, tmp_path / "missing" / "nsys", tool="nsys")
 
 
@@ -916,6 +1019,28 @@ def case_overlay_not_a_mapping(tmp_path):
     return Attempt(lambda: check_files([tmp_path / "my-overlay.yaml"]))
 
 
+@case(r"overlay \S+my-overlay\.yaml is empty \(or holds only comments\), which Snakemake refuses without naming it; "
+      r"fix: write the settings it changes as `key: value` lines, or leave it out")
+def case_overlay_empty(tmp_path):
+    (tmp_path / "my-overlay.yaml").write_text("# the study's settings, to come\n")
+    return Attempt(lambda: check_files([tmp_path / "my-overlay.yaml"]))
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "- gpus: [cpu]\n"], ids=["empty", "comment", "list"])
+@pytest.mark.workflow
+def test_what_snakemake_says_of_an_empty_or_list_overlay_is_the_line_the_docs_explain(workflow, text):
+    """Snakemake reads --configfile overlays before any code of the workflow runs: for these it names no file. The
+    troubleshooting page quotes its line and sends the user to the reader, which names the file."""
+    (workflow / "my-overlay.yaml").write_text(text)
+    refused = snakemake(workflow, "-n", "--configfile", "my-overlay.yaml")
+    assert refused.returncode != 0
+    said = "Config file must be given as JSON or YAML with keys at top level."
+    assert said in refused.stdout + refused.stderr, refused.stderr[-2000:]
+    assert said in " ".join((REPO / "docs" / "troubleshooting.md").read_text().split())
+    with pytest.raises(ConfigError, match=r"overlay \S*my-overlay\.yaml (is empty|holds a list)"):
+        check_files([workflow / "my-overlay.yaml"])
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_refused_in_one_line_naming_the_fix_and_nothing_is_left(name, request, tmp_path):
     make, pattern = CASES[name]
@@ -1127,6 +1252,27 @@ def test_snakemake_stops_in_one_line_and_leaves_nothing(name, workflow):
     assert not left, f"left behind: {left}"
 
 
+def test_a_number_written_as_yaml_1_2_writes_it_is_that_number(tmp_path):
+    """`lr: 1e-4` is a number in YAML 1.2 but the string '1e-4' to PyYAML (YAML 1.1), and so to Snakemake: the
+    check reads it as YAML 1.2 does where the schema wants a number, and a word there is still refused."""
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, {"train": {"lr": "1e-4"}, "comparison": {"budget_seconds": "+2E2"}})
+    check_config(config, REPO, [REPO / "config.yaml"])
+    assert config["train"]["lr"] == 0.0001 and type(config["train"]["lr"]) is float
+    assert config["comparison"]["budget_seconds"] == 200.0
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, {"train": {"lr": "1e-4x"}})
+    with pytest.raises(ConfigError, match=r"train\.lr: '1e-4x' is not of type 'number'"):
+        check_config(config, REPO, [REPO / "config.yaml"])
+
+
+@pytest.mark.workflow
+def test_an_overlay_with_lr_1e_4_plans(workflow):
+    (workflow / "lr.yaml").write_text("train:\n  lr: 1e-4\n")
+    planned = snakemake(workflow, "-n", "--configfile", "lr.yaml", "--", "results/wholehead/cpu/baseline/train.json")
+    assert planned.returncode == 0, planned.stdout[-1500:] + planned.stderr[-1500:]
+
+
 def test_a_reference_set_in_the_layout_before_workloads_is_refused_with_a_move_that_works(tmp_path):
     """A set exported before the workload became an axis (data/reference/<label>/): refused in one line with the
     command that moves it; after doing what the line says, the same configuration is accepted."""
@@ -1208,3 +1354,40 @@ def test_targets_of_another_workload_or_label_name_the_setting():
     assert "fix: add config/brats.yaml" in target_problem("results/brats/cpu/baseline/train.json", config)
     assert "hardware label 'h200' is not measured" in target_problem("results/wholehead/h200/tf32/train.json", config)
     assert "'tf64' is not a defined variant" in target_problem("results/wholehead/cpu/tf64/train.json", config)
+
+
+def test_a_target_in_the_layout_before_workloads_names_its_path_today():
+    from planning.targets import target_problem
+
+    config = read_mapping(REPO / "config.yaml")
+    fix = "; fix: ask for "
+    assert target_problem("results/cpu/baseline/train.json", config).endswith(
+        fix + "results/wholehead/cpu/baseline/train.json")
+    assert target_problem("results/dataset/prepared_brats", config).endswith(
+        fix + "results/brats/dataset/prepared, and add config/brats.yaml after your other overlays")
+    assert target_problem("results/h200_brats/tf32/train.json", config).endswith(
+        fix + "results/brats/h200/tf32/train.json, and add config/brats.yaml after your other overlays")
+    assert target_problem("results/nowhere/x.json", config).endswith("; fix: correct the path")
+
+
+def test_a_target_of_another_workload_names_the_overlay_that_set_the_workload(tmp_path):
+    """The fix names the file the user gave (here their own BraTS overlay), not one they never gave."""
+    from planning.targets import target_problem
+
+    mine = tmp_path / "my-brats.yaml"
+    mine.write_text("workload: brats\n")
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, read_mapping(mine))
+    problem = target_problem("results/wholehead/cpu/baseline/train.json", config, [REPO / "config.yaml", mine])
+    assert problem.endswith(f"; fix: leave out {mine}, which sets workload: brats"), problem
+
+
+@pytest.mark.workflow
+def test_the_path_a_target_in_the_old_layout_is_told_plans(workflow):
+    refused = snakemake(workflow, "-n", "--", "results/cpu/baseline/train.json")
+    assert refused.returncode != 0
+    (line,) = [text for text in (refused.stdout + refused.stderr).splitlines()
+               if text.startswith("target results/cpu/baseline/train.json:")]
+    target = line.split("; fix: ask for ", 1)[1]
+    planned = snakemake(workflow, "-n", "--", target)
+    assert planned.returncode == 0, planned.stderr[-2000:]

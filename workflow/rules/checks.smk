@@ -51,7 +51,11 @@ STUDY = PLAN.study
 # before Snakemake's bare "No rule to produce ...". (Snakemake parses this file before it knows its targets, so the
 # command line is read as typed: every argument under results/, targets and --forcerun files alike.)
 for _argument in sys.argv[1:]:
-    _problem = target_problem(_argument, config)
+    _problem = target_problem(
+        _argument,
+        config,
+        [Path(workflow.basedir) / "config.yaml", *workflow.overwrite_configfiles],
+    )
     if _problem:
         raise WorkflowError(_problem)
 

@@ -150,7 +150,8 @@ def read_case_list(path: Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: case list not found")
-    names = [line.strip() for line in path.read_text().splitlines()]
+    # utf-8-sig: a byte-order mark (a spreadsheet's export) is not part of the first name.
+    names = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]
     names = list(dict.fromkeys(n for n in names if n and not n.startswith("#")))
     if not names:
         raise DatasetError(f"{path}: the case list names no case")

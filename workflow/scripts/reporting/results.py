@@ -136,6 +136,18 @@ def load_csv(path: str | Path) -> pd.DataFrame:
     return load(path)
 
 
+def load_train_steps(path: str | Path) -> pd.DataFrame:
+    """A run's train_steps.csv, refused (ValueError) unless it holds every step its train.json (written by the same
+    job) says was run: the warm-up and the timed optimizer steps. Cut at a row boundary, it parses."""
+    steps = load_csv(path)
+    settings = json.loads(Path(path).with_name("train.json").read_text())["settings"]
+    expected = settings["warmup_steps"] + settings["measured_steps"]
+    if len(steps) != expected:
+        raise ValueError(f"holds {len(steps)} steps, but train.json beside it ran {settings['warmup_steps']} warm-up "
+                         f"and {settings['measured_steps']} timed steps ({expected}): cut short or of another run")
+    return steps
+
+
 def _read_json(path: Path) -> dict:
     with _reading(path, Path(path).name):
         data = json.loads(Path(path).read_text())
@@ -432,7 +444,12 @@ def _study_losses(files: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for row in files[files["kind"] == "study_losses"].itertuples():
         with _reading(row.path, "study losses table"):
-            frames.append(load_csv(row.path).assign(gpu=row.gpu, variant=row.variant, seed=int(row.seed)))
+            losses = load_csv(row.path)
+            steps = json.loads(Path(row.path).with_name("run.json").read_text())["training"]["optimizer_steps"]
+            if len(losses) != steps:
+                raise ValueError(f"holds {len(losses)} steps, but run.json beside it trained {steps}: cut short or "
+                                 "of another run")
+            frames.append(losses.assign(gpu=row.gpu, variant=row.variant, seed=int(row.seed)))
     if not frames:
         return pd.DataFrame(columns=["gpu", "variant", "seed"])
     return pd.concat(frames, ignore_index=True).sort_values(["gpu", "variant", "seed", "step"], kind="stable",
@@ -471,12 +488,12 @@ def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.D
 
 def _references(references: Iterable) -> dict[str, pd.DataFrame]:
     """The shipped sets of labels measured here, read like any shipped set: the reference side of tab08."""
-    from profiling.tables import load_frame
+    from profiling.tables import load_summary
 
     files = gather((), references)
     labels = _labels(files, ())
     hardware = _hardware(files, labels, _provenances(files))
-    tables = {"reference_runs": _runs(files), "reference_summaries": _per_file(files, "summary", load_frame)}
+    tables = {"reference_runs": _runs(files), "reference_summaries": _per_file(files, "summary", load_summary)}
     return {"reference_hardware": hardware, **{name: _tag(frame, hardware, labels) for name, frame in tables.items()}}
 
 
@@ -484,7 +501,7 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
             references: Iterable = ()) -> dict[str, pd.DataFrame]:
     """Every table of the bundle from the result files (see the module docstring). `references`: files of shipped
     sets whose labels are measured here too (read apart: tab08 checks the measured run against them)."""
-    from profiling.tables import load_frame
+    from profiling.tables import load_frame, load_summary
 
     check_sets([*shipped, *references])  # every shipped or imported set: each file as its manifest.sha256 lists it
     files = gather(measured, shipped, measured_labels)
@@ -499,8 +516,8 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
         "runs": with_comparisons(_runs(files), comparisons),
         "comparisons": comparisons,
         "quality": _quality(files),
-        "losses": _per_file(files, "train_steps.csv", load_csv),
-        "summaries": _per_file(files, "summary", load_frame),
+        "losses": _per_file(files, "train_steps.csv", load_train_steps),
+        "summaries": _per_file(files, "summary", load_summary),
         "kernels": _per_file(files, "kernels", load_frame),
         "rules": _per_file(files, "rules", read_rules),
         "slices": _slices(files),
