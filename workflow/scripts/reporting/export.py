@@ -70,7 +70,7 @@ def export_set(label: str, files: list[str | Path], results_root: str | Path, ou
         for path in sorted(map(Path, files)):
             relative = path.relative_to(source_root)
             written[destination(relative)] = _content(path, relative)
-        written[Path("config.yaml")] = config_yaml(config).encode()
+        written[Path("config.yaml")] = config_yaml(config, label).encode()
         written[Path("README.md")] = readme(label, written, config, command).encode()
         written[Path(MANIFEST)] = manifest_text(written).encode()
         for relative, data in written.items():
@@ -87,10 +87,16 @@ def export_set(label: str, files: list[str | Path], results_root: str | Path, ou
     return sorted(written)
 
 
-def config_yaml(config: dict) -> str:
-    head = ("# The complete configuration of the workflow that measured this set (every key; see README.md).\n"
-            "# Measure the same on another machine of this label: snakemake --configfile <this file> -- ...\n")
-    return head + yaml.safe_dump(json.loads(json.dumps(config)), sort_keys=False, width=120)
+def config_yaml(config: dict, label: str) -> str:
+    """The configuration of the jobs that measured the set, set up to measure `label` again and check it against the
+    set: `gpus` is the label alone and `reference_results` lists it (neither changes what a job computes)."""
+    again = json.loads(json.dumps(config))
+    again["gpus"] = [label]
+    again["reference_results"] = [*[r for r in config.get("reference_results", []) if r != label], label]
+    head = ("# The complete configuration of the workflow that measured this set (every key; see README.md), with\n"
+            f"# gpus: [{label}] and {label} in reference_results, so that it measures {label} again and checks the run\n"
+            "# against this set (tab08): snakemake --cores 1 --configfile <this file> -- paper/figures/all\n")
+    return head + yaml.safe_dump(again, sort_keys=False, width=120)
 
 
 # -- the README -----------------------------------------------------------------------------------------------------
@@ -182,8 +188,9 @@ def readme(label: str, written: dict[Path, bytes], config: dict, command: str) -
         command,
         "```",
         "",
-        "`config.yaml` beside this file is the complete configuration those jobs used. On another machine of this "
-        "label, this measures the same and checks it against this set (tab08):",
+        f"`config.yaml` beside this file is the complete configuration those jobs used, measuring `{label}` alone "
+        f"and listing this set in `reference_results`. On another machine of this label, this measures the same and "
+        "checks it against this set (tab08):",
         "",
         "```bash",
         f"snakemake --cores 1 --configfile {layout.reference_dir(workload, label)}/config.yaml -- paper/figures/all",
