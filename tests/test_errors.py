@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import time
 import subprocess
 import sys
 from collections.abc import Callable
@@ -1391,3 +1392,71 @@ def test_the_path_a_target_in_the_old_layout_is_told_plans(workflow):
     target = line.split("; fix: ask for ", 1)[1]
     planned = snakemake(workflow, "-n", "--", target)
     assert planned.returncode == 0, planned.stderr[-2000:]
+
+
+# --- two runs on one results folder ------------------------------------------------------------------------------------
+
+
+def test_the_results_lock_names_its_holder_and_dies_with_it(tmp_path):
+    """While another process holds results/ (a Snakemake run of another checkout), taking it is refused in one line
+    naming that run; once the holder is killed (SIGKILL: no handler runs) it is free again, with no stale lock."""
+    from planning.results_lock import ResultsInUse, hold
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from planning.results_lock import hold; "
+         f"h = hold({str(tmp_path)!r}, 'snakemake --cores 1 -- paper/figures/all'); print('held', flush=True); "
+         "time.sleep(600)"],
+        env={**os.environ, "PYTHONPATH": str(REPO / "workflow" / "scripts")}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ResultsInUse) as refused:
+            hold(tmp_path, "snakemake --cores 1 -- export")
+        message = str(refused.value)
+        assert message.startswith(f"{tmp_path / 'results'}/ is in use by another run of this workflow: pid "
+                                  f"{holder.pid} on ") and "\n" not in message, message
+        assert "snakemake --cores 1 -- paper/figures/all; two runs on one results folder" in message
+        assert message.endswith("fix: wait for that run to end, or give this checkout a results folder of its own")
+    finally:
+        holder.kill()
+        holder.wait()
+    held = hold(tmp_path, "snakemake --cores 1 -- export")
+    assert f"pid {os.getpid()} " in (tmp_path / "results" / ".run.lock").read_text()
+    held.close()
+
+
+@pytest.mark.workflow
+def test_a_second_checkout_sharing_the_results_folder_is_refused_while_the_first_runs(tmp_path):
+    """Two checkouts, the second's `results` a link to the first's: while the first runs (held still, with
+    SIGSTOP, once it has taken the folder), the second stops before any job in one line naming the first run; the
+    first then finishes untouched, and the second runs once the first has ended."""
+    first, second = copy_workflow(tmp_path / "first"), copy_workflow(tmp_path / "second")
+    (first / "results").mkdir()
+    (second / "results").symlink_to(first / "results")
+    tiny = ("--cores", "1", "--configfile", "tests/tiny.yaml", "--")
+    running = subprocess.Popen([sys.executable, "-m", "snakemake", *tiny, "results/wholehead/cpu/baseline/train.json"],
+                               cwd=first, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lock = first / "results" / ".run.lock"
+    try:
+        for _ in range(3000):  # the first run takes the folder when its first job is about to start
+            if f"pid {running.pid} " in (lock.read_text() if lock.exists() else ""):
+                break
+            assert running.poll() is None, running.stdout.read()[-3000:]
+            time.sleep(0.05)
+        else:
+            pytest.fail("the first run never took the results folder")
+        os.kill(running.pid, signal.SIGSTOP)
+        refused = snakemake(second, *tiny, "results/wholehead/dataset/prepared")
+        output = refused.stdout + refused.stderr
+        assert refused.returncode != 0, output[-3000:]
+        (line,) = [text for text in output.splitlines() if "is in use by another run of this workflow" in text]
+        assert line.startswith(f"{(first / 'results').resolve()}/ is in use by another run of this workflow: pid "
+                               f"{running.pid} on "), line
+        assert f"from {first.resolve()}, since " in line and f"(here results is {(first / 'results').resolve()})" in line
+        assert "Traceback" not in output and "Deriving" not in output  # refused before its first job
+    finally:
+        os.kill(running.pid, signal.SIGCONT)
+    finished = running.communicate(timeout=600)[0]
+    assert running.returncode == 0, finished[-3000:]
+    again = snakemake(second, "--forcerun", "results/wholehead/dataset/prepared", *tiny,
+                      "results/wholehead/dataset/prepared")
+    assert again.returncode == 0, again.stderr[-3000:]
