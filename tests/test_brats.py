@@ -406,9 +406,9 @@ def _nan(root):
 
 @pytest.mark.parametrize("make", [
     _missing_modality_raw, _missing_modality_preprocessed, _seg_without_images, _four_d,
-    _relabelled_seg_in_raw_layout, _unknown_label_preprocessed, _blank_seg_preprocessed, _shape_mismatch, _affine_mismatch, _empty_root,
-    _empty_case_folder, _empty_modality_folder, _mixture, _raw_file_among_preprocessed, _foreign_name,
-    _case_in_the_wrong_folder, _modality_in_the_wrong_folder, _loose_file, _nan,
+    _relabelled_seg_in_raw_layout, _unknown_label_preprocessed, _blank_seg_preprocessed, _shape_mismatch,
+    _affine_mismatch, _empty_root, _empty_case_folder, _empty_modality_folder, _mixture, _raw_file_among_preprocessed,
+    _foreign_name, _case_in_the_wrong_folder, _modality_in_the_wrong_folder, _loose_file, _nan,
 ])
 def test_bad_folders_raise_one_clear_line_and_write_nothing(make, tmp_path):
     root = tmp_path / "brats"

@@ -1,3 +1,4 @@
+import dataclasses
 import glob
 import os
 import shlex
@@ -11,6 +12,7 @@ from medddpm.workloads import WORKLOADS, preparation_settings, synthetic_sources
 from planning import layout
 from planning.ncu import ncu_settings
 from planning.plan import ReferenceSetError
+from profiling.conv_checks import checks_of as preflight_checks
 
 
 # Closed wildcard sets. A rule narrows one where it serves fewer values (the quality study's labels and variants).
@@ -52,6 +54,23 @@ def profiled_train_params(wildcards):
 def gpus_needed(wildcards):
     """GPUs a job of this label takes (counted against --resources gpu=N; the SLURM profiles map it to --gpus)."""
     return 0 if config["hardware"][wildcards.gpu]["device"] == "cpu" else 1
+
+
+# -- the preflight of a label's timed campaign (preflight.smk) ----------------------------------------------------
+def preflight_params(wildcards):
+    """What the preflight checks: the U-Net's widest convolution at the configured volume shape, in every precision
+    and layout of the run variants and the quality study's."""
+    names = dict.fromkeys([*config["run_variants"], *config["quality_study"]["variants"]])
+    return {
+        "shape": config["dataset"]["shape"],
+        "channels": config["model"]["base_width"],
+        "checks": [
+            dataclasses.asdict(check) for check in preflight_checks({name: config["variants"][name] for name in names})
+        ],
+    }
+
+
+PREFLIGHT = ancient(layout.label_file("preflight.json"))
 
 
 # -- the datasets -------------------------------------------------------------------------------------------------

@@ -178,8 +178,8 @@ def missing_time(total_ns: pd.Series, shares: pd.Series | None) -> str | None:
     held = float(total_ns.sum())
     if held < low * (1 - 1e-9):
         return (f"holds {held:.6g} ns of kernel time in {len(values)} rows, but its largest kernel's share "
-                f"({share:g} % of {time_ns:.6g} ns) gives a whole of at least {low:.6g} ns: at least {1 - held / low:.2%} of "
-                "the time is missing (cut short at a row boundary)")
+                f"({share:g} % of {time_ns:.6g} ns) gives a whole of at least {low:.6g} ns: at least "
+                f"{1 - held / low:.2%} of the time is missing (cut short at a row boundary)")
     if held > high * (1 + 1e-9):
         return (f"holds {held:.6g} ns of kernel time in {len(values)} rows, more than its largest kernel's share "
                 f"({share:g} % of {time_ns:.6g} ns) allows (at most {high:.6g} ns): rows of another summary added")

@@ -359,8 +359,8 @@ def summary_problem(summary: pd.DataFrame) -> str | None:
                 "cut or edited")
     time_ns = float(classes["time_ns"].sum())
     if not math.isclose(time_ns, float(total["time_ns"]), rel_tol=1e-9):
-        return (f"its kernel classes hold {time_ns:.6g} ns of kernel time but its 'all' row {float(total['time_ns']):.6g}"
-                " ns: rows cut or edited")
+        return (f"its kernel classes hold {time_ns:.6g} ns of kernel time but its 'all' row "
+                f"{float(total['time_ns']):.6g} ns: rows cut or edited")
     return None
 
 

@@ -94,8 +94,8 @@ def config_yaml(config: dict, label: str) -> str:
     again["gpus"] = [label]
     again["reference_results"] = [*[r for r in config.get("reference_results", []) if r != label], label]
     head = ("# The complete configuration of the workflow that measured this set (every key; see README.md), with\n"
-            f"# gpus: [{label}] and {label} in reference_results, so that it measures {label} again and checks the run\n"
-            "# against this set (tab08): snakemake --cores 1 --configfile <this file> -- paper/figures/all\n")
+            f"# gpus: [{label}] and {label} in reference_results, so that it measures {label} again and checks\n"
+            "# the run against this set (tab08): snakemake --cores 1 --configfile <this file> -- paper/figures/all\n")
     return head + yaml.safe_dump(again, sort_keys=False, width=120)
 
 
