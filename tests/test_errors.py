@@ -41,6 +41,7 @@ from reporting.results import TABLES
 from snakemake.utils import update_config
 from planning.plan import SHIPPED_NAMES
 from measurement.provenance import device_record
+from measurement.conv_checks import checks_for
 from measurement.stack import stack_of
 
 FIXTURES = REPO / "tests" / "fixtures" / "profiling"
@@ -109,10 +110,13 @@ def dataset(tmp_path_factory) -> Path:
 
 
 def preflight_here(folder: Path) -> Path:
-    """A passed preflight record of this machine's CPU and software (what a timed job checks it against)."""
+    """A passed preflight record of this machine's CPU and software, every combination passed (what a timed job
+    checks it against)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "preflight.json"
-    path.write_text(json.dumps({"stack": stack_of(device_record(torch.device("cpu"))), "passed": True}))
+    checks = [{**vars(check), "name": check.name, "passed": True, "state": "passed"} for check in checks_for({})]
+    path.write_text(json.dumps({"stack": stack_of(device_record(torch.device("cpu"))), "checks": checks,
+                                "passed": True}))
     return path
 
 
@@ -803,35 +807,51 @@ def case_gpu_label_without_that_gpu(tmp_path, dataset):
       r"output's RMS at \d+ of 4096 sampled points \(allowed 0\.08\); this stack would time and draw wrong or fallback "
       r"convolutions; fix: install a torch release whose cuDNN has not this fault .*, or leave bf16 out of run_variants")
 def case_preflight_conv3d_wrong_in_bf16(tmp_path, monkeypatch):
-    # As the known cuDNN fault: bf16 convolutions wrong (here: the far half of the volume), fp32 right.
+    # As the known cuDNN fault: bf16 convolutions wrong (here: the far half of the volume), fp32 right. Only the
+    # contiguous layout is wrong, and only the bf16 variant (contiguous) is configured: the line names that check.
     from profiling import preflight
-    from profiling.conv_checks import checks_of
 
     right = preflight.F.conv3d
 
     def conv3d(*args, **kwargs):
         out = right(*args, **kwargs)
-        if out.dtype == torch.bfloat16:
+        if out.dtype == torch.bfloat16 and out.is_contiguous():
             out[:, :, 8:] = 0
         return out
 
     monkeypatch.setattr(preflight.F, "conv3d", conv3d)
-    checks = checks_of({"baseline": {}, "bf16": {"autocast": "bfloat16"}})
-    params = Params(device=CPU, conv={"shape": [16, 16, 16], "channels": 32,
-                                      "checks": [{**vars(c), "variants": list(c.variants)} for c in checks]})
+    config = read_mapping(REPO / "config.yaml") | {"run_variants": ["baseline", "bf16"]}
+    config["quality_study"]["variants"] = ["baseline"]
     out = Files(tmp_path / "preflight.json")
-    return Attempt(lambda: run_script("preflight.py", params=params, wildcards=SimpleNamespace(gpu="cpu"),
-                                      output=out, log=Files(tmp_path / "preflight.log")), [Path(p) for p in out])
+    return Attempt(lambda: run_script("preflight.py", params=Params(device=CPU, conv={"shape": [16, 16, 16],
+                                                                                        "channels": 32}),
+                                      config=config, wildcards=SimpleNamespace(gpu="cpu"), output=out,
+                                      log=Files(tmp_path / "preflight.log")), [Path(p) for p in out])
 
 
 @case(r"\S+/preflight\.json checked another software stack than this job's \(torch 2\.9\.0\+cu128 there, \S+ here\); "
-      r"fix: check this one: your snakemake command with --forcerun \S+/preflight\.json added before any --")
+      r"fix: check this one: your snakemake command with --forcerun \S+/preflight\.json added before any -- \(every timed "
+      r"job of the label runs again: its results would otherwise mix two stacks\)")
 def case_preflight_of_another_stack(tmp_path, dataset):
     # The record of a check made before torch was upgraded: it says nothing of this stack's convolutions.
     attempt = train_job(tmp_path, dataset)
     record = tmp_path.with_name(tmp_path.name + "-label") / "preflight.json"
     data = json.loads(record.read_text())
     data["stack"]["torch"] = "2.9.0+cu128"
+    record.write_text(json.dumps(data))
+    return attempt
+
+
+@case(r"preflight on .+ \(torch [^)]+\): fp32 conv3d \(contiguous\) of 1x32x16x16x16 differs from float64 by 0\.5 \(\S+"
+      r"preflight\.json\); baseline runs in it; fix: install a torch release whose cuDNN has not this fault")
+def case_preflight_failed_for_this_variant(tmp_path, dataset):
+    # A combination that failed while no configured variant used it (the preflight passed), then a variant that
+    # runs in it: its timed job refuses to start.
+    attempt = train_job(tmp_path, dataset)
+    record = tmp_path.with_name(tmp_path.name + "-label") / "preflight.json"
+    data = json.loads(record.read_text())
+    failed = next(c for c in data["checks"] if c["name"] == "fp32 conv3d (contiguous)")
+    failed.update(passed=False, state="fp32 conv3d (contiguous) of 1x32x16x16x16 differs from float64 by 0.5")
     record.write_text(json.dumps(data))
     return attempt
 

@@ -1,7 +1,8 @@
 """The preflight of a timed campaign (profiling.preflight, the `preflight` rule) on the CPU: the precisions and
 layouts the variants use, the float64 reference it compares with (against torch's own float64 convolution), the job's
 record, and what a CPU cannot measure. Its CUDA path (cuDNN's kernels, TF32, fp16, the fallback) is tested on a GPU:
-tests/test_gpu_paths.py::test_the_preflight_on_the_gpu_checks_every_precision_and_finds_the_fallback."""
+tests/test_gpu_paths.py::test_the_preflight_on_the_gpu_checks_every_precision_and_finds_the_fallback. A timed job's
+refusals of a record that does not hold for it are cases of tests/test_errors.py (preflight-*)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,24 @@ import yaml
 
 from conftest import REPO, Files, Params, run_script
 from profiling import preflight
-from profiling.conv_checks import Check, checks_of, precision_of
+from measurement.conv_checks import Check, checks_for, precision_of
+from planning.configcheck import read_mapping
 
 CPU = {"label": "cpu", "device": "cpu", "name_pattern": None, "emulate_gpus_on_cpu": False}
 
 
-def test_each_variant_checks_the_precision_and_layout_its_convolutions_run_in():
+def test_every_combination_is_checked_with_the_variants_that_use_it():
     variants = yaml.safe_load((REPO / "config.yaml").read_text())["variants"]
     assert [precision_of(variants[name]) for name in ("baseline", "torch_defaults", "tf32", "bf16")] == \
         ["fp32", "tf32", "tf32", "bf16"]
     assert precision_of({"autocast": "float16", "cudnn_tf32": True}) == "fp16"
-    found = checks_of({"baseline": {}, "channels_last": {"channels_last": True},
-                       "tf32": {"cudnn_tf32": True, "matmul_tf32": True}, "tf32_again": {"cudnn_tf32": True},
-                       "bf16_tuned": {"autocast": "bfloat16", "channels_last": True, "cudnn_benchmark": True}})
-    assert found == [Check("bf16", True, True, ("bf16_tuned",)), Check("fp32", False, False, ("baseline",)),
-                     Check("fp32", True, False, ("channels_last",)), Check("tf32", False, False, ("tf32", "tf32_again"))]
+    found = checks_for({"baseline": {}, "channels_last": {"channels_last": True},
+                        "tf32": {"cudnn_tf32": True, "matmul_tf32": True}, "tf32_again": {"cudnn_tf32": True},
+                        "bf16_tuned": {"autocast": "bfloat16", "channels_last": True, "cudnn_benchmark": True}})
+    assert len(found) == 4 * 2 * 2 and len({check.key for check in found}) == 16  # a variant added later is covered
+    used = {check.key: check.variants for check in found if check.variants}
+    assert used == {("fp32", False, False): ("baseline",), ("fp32", True, False): ("channels_last",),
+                    ("tf32", False, False): ("tf32", "tf32_again"), ("bf16", True, True): ("bf16_tuned",)}
 
 
 def test_the_reference_is_the_convolution_in_float64():
@@ -43,33 +47,37 @@ def test_the_reference_is_the_convolution_in_float64():
                                atol=1e-12)
 
 
-def preflight_job(tmp_path, checks, shape=(16, 16, 16), channels=32):
+def preflight_job(tmp_path, run_variants, shape=(16, 16, 16), channels=32):
+    """workflow/scripts/preflight.py on this CPU, the configured variants `run_variants` (the study: the baseline)."""
     out = tmp_path / "preflight.json"
-    params = Params(device=CPU, conv={"shape": list(shape), "channels": channels,
-                                      "checks": [{**vars(check), "variants": list(check.variants)} for check in checks]})
-    run_script("preflight.py", params=params, wildcards=SimpleNamespace(gpu="cpu"), output=Files(out),
+    config = read_mapping(REPO / "config.yaml") | {"run_variants": run_variants}
+    config["quality_study"]["variants"] = ["baseline"]
+    run_script("preflight.py", params=Params(device=CPU, conv={"shape": list(shape), "channels": channels}),
+               config=config, wildcards=SimpleNamespace(gpu="cpu"), output=Files(out),
                log=Files(tmp_path / "preflight.log"))
     return out
 
 
 def test_the_cpu_preflight_checks_fp32_and_bf16_and_says_what_it_cannot_measure(tmp_path):
-    checks = checks_of({"baseline": {}, "channels_last": {"channels_last": True}, "tf32": {"cudnn_tf32": True},
-                        "bf16": {"autocast": "bfloat16"}, "fp16": {"autocast": "float16"}})
-    record = json.loads(preflight_job(tmp_path, checks).read_text())
+    record = json.loads(preflight_job(tmp_path, ["baseline", "channels_last", "tf32", "bf16"]).read_text())
     assert record["passed"] is True
     assert record["stack"] == {"device_name": record["provenance"]["host_cpu"], "torch": torch.__version__}
     by_name = {check["name"]: check for check in record["checks"]}
+    assert len(by_name) == 16
     for name in ("fp32 conv3d (contiguous)", "fp32 conv3d (channels-last)"):
         assert by_name[name]["passed"] is True and by_name[name]["max_error"] < 1e-4
         assert by_name[name]["shape"] == [1, 32, 16, 16, 16] and by_name[name]["points"] == 16 ** 3  # every point
         assert by_name[name]["cudnn"] == "not measurable here: cuDNN runs on CUDA GPUs"
-    assert by_name["bf16 conv3d (contiguous)"]["passed"] is True  # bf16 autocast runs on a CPU too
-    assert 1e-3 < by_name["bf16 conv3d (contiguous)"]["max_error"] < 8e-2  # bf16's rounding shows, within its limit
-    for name in ("tf32 conv3d (contiguous)", "fp16 conv3d (contiguous)"):
+    assert by_name["fp32 conv3d (contiguous)"]["variants"] == ["baseline"]
+    for name in ("bf16 conv3d (contiguous)", "bf16 conv3d (channels-last)"):  # bf16 autocast runs on a CPU too
+        assert by_name[name]["passed"] is True and 1e-3 < by_name[name]["max_error"] < 8e-2  # its rounding shows
+    assert by_name["bf16 conv3d (channels-last)"]["variants"] == []  # checked for a variant added later
+    for name in ("tf32 conv3d (contiguous)", "fp16 conv3d (contiguous)", "fp32 conv3d (contiguous, cudnn.benchmark)"):
         assert by_name[name]["passed"] is None and by_name[name]["state"].startswith("not measurable here: ")
     log = (tmp_path / "preflight.log").read_text()
     assert "fp32 conv3d (contiguous) (baseline): passed" in log
     assert "tf32 conv3d (contiguous) (tf32): not measurable here" in log
+    assert "bf16 conv3d (channels-last) (no configured variant): passed" in log
 
 
 @pytest.mark.parametrize("wrong", ["last slice", "everywhere"])

@@ -1,4 +1,3 @@
-import dataclasses
 import glob
 import os
 import shlex
@@ -12,7 +11,6 @@ from medddpm.workloads import WORKLOADS, preparation_settings, synthetic_sources
 from planning import layout
 from planning.ncu import ncu_settings
 from planning.plan import ReferenceSetError
-from profiling.conv_checks import checks_of as preflight_checks
 
 
 # Closed wildcard sets. A rule narrows one where it serves fewer values (the quality study's labels and variants).
@@ -58,19 +56,13 @@ def gpus_needed(wildcards):
 
 # -- the preflight of a label's timed campaign (preflight.smk) ----------------------------------------------------
 def preflight_params(wildcards):
-    """What the preflight checks: the U-Net's widest convolution at the configured volume shape, in every precision
-    and layout of the run variants and the quality study's."""
-    names = dict.fromkeys([*config["run_variants"], *config["quality_study"]["variants"]])
-    return {
-        "shape": config["dataset"]["shape"],
-        "channels": config["model"]["base_width"],
-        "checks": [
-            dataclasses.asdict(check) for check in preflight_checks({name: config["variants"][name] for name in names})
-        ],
-    }
+    """The convolution the preflight checks: the U-Net's widest, at the configured volume shape. Which variants use
+    each combination it checks is read from the config when it runs, not passed: the record then stays valid (and
+    no timed job runs again) when variants are added or changed; a timed job refuses it where it does not hold."""
+    return {"shape": config["dataset"]["shape"], "channels": config["model"]["base_width"]}
 
 
-PREFLIGHT = ancient(layout.label_file("preflight.json"))
+PREFLIGHT = layout.label_file("preflight.json")
 
 
 # -- the datasets -------------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 # The preflight of each hardware label's timed campaign (profiling.preflight): conv3d at the study's shapes against
-# float64 in every precision and layout the variants use, cuDNN running it on a GPU, the stack's versions. Every timed
-# rule takes its record as an input, ancient(): a failing preflight stops the campaign before anything is timed,
-# and checking the stack again (--forcerun the record) does not time everything again. A timed job refuses a record
-# of another stack than its own.
+# float64 in every precision, layout and autotuner setting a variant can use, cuDNN running it on a GPU, the stack's
+# versions. Every timed rule takes its record as an input, so a failing preflight stops the campaign before anything
+# is timed; a timed job refuses a record of another stack than its own, or one whose check of its variant's
+# combination failed (measurement.conv_checks). Not ancient(): Snakemake 9.27 then skips the jobs downstream of a
+# preflight that runs again, even where they have reasons of their own to run.
 
 
 rule preflight:

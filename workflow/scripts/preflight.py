@@ -1,15 +1,16 @@
 """Snakemake job: the preflight of one hardware label's timed campaign (profiling.preflight): conv3d at the study's
-shapes against float64 in every precision and layout the variants use, cuDNN running it on a GPU, the versions."""
+shapes against float64 in every precision, layout and autotuner setting, cuDNN running it on a GPU, the versions.
+Which variants use each combination is read from the config (the run variants and the quality study's)."""
 
 from pathlib import Path
 
 from jobio.errors import write_json
 from jobio.job import JobError, repo_root, run_job
+from measurement.conv_checks import checks_for, problem_line
 from measurement.devices import resolve_device
 from measurement.provenance import provenance
 from measurement.stack import stack_of
 from medddpm.settings import DeviceSpec, from_mapping, params_dict
-from profiling.conv_checks import Check, problem_line
 from profiling.preflight import run_check
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
@@ -19,13 +20,13 @@ def main() -> None:
     params = params_dict(snakemake.params)
     spec = from_mapping(DeviceSpec, params["device"], "device")
     device = resolve_device(spec.label, spec.hardware(), spec.emulate_gpus_on_cpu)
-    conv = params["conv"]
+    conv, config = params["conv"], snakemake.config
     record = provenance(device, params, repo_root(snakemake.scriptdir), spec.label, spec.device != device.type)
+    names = dict.fromkeys([*config["run_variants"], *config["quality_study"]["variants"]])
     checks = []
-    for check in conv["checks"]:
-        checks.append(run_check(Check(**{**check, "variants": tuple(check["variants"])}), conv["channels"],
-                                conv["shape"], device))
-        print(f"{checks[-1]['name']} ({', '.join(check['variants'])}): {checks[-1]['state']}")
+    for check in checks_for({name: config["variants"][name] for name in names}):
+        checks.append(run_check(check, conv["channels"], conv["shape"], device))
+        print(f"{check.name} ({', '.join(check.variants) or 'no configured variant'}): {checks[-1]['state']}")
     result = {"provenance": record, "stack": stack_of(record), "checks": checks}
     problem = problem_line(result)
     if problem:

@@ -3,10 +3,7 @@ No torch here (the preflight's plan reads it while the DAG is built)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-
-from jobio.errors import ExpectedError
 
 
 def stack_of(record: dict) -> dict:
@@ -31,14 +28,3 @@ def stack_problem(checked: dict, here: dict, path: str | Path) -> str | None:
     return (f"{path} checked another software stack than this job's ({'; '.join(differing)}); fix: check this one: "
             f"your snakemake command with --forcerun {path} added before any --")
 
-
-class StackMismatch(ExpectedError):
-    """A check recorded for another device or software stack than the job's; the message names both and the fix."""
-
-
-def check_stack(path: str | Path, here: dict) -> None:
-    """Raise StackMismatch unless the record in `path` (a preflight's, holding its `stack`) was made on the stack of
-    the provenance record `here`."""
-    problem = stack_problem(json.loads(Path(path).read_text())["stack"], here, path)
-    if problem:
-        raise StackMismatch(problem)

@@ -10,7 +10,7 @@ import torch
 
 from measurement.devices import resolve_device
 from measurement.provenance import provenance
-from measurement.stack import check_stack
+from measurement.conv_checks import check_preflight
 
 from .settings import DeviceSpec, from_mapping
 from .variants import Variant, apply_backend, backend_flags
@@ -28,14 +28,15 @@ def start_run(spec: DeviceSpec, variant: Variant, repo: Path, params: dict, pref
     """Check the label against the device, set the variant's backend switches, record provenance.
 
     `params` is everything the job was given (its rule's params); provenance carries its digest. `preflight`: the
-    label's preflight record (profiling.preflight), which must hold for this job's own stack.
+    label's preflight record (profiling.preflight), which must hold for this job's stack and the variant's
+    convolutions (measurement.conv_checks).
     """
     device = resolve_device(spec.label, spec.hardware(), spec.emulate_gpus_on_cpu)
     apply_backend(variant)
     emulated = spec.device != device.type
     record = provenance(device, params, repo, spec.label, emulated)
     if preflight is not None:
-        check_stack(preflight, record)
+        check_preflight(preflight, record, variant.name, variant.switches())
     record.update(
         variant=variant.name,
         switches=variant.switches(),

@@ -196,9 +196,10 @@ class Plan:
         return [label for label in self.config["reference_results"] if label in self.labels]
 
     def shipped_reference_files(self, labels=None) -> list[str]:
-        """Files of the shipped reference sets of `labels` (default: those drawn on) that the figures read, and each
-        set's manifest.sha256 they are checked against. A listed set that is missing, has no manifest, or is still in
-        the layout before the workload was an axis, is refused in one line."""
+        """Files of the shipped reference sets of `labels` (default: those drawn on) that the figures read (the reader
+        checks them against their set's manifest.sha256, which is no input: it is the export's output, and a set
+        exported here would be exported again). A listed set that is missing, has no manifest, or is still in the
+        layout before the workload was an axis, is refused in one line."""
         files = []
         for label in self.reference_labels() if labels is None else labels:
             problem = reference_set_problem(self.basedir, self.workload, label)
@@ -206,8 +207,7 @@ class Plan:
                 raise ReferenceSetError(f"config: {problem}")
             folder = layout.reference_dir(self.workload, label)
             found = glob.glob(f"{folder}/**/*", recursive=True, root_dir=self.basedir)
-            files += sorted(f for f in found if f.endswith(SHIPPED_NAMES)) + [layout.reference_manifest(self.workload,
-                                                                                                     label)]
+            files += sorted(f for f in found if f.endswith(SHIPPED_NAMES))
         return files
 
     # -- sharing ---------------------------------------------------------------------------------------------------

@@ -3,19 +3,21 @@
 Known hazards of the stack, not of the workflow: a cuDNN release returned wrong bf16 conv3d results on large inputs,
 and a torch release disabled cuDNN for conv3d, falling back to PyTorch's own kernels (vol2col and a GEMM) at many
 times the memory. Either would be timed and drawn as if it were the workload. So, per hardware label, before its
-first timed job (the `preflight` rule; every timed rule takes its record as an input; profiling.conv_checks says what
-is checked and what a record holds for):
+first timed job (the `preflight` rule; every timed rule takes its record as an input; measurement.conv_checks says
+what is checked and what a timed job asks of the record):
 
 - conv3d at the study's shapes (the U-Net's widest convolution: base_width channels in and out, 3x3x3, over the
-  whole volume) in every precision and layout the variants use (fp32, TF32, bf16 or fp16 autocast; channels-last;
-  cuDNN's autotuner), against float64: at sampled output points (the first, the last, and random ones between),
-  computed directly from the same inputs as a sum of products, independent of any convolution kernel;
+  whole volume) in every precision, layout and autotuner setting a variant can switch on (fp32, TF32, bf16 or fp16
+  autocast; channels-last; cuDNN's autotuner), against float64: at sampled output points (the first, the last, and
+  random ones between), computed directly from the same inputs as a sum of products, independent of any
+  convolution kernel;
 - on a CUDA GPU, that cuDNN runs each of those convolutions (the kernels torch.profiler records include a cuDNN
   convolution kernel, and none of the fallback's), and the peak memory it took;
 - the versions of the stack (device, driver, CUDA, cuDNN, torch).
 
-A failure stops the campaign in one line naming the stack. What a device cannot do is said, not failed: on a CPU the
-cuDNN check, TF32 and fp16 autocast are "not measurable here".
+A failure of a combination the configured variants use stops the campaign in one line naming the stack. What a
+device cannot do is said, not failed: on a CPU the cuDNN check, TF32, fp16 autocast and the autotuner are "not
+measurable here".
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ from dataclasses import asdict
 import torch
 import torch.nn.functional as F
 
+from measurement.conv_checks import NOT_MEASURABLE, TOLERANCE, Check
 from medddpm.switches import Variant
 from medddpm.variants import apply_backend, backend_flags
 
-from .conv_checks import NOT_MEASURABLE, TOLERANCE, Check
 from .kernels import classify
 
 AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -58,9 +60,11 @@ def _backend(check: Check, device: torch.device):
 
 
 def measurable(check: Check, device: torch.device) -> str | None:
-    """Why `check` cannot run on `device` (None: it can): TF32 and fp16 autocast are CUDA's."""
+    """Why `check` cannot run on `device` (None: it can): TF32, fp16 autocast and cuDNN's autotuner are CUDA's."""
     if device.type != "cuda" and check.precision in ("tf32", "fp16"):
         return f"{NOT_MEASURABLE}: {check.precision} is a CUDA precision (the variants run fp32 on a CPU)"
+    if device.type != "cuda" and check.cudnn_benchmark:
+        return f"{NOT_MEASURABLE}: cuDNN's autotuner is CUDA's (the check without it holds for a CPU)"
     return None
 
 
