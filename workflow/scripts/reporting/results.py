@@ -509,6 +509,8 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
     hardware = _hardware(files, labels, _provenances(files))
 
     def read_rules(path: Path) -> pd.DataFrame:
+        print(f"{path}: ncu's rule results carry no total, so this table cannot be checked against one (the details "
+              "page it was extracted from was checked against the raw page of the same report)")
         return load_csv(path)
 
     comparisons = _comparisons(files)
