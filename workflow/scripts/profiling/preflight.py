@@ -89,7 +89,7 @@ def sample_points(shape, count: int, seed: int) -> torch.Tensor:
 def reference_at(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
     """The 3x3x3 convolution (padding 1) at the flat output `points`, in float64, as sums of products of the same
     inputs: [points, out channels]."""
-    _, channels, depth, height, width = x.shape
+    *_, height, width = x.shape
     padded = F.pad(x[0], (1, 1, 1, 1, 1, 1))
     d, rest = points // (height * width), points % (height * width)
     h, w = rest // width, rest % width
@@ -115,7 +115,8 @@ def _kernels(run) -> tuple[list[str], object]:
 
 def run_check(check: Check, channels: int, shape, device: torch.device, seed: int = 0) -> dict:
     """One check's record: the error against float64 at the sampled points and its limit, and on a GPU the kernels
-    that ran, whether cuDNN was among them and the peak memory; `passed` and, where it failed, `problem`."""
+    that ran, whether cuDNN was among them and the peak memory; `passed` (None where the device cannot run it) and
+    `state` ("passed", what failed, or why it was not measurable)."""
     record = {**asdict(check), "name": check.name, "shape": [1, channels, *shape]}
     unmeasurable = measurable(check, device)
     if unmeasurable:
