@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from planning.set_manifest import seal, set_folder
+
 SWITCHES = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False, "autocast": None}
 VARIANT_SWITCHES = {"baseline": {}, "tf32": {"cudnn_tf32": True, "matmul_tf32": True},
                     "channels_last": {"channels_last": True},
@@ -54,6 +56,10 @@ def write_study_run(root: Path, gpu: str, variant: str, seed: int, wasserstein: 
 
 
 def write_study(root: Path, gpu: str, distances: dict[tuple[str, int], float], **kwargs) -> list[Path]:
-    """Runs with the given distances to the real images, {(variant, seed): distance}."""
-    return [path for (variant, seed), value in distances.items()
-            for path in write_study_run(root, gpu, variant, seed, value, **kwargs)]
+    """Runs with the given distances to the real images, {(variant, seed): distance}; a shipped set's (root under
+    data/reference/) with the set's manifest.sha256, as every shipped set carries one."""
+    paths = [path for (variant, seed), value in distances.items()
+             for path in write_study_run(root, gpu, variant, seed, value, **kwargs)]
+    if set_folder(paths[0]) is not None:
+        seal(set_folder(paths[0]))
+    return paths

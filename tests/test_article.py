@@ -91,12 +91,13 @@ def test_tab08_of_only_not_comparable_rows_is_a_sentence(tmp_path):
     tables = tmp_path / "paper/tables"
     tables.mkdir(parents=True)
     pd.DataFrame([{"gpu": "cpu", "variant": None, "metric": "every metric", "verdict": "not comparable",
-                   "reasons": "no shipped reference set of cpu is listed in reference_results"}]) \
+                   "reasons": "reference_results (h200) does not list cpu, so no reference set of cpu is read"}]) \
         .to_csv(tables / "tab08_conformance.csv", index=False)
     inputs = Inputs(tmp_path)
     assert not compose.shows_table(BY_ID["tab08_conformance"], inputs)
     said = tab08_conformance.describe(Context(inputs, speedup_verdict))
-    assert said.startswith("Nothing here can be checked against a shipped reference: no shipped reference set")
+    assert said.startswith("Nothing here can be checked against a shipped reference: reference_results (h200) does not "
+                           "list cpu")
 
 
 

@@ -249,6 +249,8 @@ def test_case_list_selects_cases(tmp_path):
     listing = tmp_path / "selected_samples.csv"
     listing.write_text("# upstream's list\nBraTS2021_00003\n\nBraTS2021_00001\nBraTS2021_00003\n")
     assert [c.name for c in read_brats_cases(root, case_list=listing)[1]] == ["BraTS2021_00001", "BraTS2021_00003"]
+    listing.write_text("\ufeffBraTS2021_00003\n")  # a spreadsheet's byte-order mark is not part of the first name
+    assert [c.name for c in read_brats_cases(root, case_list=listing)[1]] == ["BraTS2021_00003"]
     listing.write_text("BraTS2021_00001\nBraTS2021_00009\n")
     with pytest.raises(DatasetError, match=r"selected_samples\.csv: case BraTS2021_00009 not found"):
         read_brats_cases(root, case_list=listing)
@@ -317,6 +319,13 @@ def _unknown_label_preprocessed(root):
     volumes["seg"][0, 0, 0] = 5
     write_preprocessed_layout(root, {"BraTS2021_00000": volumes, "BraTS2021_00001": preprocessed_case(1)})
     return "BraTS2021_00000_seg.nii.gz: unknown mask labels 5"
+
+
+def _blank_seg_preprocessed(root):
+    volumes = preprocessed_case(0)
+    volumes["seg"][...] = 0  # neither tumour nor brain: the samples would be conditioned on nothing
+    write_preprocessed_layout(root, {"BraTS2021_00000": volumes, "BraTS2021_00001": preprocessed_case(1)})
+    return "BraTS2021_00000_seg.nii.gz: mask is blank (every voxel is 0, background)"
 
 
 def _shape_mismatch(root):
@@ -397,9 +406,9 @@ def _nan(root):
 
 @pytest.mark.parametrize("make", [
     _missing_modality_raw, _missing_modality_preprocessed, _seg_without_images, _four_d,
-    _relabelled_seg_in_raw_layout, _unknown_label_preprocessed, _shape_mismatch, _affine_mismatch, _empty_root,
-    _empty_case_folder, _empty_modality_folder, _mixture, _raw_file_among_preprocessed, _foreign_name,
-    _case_in_the_wrong_folder, _modality_in_the_wrong_folder, _loose_file, _nan,
+    _relabelled_seg_in_raw_layout, _unknown_label_preprocessed, _blank_seg_preprocessed, _shape_mismatch,
+    _affine_mismatch, _empty_root, _empty_case_folder, _empty_modality_folder, _mixture, _raw_file_among_preprocessed,
+    _foreign_name, _case_in_the_wrong_folder, _modality_in_the_wrong_folder, _loose_file, _nan,
 ])
 def test_bad_folders_raise_one_clear_line_and_write_nothing(make, tmp_path):
     root = tmp_path / "brats"

@@ -431,6 +431,12 @@ def _blank_image(root):
     return "sample_1.nii.gz: image is blank (every voxel is 0), so scaling would make it all -1; fix:", 0
 
 
+def _blank_mask(root):
+    image, mask = toy_case()
+    write_raw(root, [image, image], [mask, np.zeros_like(mask)])  # every voxel background: conditions on nothing
+    return "sample_1.nii.gz: mask is blank (every voxel is 0, background), so it conditions on no brain/head", 0
+
+
 def _four_d(root):
     image, mask = toy_case()
     write_raw(root, [image, image[..., None].repeat(2, -1)], [mask, mask])
@@ -458,8 +464,8 @@ def _missing_folder(root):
 
 # Bad whole-head input folders; docs/troubleshooting.md lists each as dataset-<name>.
 BAD_INPUTS = [_corrupt, _truncated, _count_mismatch, _digit_mismatch, _shape_mismatch, _affine_mismatch,
-              _same_case_twice, _brats_labels, _unknown_labels, _nan, _inf, _blank_image, _four_d, _too_few_cases,
-              _empty_folder, _missing_folder]
+              _same_case_twice, _brats_labels, _unknown_labels, _nan, _inf, _blank_image, _blank_mask, _four_d,
+              _too_few_cases, _empty_folder, _missing_folder]
 
 
 @pytest.mark.parametrize("make", BAD_INPUTS)

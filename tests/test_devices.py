@@ -87,6 +87,30 @@ def test_a_cpu_label_never_asks_for_a_gpu(gpu):
     assert resolve_device("cpu", HARDWARE) == torch.device("cpu")
 
 
+@pytest.fixture
+def host_cpu(monkeypatch):
+    """Fake the host CPU's model name (what /proc/cpuinfo says)."""
+
+    def install(name: str) -> None:
+        monkeypatch.setattr(devices, "cpu_name", lambda: name)
+
+    return install
+
+
+def test_a_cpu_label_with_a_name_pattern_runs_only_on_that_cpu(host_cpu):
+    """A CPU label may name its model as GPU labels do: a run of another CPU under it is refused, not recorded."""
+    hardware = {**HARDWARE, "epyc7763": {"device": "cpu", "name_pattern": r"\bEPYC 7763\b", "profilers": ["torch"]}}
+    host_cpu("AMD EPYC 7763 64-Core Processor")
+    assert resolve_device("epyc7763", hardware) == torch.device("cpu")
+    host_cpu("Intel(R) Xeon(R) Platinum 8480+")
+    with pytest.raises(DeviceMismatch) as caught:
+        resolve_device("epyc7763", hardware)
+    assert str(caught.value) == (
+        "label 'epyc7763' expects a CPU matching '\\bEPYC 7763\\b' but found 'Intel(R) Xeon(R) Platinum 8480+'; fix: "
+        "use the label of this CPU (gpus: [...]), or add one for it under 'hardware' in the config")
+    assert resolve_device("cpu", hardware) == torch.device("cpu")  # the embedded label names no model: any CPU
+
+
 def test_a_job_on_the_wrong_gpu_ends_with_that_one_line_in_its_log(gpu, tmp_path, capsys):
     gpu("NVIDIA GH200 480GB")
     log = tmp_path / "job.log"

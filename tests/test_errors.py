@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import time
 import subprocess
 import sys
 from collections.abc import Callable
@@ -40,6 +41,9 @@ from medddpm.build import ModelSpec
 from reporting.results import TABLES
 from snakemake.utils import update_config
 from planning.plan import SHIPPED_NAMES
+from measurement.provenance import device_record
+from measurement.conv_checks import checks_for
+from measurement.stack import stack_of
 
 FIXTURES = REPO / "tests" / "fixtures" / "profiling"
 H200_RAW = FIXTURES / "ncu_raw_h200_tiny_train_step.csv"
@@ -106,13 +110,25 @@ def dataset(tmp_path_factory) -> Path:
     return random_prepared_dataset(tmp_path_factory, SHAPE)
 
 
+def preflight_here(folder: Path) -> Path:
+    """A passed preflight record of this machine's CPU and software, every combination passed (what a timed job
+    checks it against)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "preflight.json"
+    checks = [{**vars(check), "name": check.name, "passed": True, "state": "passed"} for check in checks_for({})]
+    path.write_text(json.dumps({"stack": stack_of(device_record(torch.device("cpu"))), "checks": checks,
+                                "passed": True}))
+    return path
+
+
 def train_job(folder: Path, dataset: Path, train: dict | None = None, device: dict | None = None) -> Attempt:
     """workflow/scripts/train.py on the tiny workload, writing into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     out = Files(summary=folder / "train.json", steps=folder / "train_steps.csv", checkpoint=folder / "checkpoint.pt")
     params = Params(device=device or CPU, variant=BASELINE, model=MODEL, diffusion=DIFFUSION, train=train or TRAIN)
+    inputs = Files(dataset=dataset, preflight=preflight_here(folder.with_name(folder.name + "-label")))
     return Attempt(lambda: run_script("train.py", params=params, wildcards=SimpleNamespace(variant="baseline"),
-                                      input=Files(dataset=dataset), output=out, log=Files(folder / "train.log")),
+                                      input=inputs, output=out, log=Files(folder / "train.log")),
                    [Path(p) for p in out])
 
 
@@ -132,7 +148,8 @@ def sample_job(folder: Path, dataset: Path, checkpoint: Path, diffusion: dict = 
                     sample={"masks": 1, "max_steps": None, "warmup_steps": 1, "seed": 0, "batch_sizes": [1],
                             "throughput_warmup_steps": 2, "throughput_steps": 1})
     return Attempt(lambda: run_script("sample.py", params=params, wildcards=SimpleNamespace(variant="baseline"),
-                                      input=Files(dataset=dataset, checkpoint=checkpoint), output=out,
+                                      input=Files(dataset=dataset, checkpoint=checkpoint,
+                                                  preflight=preflight_here(folder.with_name(folder.name + "-label"))), output=out,
                                       log=Files(folder / "sample.log")),
                    [Path(p) for p in out])
 
@@ -226,21 +243,24 @@ exit {code}
     return script
 
 
-def profile_job(folder: Path, dataset: Path, executable: str | Path, tool: str = "ncu", minutes: float = 1) -> Attempt:
-    """workflow/scripts/profile_tool.py for one training step of the tiny workload under `executable`."""
+def profile_job(folder: Path, dataset: Path, executable: str | Path | None, tool: str = "ncu",
+                minutes: float = 1) -> Attempt:
+    """workflow/scripts/profile_tool.py for one training step of the tiny workload under `executable` (None: the
+    config names none, the tool is looked for on PATH)."""
+    executable = None if executable is None else str(executable)
     if tool == "ncu":
-        settings = {"executable": str(executable), "metrics": ["gpu__time_duration.sum"], "sections": [],
+        settings = {"executable": executable, "metrics": ["gpu__time_duration.sum"], "sections": [],
                     "launch_count": None, "extra_args": [], "timeout_minutes": minutes}
         out = Files(report=folder / "ncu.ncu-rep", raw=folder / "ncu_raw.csv", details=folder / "ncu_details.csv")
     else:
-        settings = {"executable": str(executable), "timeout_minutes": minutes}
+        settings = {"executable": executable, "timeout_minutes": minutes}
         out = Files(report=folder / "nsys.nsys-rep", kern_sum=folder / "nsys_kern_sum.csv")
     params = Params(tool=tool, settings=settings, device=CPU, variant=BASELINE, model=MODEL, diffusion=DIFFUSION,
                     train={"seed": 0, "lr": 1e-5}, warmup_steps=1)
     return Attempt(lambda: run_script("profile_tool.py", params=params,
                                       wildcards=SimpleNamespace(variant="baseline", phase="train"),
-                                      input=Files(dataset=dataset), output=out,
-                                      log=Files(job=folder / "job.log", tool=folder / "tool.log")),
+                                      input=Files(dataset=dataset, preflight=preflight_here(folder.with_name(folder.name + "-label"))),
+                                      output=out, log=Files(job=folder / "job.log", tool=folder / "tool.log")),
                    [Path(p) for p in out])
 
 
@@ -376,6 +396,21 @@ def case_ncu_export_cut_at_a_row_boundary_and_a_log_without_ncu_lines(tmp_path, 
                        log="step 0 of 1 (profiled)\n", phase="sample")
 
 
+@case(r"ncu details CSV \S+ncu_details\.csv is a raw page \(a units row under its header, no 'Section Name' and "
+      r"'Metric Name' columns\), not a details page: saved under the other page's name\?; fix: export it again with "
+      r"ncu -i REPORT --csv --page details")
+def case_ncu_raw_page_saved_as_the_details_page(tmp_path, dataset):
+    # The raw page itself is whole: the line must not call it cut short.
+    return ncu_extract(tmp_path, H200_RAW.read_text(), details=H200_RAW.read_text())
+
+
+@case(r"ncu raw CSV \S+ncu_raw\.csv is a details page \(it has the 'Section Name' and 'Metric Name' columns of --page "
+      r"details\), not a raw page: saved under the other page's name\?; fix: export again with ncu -i REPORT --csv "
+      r"--page raw")
+def case_ncu_details_page_saved_as_the_raw_page(tmp_path, dataset):
+    return ncu_extract(tmp_path, details_page(H200_RAW.read_text()))
+
+
 # --- shipped or imported reference sets that cannot be read -----------------------------------------------------------
 
 
@@ -386,12 +421,22 @@ class Bundle(Files):
         return [(name, getattr(self, name)) for name in TABLES]
 
 
-def reference_copy(root: Path) -> Path:
-    """A copy of two variants of the shipped H200 set under <root>/data/reference/wholehead/h200."""
+def reference_copy(root: Path, manifest: bool = True) -> Path:
+    """A copy of two variants of the shipped H200 set under <root>/data/reference/wholehead/h200, with a
+    manifest.sha256 of that copy (unless `manifest` is False)."""
     folder = root / "data" / "reference" / "wholehead" / "h200"
     for variant in ("baseline", "tf32"):
         shutil.copytree(REFERENCE / variant, folder / variant)
+    if manifest:
+        write_manifest(folder)
     return folder
+
+
+def write_manifest(folder: Path) -> None:
+    """sha256sum's lines for every file of the set (computed here with hashlib, not by the workflow's code)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "manifest.sha256")
+    (folder / "manifest.sha256").write_text("".join(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(folder).as_posix()}\n" for p in files))
 
 
 def collect_job(root: Path, folder: Path) -> Attempt:
@@ -411,6 +456,7 @@ def case_reference_set_json_cut_in_half(tmp_path):
     folder = reference_copy(tmp_path)
     text = (folder / "baseline" / "train.json").read_text()
     (folder / "baseline" / "train.json").write_text(text[: len(text) // 2])
+    write_manifest(folder)  # exported so: the manifest lists the damage, the reader still refuses it
     return collect_job(tmp_path, folder)
 
 
@@ -421,6 +467,7 @@ def case_reference_set_of_another_schema(tmp_path):
     data = json.loads((folder / "tf32" / "train.json").read_text())
     data["meta"] = data.pop("provenance")
     (folder / "tf32" / "train.json").write_text(json.dumps(data))
+    write_manifest(folder)
     return collect_job(tmp_path, folder)
 
 
@@ -431,20 +478,107 @@ def case_reference_set_summary_cut(tmp_path):
     summary = folder / "baseline" / "profile" / "train" / "ncu_summary.csv"
     data = summary.read_bytes()
     summary.write_bytes(data[: int(len(data) * 0.7)])
+    write_manifest(folder)
     return collect_job(tmp_path, folder)
 
 
 @case(r"\S+/h200/tf32/sample\.json: its sha256 differs from the one in \S+/h200/manifest\.sha256 \(damaged, cut "
-      r"short or edited since the export\); fix: copy the set again; \(cd \S+/h200 && sha256sum -c manifest\.sha256\) "
-      r"lists every damaged file")
+      r"short or edited since the export\); fix: restore the set from where it came from \(git checkout -- \S+/h200 "
+      r"for a set committed here, or copy the exported set again\); \(cd \S+/h200 && sha256sum -c "
+      r"manifest\.sha256\) lists every damaged file")
 def case_reference_set_unlike_its_manifest(tmp_path):
     folder = reference_copy(tmp_path)
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    (folder / "manifest.sha256").write_text("".join(
-        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(folder).as_posix()}\n" for p in files))
     sample = folder / "tf32" / "sample.json"
     sample.write_text(sample.read_text().replace('"timesteps": ', '"timesteps": 1', 1))  # still valid JSON
     return collect_job(tmp_path, folder)
+
+
+@case(r"\S+/h200/baseline/profile/train/ncu_summary\.csv: its sha256 differs from the one in \S+/h200/"
+      r"manifest\.sha256 \(damaged, cut short or edited since the export\); fix: restore the set")
+def case_reference_set_summary_cut_at_a_row_boundary(tmp_path):
+    # Every remaining row parses: without the manifest, fig01 would draw the shortened step as the whole one.
+    folder = reference_copy(tmp_path)
+    summary = folder / "baseline" / "profile" / "train" / "ncu_summary.csv"
+    lines = summary.read_text().splitlines(keepends=True)
+    summary.write_text("".join(lines[:-3]))
+    return collect_job(tmp_path, folder)
+
+
+@case(r"\S+/data/reference/wholehead/h200/ has no manifest\.sha256, so no file of it can be checked against what was "
+      r"exported \(every set the export target writes has one\); fix: copy the exported set again with its "
+      r"manifest\.sha256, or, for a set you have checked yourself, write one: PYTHONPATH=workflow/scripts python3 -m "
+      r"planning\.set_manifest \S+/h200")
+def case_reference_set_without_manifest(tmp_path):
+    return collect_job(tmp_path, reference_copy(tmp_path, manifest=False))
+
+
+# --- results measured here that cannot be read whole ------------------------------------------------------------------
+
+
+def measured_copy(root: Path, *parts: str) -> Path:
+    """A copy of the shipped H200 run at `parts` (a variant, or study/<variant>/seed<k>) as if measured here, under
+    <root>/results/wholehead/h200/."""
+    folder = root / "results" / "wholehead" / "h200" / Path(*parts)
+    shutil.copytree(REFERENCE / Path(*parts), folder)
+    return folder
+
+
+def collect_measured(root: Path, folder: Path) -> Attempt:
+    """workflow/scripts/collect_results.py reading the results in `folder` as measured here."""
+    measured = sorted(str(p) for p in folder.rglob("*") if p.name.endswith(SHIPPED_NAMES))
+    out = Bundle(**{name: root / "collected" / f"{name}.parquet" for name in TABLES})
+    (root / "collected").mkdir(exist_ok=True)
+    return Attempt(lambda: run_script("collect_results.py", input=Files(measured=measured, shipped=[], references=[]),
+                                      params=Params(gpus=["h200"]), output=out, log=Files(root / "collect.log")),
+                   [Path(p) for p in out])
+
+
+@case(r"\S+/results/wholehead/h200/baseline/profile/sample/ncu_summary\.csv: not a readable ncu_summary\.csv table "
+      r"\(ValueError: its last row is not the one 'all' row that every summary ends with \(its total\): cut short at a "
+      r"row boundary\); fix: run the job that writes it again \(your snakemake command with --forcerun \S+ added")
+def case_summary_cut_at_a_row_boundary(tmp_path):
+    # Its class rows still parse: fig01 would draw the shortened step, and a table job would find no 'all' row.
+    folder = measured_copy(tmp_path, "baseline")
+    summary = folder / "profile" / "sample" / "ncu_summary.csv"
+    summary.write_text("".join(summary.read_text().splitlines(keepends=True)[:-1]))
+    return collect_measured(tmp_path, folder)
+
+
+@case(r"\S+/h200/tf32/profile/train/torch_summary\.csv: not a readable torch_summary\.csv table \(ValueError: its "
+      r"kernel classes hold 3,306 launches but its 'all' row 4,068: rows cut or edited\); fix: run the job that writes it")
+def case_summary_with_a_row_lost(tmp_path):
+    folder = measured_copy(tmp_path, "tf32")
+    summary = folder / "profile" / "train" / "torch_summary.csv"
+    lines = summary.read_text().splitlines(keepends=True)
+    summary.write_text("".join(lines[:5] + lines[6:]))  # the layout conversions (762 launches) gone; the total kept
+    return collect_measured(tmp_path, folder)
+
+
+@case(r"\S+/h200/tf32/train_steps\.csv: not a readable train_steps\.csv table \(ValueError: holds 5 steps, but "
+      r"train\.json beside it ran 2 warm-up and 4 timed steps \(6\): cut short or of another run\); fix: run the job that writes")
+def case_train_steps_cut_at_a_row_boundary(tmp_path):
+    folder = measured_copy(tmp_path, "tf32")
+    steps = folder / "train_steps.csv"
+    steps.write_text("".join(steps.read_text().splitlines(keepends=True)[:-1]))  # the loss curve one step short
+    return collect_measured(tmp_path, folder)
+
+
+@case(r"\S+/study/baseline/seed0/losses\.csv: not a readable study losses table \(ValueError: holds 1000 steps, but "
+      r"run\.json beside it trained 1200: cut short or of another run\); fix: run the job that writes it again")
+def case_study_losses_cut_at_a_row_boundary(tmp_path):
+    folder = measured_copy(tmp_path, "study", "baseline", "seed0")
+    losses = folder / "losses.csv"
+    losses.write_text("".join(losses.read_text().splitlines(keepends=True)[:1001]))
+    return collect_measured(tmp_path, folder)
+
+
+@case(r"\S+nsys_kern_sum\.csv: nsys kernel-summary CSV holds \S+ ns of kernel time in 4 rows, but its largest "
+      r"kernel's share \(58\.2 % of \S+ ns\) gives a whole of at least \S+ ns: at least 4\.6\d% of the time is missing "
+      r"\(cut short at a row boundary\); fix: run nsys stats again")
+def case_nsys_summary_cut_at_a_row_boundary(tmp_path, dataset):
+    lines = NSYS_KERN_SUM.read_text().splitlines(keepends=True)
+    (tmp_path / "nsys_kern_sum.csv").write_text("".join(lines[:-3]))  # every row left parses
+    return extract_job(tmp_path, "nsys", phase="sample", kern_sum=tmp_path / "nsys_kern_sum.csv")
 
 
 def test_the_restore_a_damaged_committed_set_is_told_works(tmp_path):
@@ -559,7 +693,17 @@ def case_nsys_value_not_a_number(tmp_path, dataset):
 
 @case(r"ncu not found: Nsight Compute is not on PATH; fix: add /opt/nvidia/nsight-compute/<version> to PATH .*"
       r"\(tool output: \S+tool\.log\)")
-def case_ncu_not_found(tmp_path, dataset):
+def case_ncu_not_found(tmp_path, dataset, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ncu on PATH, and none configured
+    monkeypatch.setattr("profiling.ncu.NCU_INSTALL_ROOT", tmp_path / "nsight-compute")
+    return profile_job(tmp_path, dataset, None)
+
+
+@case(r"ncu executable \S+/missing/ncu \(profiling\.ncu\.executable or its by_architecture override\) does not "
+      r"exist; fix: correct the path \(the ncu binary of an install, e\.g\. /opt/nvidia/nsight-compute/<version>/ncu\),"
+      r" or set it to null to use the ncu found on PATH")
+def case_ncu_executable_missing(tmp_path, dataset):
+    # Configured to a path that is not there: the config is wrong, not PATH.
     return profile_job(tmp_path, dataset, tmp_path / "missing" / "ncu")
 
 
@@ -599,7 +743,13 @@ def case_profiler_timeout(tmp_path, dataset):
 
 
 @case(r"nsys not found: .*fix:")
-def case_nsys_not_found(tmp_path, dataset):
+def case_nsys_not_found(tmp_path, dataset, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    return profile_job(tmp_path, dataset, None, tool="nsys")
+
+
+@case(r"nsys executable \S+/missing/nsys \(profiling\.nsys\.executable\) does not exist; fix: correct the path")
+def case_nsys_executable_missing(tmp_path, dataset):
     return profile_job(tmp_path, dataset, tmp_path / "missing" / "nsys", tool="nsys")
 
 
@@ -652,6 +802,67 @@ def case_gpu_label_without_that_gpu(tmp_path, dataset):
         pytest.skip("a CUDA GPU is visible here")
     h200 = {"label": "h200", "device": "cuda", "name_pattern": r"\bH200\b", "emulate_gpus_on_cpu": False}
     return train_job(tmp_path, dataset, device=h200)
+
+
+@case(r"preflight on .+ \(torch [^)]+\): bf16 conv3d \(contiguous\) of 1x32x16x16x16 differs from float64 by [\d.]+ of the "
+      r"output's RMS at \d+ of 4096 sampled points \(allowed 0\.08\); this stack would time and draw wrong or fallback "
+      r"convolutions; fix: install a torch release whose cuDNN has not this fault .*, or leave bf16 out of run_variants")
+def case_preflight_conv3d_wrong_in_bf16(tmp_path, monkeypatch):
+    # As the known cuDNN fault: bf16 convolutions wrong (here: the far half of the volume), fp32 right. Only the
+    # contiguous layout is wrong, and only the bf16 variant (contiguous) is configured: the line names that check.
+    from profiling import preflight
+
+    right = preflight.F.conv3d
+
+    def conv3d(*args, **kwargs):
+        out = right(*args, **kwargs)
+        if out.dtype == torch.bfloat16 and out.is_contiguous():
+            out[:, :, 8:] = 0
+        return out
+
+    monkeypatch.setattr(preflight.F, "conv3d", conv3d)
+    config = read_mapping(REPO / "config.yaml") | {"run_variants": ["baseline", "bf16"]}
+    config["quality_study"]["variants"] = ["baseline"]
+    out = Files(tmp_path / "preflight.json")
+    return Attempt(lambda: run_script("preflight.py", params=Params(device=CPU, conv={"shape": [16, 16, 16],
+                                                                                        "channels": 32}),
+                                      config=config, wildcards=SimpleNamespace(gpu="cpu"), output=out,
+                                      log=Files(tmp_path / "preflight.log")), [Path(p) for p in out])
+
+
+@case(r"\S+/preflight\.json checked another software stack than this job's \(torch 2\.9\.0\+cu128 there, \S+ here\); "
+      r"fix: check this one: your snakemake command with --forcerun \S+/preflight\.json added before any -- \(every timed "
+      r"job of the label runs again: its results would otherwise mix two stacks\)")
+def case_preflight_of_another_stack(tmp_path, dataset):
+    # The record of a check made before torch was upgraded: it says nothing of this stack's convolutions.
+    attempt = train_job(tmp_path, dataset)
+    record = tmp_path.with_name(tmp_path.name + "-label") / "preflight.json"
+    data = json.loads(record.read_text())
+    data["stack"]["torch"] = "2.9.0+cu128"
+    record.write_text(json.dumps(data))
+    return attempt
+
+
+@case(r"preflight on .+ \(torch [^)]+\): fp32 conv3d \(contiguous\) of 1x32x16x16x16 differs from float64 by 0\.5 \(\S+"
+      r"preflight\.json\); baseline runs in it; fix: install a torch release whose cuDNN has not this fault")
+def case_preflight_failed_for_this_variant(tmp_path, dataset):
+    # A combination that failed while no configured variant used it (the preflight passed), then a variant that
+    # runs in it: its timed job refuses to start.
+    attempt = train_job(tmp_path, dataset)
+    record = tmp_path.with_name(tmp_path.name + "-label") / "preflight.json"
+    data = json.loads(record.read_text())
+    failed = next(c for c in data["checks"] if c["name"] == "fp32 conv3d (contiguous)")
+    failed.update(passed=False, state="fp32 conv3d (contiguous) of 1x32x16x16x16 differs from float64 by 0.5")
+    record.write_text(json.dumps(data))
+    return attempt
+
+
+@case(r"label 'epyc9999' expects a CPU matching '\\bEPYC 9999\\b' but found '[^']+'; fix: use the label of this "
+      r"CPU")
+def case_cpu_label_on_another_cpu(tmp_path, dataset):
+    # A CPU label naming a model this machine is not: its training would record this CPU's times under that name.
+    epyc = {"label": "epyc9999", "device": "cpu", "name_pattern": r"\bEPYC 9999\b", "emulate_gpus_on_cpu": False}
+    return train_job(tmp_path, dataset, device=epyc)
 
 
 @case(r"no space left on the device while writing \S+ncu_kernels\.parquet \(ENOSPC\); fix: free space on the disk "
@@ -848,6 +1059,19 @@ def case_reference_set_not_shipped(tmp_path):
     return config_with(tmp_path, {"reference_results": ["h200", "a100"]})
 
 
+@case(r"config: reference_results lists 'h100' \(set in \S+overlay\.yaml\), but data/reference/wholehead/h100/ has "
+      r"no manifest\.sha256, so no file of it can be checked .*; fix: copy the exported set again with its "
+      r"manifest\.sha256, or, .* write one: PYTHONPATH=workflow/scripts python3 -m planning\.set_manifest "
+      r"data/reference/wholehead/h100$")
+def case_reference_set_listed_without_manifest(tmp_path):
+    # Refused when the DAG is built, before the collect job would refuse it.
+    shutil.copytree(REFERENCE / "bf16", tmp_path / "data" / "reference" / "wholehead" / "h100" / "bf16")
+    (tmp_path / "overlay.yaml").write_text("reference_results: [h100]\n")
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, {"reference_results": ["h100"]})
+    return Attempt(lambda: check_config(config, tmp_path, [REPO / "config.yaml", tmp_path / "overlay.yaml"]))
+
+
 @case(r"overlay \S+my-overlay\.yaml does not exist; fix: correct the path")
 def case_overlay_missing(tmp_path):
     return Attempt(lambda: check_files([tmp_path / "my-overlay.yaml"]))
@@ -864,6 +1088,28 @@ def case_overlay_yaml_syntax_error(tmp_path):
 def case_overlay_not_a_mapping(tmp_path):
     (tmp_path / "my-overlay.yaml").write_text("- gpus: [cpu]\n- train: {lr: 1.0e-4}\n")
     return Attempt(lambda: check_files([tmp_path / "my-overlay.yaml"]))
+
+
+@case(r"overlay \S+my-overlay\.yaml is empty \(or holds only comments\), which Snakemake refuses without naming it; "
+      r"fix: write the settings it changes as `key: value` lines, or leave it out")
+def case_overlay_empty(tmp_path):
+    (tmp_path / "my-overlay.yaml").write_text("# the study's settings, to come\n")
+    return Attempt(lambda: check_files([tmp_path / "my-overlay.yaml"]))
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "- gpus: [cpu]\n"], ids=["empty", "comment", "list"])
+@pytest.mark.workflow
+def test_what_snakemake_says_of_an_empty_or_list_overlay_is_the_line_the_docs_explain(workflow, text):
+    """Snakemake reads --configfile overlays before any code of the workflow runs: for these it names no file. The
+    troubleshooting page quotes its line and sends the user to the reader, which names the file."""
+    (workflow / "my-overlay.yaml").write_text(text)
+    refused = snakemake(workflow, "-n", "--configfile", "my-overlay.yaml")
+    assert refused.returncode != 0
+    said = "Config file must be given as JSON or YAML with keys at top level."
+    assert said in refused.stdout + refused.stderr, refused.stderr[-2000:]
+    assert said in " ".join((REPO / "docs" / "troubleshooting.md").read_text().split())
+    with pytest.raises(ConfigError, match=r"overlay \S*my-overlay\.yaml (is empty|holds a list)"):
+        check_files([workflow / "my-overlay.yaml"])
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -1077,10 +1323,32 @@ def test_snakemake_stops_in_one_line_and_leaves_nothing(name, workflow):
     assert not left, f"left behind: {left}"
 
 
+def test_a_number_written_as_yaml_1_2_writes_it_is_that_number(tmp_path):
+    """`lr: 1e-4` is a number in YAML 1.2 but the string '1e-4' to PyYAML (YAML 1.1), and so to Snakemake: the
+    check reads it as YAML 1.2 does where the schema wants a number, and a word there is still refused."""
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, {"train": {"lr": "1e-4"}, "comparison": {"budget_seconds": "+2E2"}})
+    check_config(config, REPO, [REPO / "config.yaml"])
+    assert config["train"]["lr"] == 0.0001 and type(config["train"]["lr"]) is float
+    assert config["comparison"]["budget_seconds"] == 200.0
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, {"train": {"lr": "1e-4x"}})
+    with pytest.raises(ConfigError, match=r"train\.lr: '1e-4x' is not of type 'number'"):
+        check_config(config, REPO, [REPO / "config.yaml"])
+
+
+@pytest.mark.workflow
+def test_an_overlay_with_lr_1e_4_plans(workflow):
+    (workflow / "lr.yaml").write_text("train:\n  lr: 1e-4\n")
+    planned = snakemake(workflow, "-n", "--configfile", "lr.yaml", "--", "results/wholehead/cpu/baseline/train.json")
+    assert planned.returncode == 0, planned.stdout[-1500:] + planned.stderr[-1500:]
+
+
 def test_a_reference_set_in_the_layout_before_workloads_is_refused_with_a_move_that_works(tmp_path):
     """A set exported before the workload became an axis (data/reference/<label>/): refused in one line with the
     command that moves it; after doing what the line says, the same configuration is accepted."""
     shutil.copytree(REFERENCE / "bf16", tmp_path / "data" / "reference" / "h100" / "bf16")
+    write_manifest(tmp_path / "data" / "reference" / "h100")  # as exported then: every set carries one
     overlay = {"reference_results": ["h100"]}
     config = read_mapping(REPO / "config.yaml")
     update_config(config, overlay)
@@ -1156,3 +1424,109 @@ def test_targets_of_another_workload_or_label_name_the_setting():
     assert "fix: add config/brats.yaml" in target_problem("results/brats/cpu/baseline/train.json", config)
     assert "hardware label 'h200' is not measured" in target_problem("results/wholehead/h200/tf32/train.json", config)
     assert "'tf64' is not a defined variant" in target_problem("results/wholehead/cpu/tf64/train.json", config)
+
+
+def test_a_target_in_the_layout_before_workloads_names_its_path_today():
+    from planning.targets import target_problem
+
+    config = read_mapping(REPO / "config.yaml")
+    fix = "; fix: ask for "
+    assert target_problem("results/cpu/baseline/train.json", config).endswith(
+        fix + "results/wholehead/cpu/baseline/train.json")
+    assert target_problem("results/dataset/prepared_brats", config).endswith(
+        fix + "results/brats/dataset/prepared, and add config/brats.yaml after your other overlays")
+    assert target_problem("results/h200_brats/tf32/train.json", config).endswith(
+        fix + "results/brats/h200/tf32/train.json, and add config/brats.yaml after your other overlays")
+    assert target_problem("results/nowhere/x.json", config).endswith("; fix: correct the path")
+
+
+def test_a_target_of_another_workload_names_the_overlay_that_set_the_workload(tmp_path):
+    """The fix names the file the user gave (here their own BraTS overlay), not one they never gave."""
+    from planning.targets import target_problem
+
+    mine = tmp_path / "my-brats.yaml"
+    mine.write_text("workload: brats\n")
+    config = read_mapping(REPO / "config.yaml")
+    update_config(config, read_mapping(mine))
+    problem = target_problem("results/wholehead/cpu/baseline/train.json", config, [REPO / "config.yaml", mine])
+    assert problem.endswith(f"; fix: leave out {mine}, which sets workload: brats"), problem
+
+
+@pytest.mark.workflow
+def test_the_path_a_target_in_the_old_layout_is_told_plans(workflow):
+    refused = snakemake(workflow, "-n", "--", "results/cpu/baseline/train.json")
+    assert refused.returncode != 0
+    (line,) = [text for text in (refused.stdout + refused.stderr).splitlines()
+               if text.startswith("target results/cpu/baseline/train.json:")]
+    target = line.split("; fix: ask for ", 1)[1]
+    planned = snakemake(workflow, "-n", "--", target)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+
+
+# --- two runs on one results folder -----------------------------------------------------------------------------------
+
+
+def test_the_results_lock_names_its_holder_and_dies_with_it(tmp_path):
+    """While another process holds results/ (a Snakemake run of another checkout), taking it is refused in one line
+    naming that run; once the holder is killed (SIGKILL: no handler runs) it is free again, with no stale lock."""
+    from planning.results_lock import ResultsInUse, hold
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from planning.results_lock import hold; "
+         f"h = hold({str(tmp_path)!r}, 'snakemake --cores 1 -- paper/figures/all'); print('held', flush=True); "
+         "time.sleep(600)"],
+        env={**os.environ, "PYTHONPATH": str(REPO / "workflow" / "scripts")}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ResultsInUse) as refused:
+            hold(tmp_path, "snakemake --cores 1 -- export")
+        message = str(refused.value)
+        assert message.startswith(f"{tmp_path / 'results'}/ is in use by another run of this workflow: pid "
+                                  f"{holder.pid} on ") and "\n" not in message, message
+        assert "snakemake --cores 1 -- paper/figures/all; two runs on one results folder" in message
+        assert message.endswith("fix: wait for that run to end, or give this checkout a results folder of its own")
+    finally:
+        holder.kill()
+        holder.wait()
+    held = hold(tmp_path, "snakemake --cores 1 -- export")
+    assert f"pid {os.getpid()} " in (tmp_path / "results" / ".run.lock").read_text()
+    held.close()
+
+
+@pytest.mark.workflow
+def test_a_second_checkout_sharing_the_results_folder_is_refused_while_the_first_runs(tmp_path):
+    """Two checkouts, the second's `results` a link to the first's: while the first runs (held still, with
+    SIGSTOP, once it has taken the folder), the second stops before any job in one line naming the first run; the
+    first then finishes untouched, and the second runs once the first has ended."""
+    first, second = copy_workflow(tmp_path / "first"), copy_workflow(tmp_path / "second")
+    (first / "results").mkdir()
+    (second / "results").symlink_to(first / "results")
+    tiny = ("--cores", "1", "--configfile", "tests/tiny.yaml", "--")
+    running = subprocess.Popen([sys.executable, "-m", "snakemake", *tiny, "results/wholehead/cpu/baseline/train.json"],
+                               cwd=first, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lock = first / "results" / ".run.lock"
+    try:
+        for _ in range(3000):  # the first run takes the folder when its first job is about to start
+            if f"pid {running.pid} " in (lock.read_text() if lock.exists() else ""):
+                break
+            assert running.poll() is None, running.stdout.read()[-3000:]
+            time.sleep(0.05)
+        else:
+            pytest.fail("the first run never took the results folder")
+        os.kill(running.pid, signal.SIGSTOP)
+        refused = snakemake(second, *tiny, "results/wholehead/dataset/prepared")
+        output = refused.stdout + refused.stderr
+        assert refused.returncode != 0, output[-3000:]
+        (line,) = [text for text in output.splitlines() if "is in use by another run of this workflow" in text]
+        assert line.startswith(f"{(first / 'results').resolve()}/ is in use by another run of this workflow: pid "
+                               f"{running.pid} on "), line
+        assert f"from {first.resolve()}, since " in line
+        assert f"(here results is {(first / 'results').resolve()})" in line
+        assert "Traceback" not in output and "Deriving" not in output  # refused before its first job
+    finally:
+        os.kill(running.pid, signal.SIGCONT)
+    finished = running.communicate(timeout=600)[0]
+    assert running.returncode == 0, finished[-3000:]
+    again = snakemake(second, "--forcerun", "results/wholehead/dataset/prepared", *tiny,
+                      "results/wholehead/dataset/prepared")
+    assert again.returncode == 0, again.stderr[-3000:]

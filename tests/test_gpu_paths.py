@@ -249,3 +249,29 @@ def test_device_rates_on_the_gpu():
     assert rates["device_kind"] == "cuda" and rates["note"] is None and len(rates["matmul"]) == 1
     assert rates["bf16_matmul_tflops"] > 10 and rates["copy_gb_per_s"] > 100
     print(f"\nbf16 4096^3: {rates['bf16_matmul_tflops']:.0f} TFLOP/s, copy {rates['copy_gb_per_s']:.0f} GB/s")
+
+
+def test_the_preflight_on_the_gpu_checks_every_precision_and_finds_the_fallback():
+    """On a CUDA GPU every combination of precision, layout and autotuner is checked at a large volume (128^3, 64
+    channels: the paper's widest convolution), each with a cuDNN kernel among those that ran; with cuDNN turned off,
+    PyTorch's fallback runs and the preflight says so in its line."""
+    from measurement.conv_checks import checks_for, problem_line
+    from profiling import preflight
+
+    checks = checks_for({"baseline": {}})
+    records = [preflight.run_check(check, 64, (128, 128, 128), CUDA) for check in checks]
+    for record in records:
+        assert record["passed"] is True, record["state"]
+        assert record["cudnn"] is True and record["max_error"] <= record["tolerance"], record
+    contiguous = {record["precision"]: record for record in records
+                  if not record["channels_last"] and not record["cudnn_benchmark"]}
+    assert contiguous["fp32"]["max_error"] < contiguous["tf32"]["max_error"] < contiguous["bf16"]["max_error"]
+    torch.backends.cudnn.enabled = False
+    try:
+        fallback = preflight.run_check(checks[0], 32, (64, 64, 64), CUDA)
+    finally:
+        torch.backends.cudnn.enabled = True
+    assert fallback["cudnn"] is False and fallback["passed"] is False, fallback
+    assert "ran no cuDNN convolution" in fallback["state"]
+    line = problem_line({"stack": {"device_name": "NVIDIA H200", "torch": torch.__version__}, "checks": [fallback]})
+    assert line.startswith("preflight on NVIDIA H200 (torch ") and "ran no cuDNN convolution" in line

@@ -174,7 +174,7 @@ for k in $(seq 0 40); do echo "==PROF== Profiling \\"k\\" - $k: 0%....50%....100
     run_script("profile_tool.py", params=Params(tool="ncu", settings=settings, device=h200, variant={}, model={},
                                                diffusion={}, train={"seed": 0}, warmup_steps=1),
                wildcards=SimpleNamespace(gpu="h200", variant="baseline", phase="train"),
-               input=Files(dataset=tmp_path), output=out,
+               input=Files(dataset=tmp_path, preflight=tmp_path / "preflight.json"), output=out,
                log=Files(job=tmp_path / "job.log", tool=tmp_path / "tool.log"))
     assert "profiling on GPU-bbbb, claimed GPU-bbbb" in (tmp_path / "tool.log").read_text()
     assert gpus.held().provenance()["gpu_uuid"] == "GPU-bbbb"

@@ -379,3 +379,17 @@ def test_shipped_summaries_are_what_todays_code_derives_from_the_raw_exports(sum
     for column in ("name", "kernel_class", "precision", "duration_ns"):
         _same_columns(shipped[[column]].reset_index(drop=True), kernels[[column]].reset_index(drop=True),
                       f"{step.relative_to(H200)} {tool}_kernels.parquet")
+
+
+@pytest.mark.parametrize("folder", sorted(H200.parents[1].glob("*/*")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_shipped_set_carries_a_manifest_that_sha256sum_accepts(folder):
+    """Every file of a shipped set is listed with its sha256 (checked by sha256sum itself, not by the workflow's
+    reader), so a file cut at a row boundary or a value edited by hand is refused when the set is read."""
+    import subprocess
+
+    listed = {line.split("  ", 1)[1] for line in (folder / "manifest.sha256").read_text().splitlines()}
+    files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    assert listed == files - {"manifest.sha256"}
+    check = subprocess.run(["sha256sum", "--check", "--strict", "--quiet", "manifest.sha256"], cwd=folder,
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -164,6 +164,7 @@ def test_whole_head_case_is_scaled_per_slice_and_one_hot_encoded(tmp_path_factor
     labels = data.draw(hnp.arrays(np.uint8, shape, elements=st.sampled_from([0, 1, 2])))
     image = data.draw(hnp.arrays(np.float32, shape, elements=st.integers(-4000, 4000).map(lambda v: v / 4)))
     assume(image.max() > image.min())  # a blank image is refused (tests/test_data.py)
+    assume(labels.any())  # so is a blank mask
     folder = tmp_path_factory.mktemp("case")
     case = Case("c", {"image": save(folder / "image.nii.gz", image), "mask": save(folder / "mask.nii.gz", labels)})
     for scaling, expected in (("slice", slice_scaled(image)), ("volume", None)):
@@ -252,6 +253,7 @@ def test_preprocessed_brats_case_is_taken_as_it_is_and_padded_with_its_backgroun
 
 def test_brats_range_check_tolerates_rounding_only_and_clips_it_away(tmp_path):
     seg = np.zeros((2, 2, 2), np.uint8)
+    seg[0, 1, 0] = 4  # brain (a blank segmentation is refused)
     volumes = {role: np.zeros((2, 2, 2)) for role in MODALITIES}
     for volume in volumes.values():
         volume[0, 1, 0] = 0.5  # not blank (a blank scan is refused)

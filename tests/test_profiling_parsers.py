@@ -1182,3 +1182,22 @@ def test_instruction_mix_of_the_one_pass_training_set_is_not_split() -> None:
     bare = tidy.drop(columns=["thread_instructions"])
     assert instructions.kernel_mix(bare)["mix_not_split"].isna().all()
     assert instructions.mix_by_class(bare)["mix_total"].isna().all()
+
+
+def test_a_byte_order_mark_before_the_header_is_not_part_of_it(tmp_path):
+    """Some editors and spreadsheet programs write a UTF-8 byte-order mark first: the pages read as without it
+    (before, the raw page was called headerless and nsys's Time (%) column was not found)."""
+    bom = "\ufeff"
+    raw = H200_RAW.read_text()
+    pd.testing.assert_frame_equal(ncu.parse_raw(bom + raw), ncu.parse_raw(raw))
+    details = (FIXTURES / "ncu_details_h200_tiny_train_step.csv").read_text()
+    assert ncu.page_kernels(bom + details, "details") == ncu.page_kernels(details, "details")
+    for path in NSYS_KERN_SUM:
+        marked = tmp_path / path.name
+        marked.write_text(bom + path.read_text())
+        with_mark, without = nsys.parse_kern_sum(marked), nsys.parse_kern_sum(path)
+        pd.testing.assert_frame_equal(with_mark, without)
+        assert with_mark["time_pct"].notna().all()
+    summary = tmp_path / "ncu_summary.csv"
+    summary.write_text(bom + "source,kernel_class,kernels\nncu,all,3\n")
+    assert list(tables.load_csv(summary).columns) == ["source", "kernel_class", "kernels"]

@@ -254,8 +254,12 @@ def nsys_summaries(draw):
         header.append(f"{word} ({unit})" if unit else word)
         cells.append([printed_number(n, 1) for n in numbers])
         expected[column] = [n * factor for n in numbers]
+    # nsys's Time (%): each kernel's share of the summary's whole time, printed to one decimal (the reader checks
+    # the rows against it).
+    whole = sum(expected["total_ns"])
+    shares = [f"{100 * t / whole:.1f}" if whole > 0 else "0.0" for t in expected["total_ns"]]
     header += ["Time (%)", "Instances", "Name"]
-    cells += [["50.0"] * count, [str(i) for i in instances], names]
+    cells += [shares, [str(i) for i in instances], names]
     for extra in draw(st.lists(st.sampled_from(["Category", "Operation", "GridXYZ"]), unique=True)):
         header.append(extra)  # columns of other releases, ignored wherever they stand
         cells.append(["x"] * count)

@@ -5,11 +5,13 @@ conftest.finished_run)."""
 import io
 import os
 import shutil
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
-from conftest import RENDERING, TINY, copy_run, file_sha256, planned_jobs, snakemake
+from conftest import RENDERING, TINY, copy_run, file_sha256, job_stats, planned_jobs, snakemake
 from reporting import render
 from reporting.manifest import read_manifest
 from reporting.registry import BY_ID
@@ -56,6 +58,21 @@ def test_export_writes_a_small_reference_set_that_exports_to_the_same_bytes(expo
     again = snakemake(exporting_run, "--cores", "1", *TINY, "export")
     assert again.returncode == 0, again.stderr[-2000:]
     assert {name: file_sha256(exported / name) for name in files} == before
+
+
+def test_the_command_the_readme_gives_checks_a_run_against_the_set(exporting_run, exported, tmp_path):
+    """The README's "measures the same and checks it against this set", run as written in a checkout holding the set
+    and the label's runs: tab08 compares them (all within), not "not comparable"."""
+    run = copy_run(exporting_run, tmp_path / "wf")
+    readme = (exported / "README.md").read_text()
+    command = readme.split("checks it against this set (tab08):\n\n```bash\n", 1)[1].split("\n", 1)[0]
+    assert command == "snakemake --cores 1 --configfile data/reference/wholehead/cpu/config.yaml -- paper/figures/all"
+    done = subprocess.run(command.replace("snakemake", f"{sys.executable} -m snakemake", 1), shell=True, cwd=run,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not {"train", "sample", "profile_torch"} & set(job_stats(done)), job_stats(done)  # nothing measured again
+    conformance = pd.read_csv(run / "paper/tables/tab08_conformance.csv")
+    assert set(conformance["gpu"]) == {"cpu"} and set(conformance["verdict"]) == {"within"}, conformance
 
 
 def test_export_then_import_round_trips(finished_run, exported, tmp_path):

@@ -890,6 +890,7 @@ def test_runs_table_rows_in_label_and_variant_order_with_their_tags_and_measured
     """Measured labels first in the order given, then shipped ones alphabetically, variants in the paper's order;
     a shipped set of a label measured here is left out of the runs (measured wins), a sampling run without its
     training run still gets a row."""
+    from planning.set_manifest import seal
     from reporting.results import MEASURED, SHIPPED, TAGS, collect
 
     slower = {v: step | {"median_ms": 2 * step["median_ms"]} for v, step in STEP.items()}
@@ -907,15 +908,17 @@ def test_runs_table_rows_in_label_and_variant_order_with_their_tags_and_measured
         del record["provenance"][key]
     del record["volume_shape"]
     a0.write_text(json.dumps(record))
+    for label in ("g1", "a0", "zz"):  # every shipped set carries its manifest.sha256
+        seal(tmp_path / "data" / "reference" / "wholehead" / label)
     summary = tmp_path / "results" / "wholehead" / "g1" / "baseline" / "profile" / "train" / "torch_summary.csv"
     summary.parent.mkdir(parents=True)
-    summary.write_text("kernel_class,time_ns\nall,1.0\n")
+    summary.write_text("kernel_class,kernels,time_ns\nother,1,1.0\nall,1,1.0\n")
     # "zz" is measured here (the configuration names it) though none of its files is: its shipped set is left out.
     tables = collect([p for p in measured if p != only_sample] + [summary], shipped, measured_labels=["g2", "zz"])
     runs = tables["runs"]
     assert list(runs.columns[:5]) == TAGS and "index" not in runs
     assert list(tables["quality"].columns) == TAGS  # no quality run: the tags' columns, no rows
-    assert list(tables["summaries"]["tool"]) == ["torch"] and list(tables["summaries"]["gpu"]) == ["g1"]
+    assert list(tables["summaries"]["tool"]) == ["torch"] * 2 and list(tables["summaries"]["gpu"]) == ["g1"] * 2
     assert list(zip(runs["gpu"], runs["variant"])) == [("g2", "baseline"), ("g2", "tf32"), ("g1", "baseline"),
                                                        ("g1", "tf32"), ("a0", "baseline"), ("a0", "tf32")]
     assert list(runs.index) == list(range(6))

@@ -2,6 +2,7 @@
 # line per problem), its variants, the targets typed on the command line, the Nsight Compute settings, and the
 # cluster's requests and the GPU labels without an Nsight Compute profile. And the plan of the checked configuration
 # (planning.plan.Plan), which every rule file reads.
+import shlex
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from planning.cluster import cluster_requests
 from planning.configcheck import ConfigError, check_config
 from planning.ncu import ncu_settings
 from planning.plan import Plan, nsight_warning
+from planning.results_lock import ResultsInUse, hold
 from planning.targets import target_problem
 from reporting.registry import OUTPUTS
 
@@ -51,7 +53,11 @@ STUDY = PLAN.study
 # before Snakemake's bare "No rule to produce ...". (Snakemake parses this file before it knows its targets, so the
 # command line is read as typed: every argument under results/, targets and --forcerun files alike.)
 for _argument in sys.argv[1:]:
-    _problem = target_problem(_argument, config)
+    _problem = target_problem(
+        _argument,
+        config,
+        [Path(workflow.basedir) / "config.yaml", *workflow.overwrite_configfiles],
+    )
     if _problem:
         raise WorkflowError(_problem)
 
@@ -82,3 +88,17 @@ if not workflow.remote_exec:
     _warning = nsight_warning(PLAN, OUTPUTS)
     if _warning:
         print(_warning, file=sys.stderr)
+
+
+# One run at a time on one results folder, from this checkout or another whose `results` is this one's (Snakemake's
+# own lock lives in each checkout's .snakemake/ and cannot see the other): taken when the first job is about to
+# start, held until this process ends (planning.results_lock; the list keeps the open lock file referenced). Dry runs
+# and the jobs a cluster runs never get here.
+RESULTS_LOCK = []
+
+
+onstart:
+    try:
+        RESULTS_LOCK.append(hold(workflow.basedir, shlex.join(["snakemake", *sys.argv[1:]])))
+    except ResultsInUse as _error:
+        raise WorkflowError(str(_error)) from None

@@ -54,6 +54,17 @@ def gpus_needed(wildcards):
     return 0 if config["hardware"][wildcards.gpu]["device"] == "cpu" else 1
 
 
+# -- the preflight of a label's timed campaign (preflight.smk) ----------------------------------------------------
+def preflight_params(wildcards):
+    """The convolution the preflight checks: the U-Net's widest, at the configured volume shape. Which variants use
+    each combination it checks is read from the config when it runs, not passed: the record then stays valid (and
+    no timed job runs again) when variants are added or changed; a timed job refuses it where it does not hold."""
+    return {"shape": config["dataset"]["shape"], "channels": config["model"]["base_width"]}
+
+
+PREFLIGHT = layout.label_file("preflight.json")
+
+
 # -- the datasets -------------------------------------------------------------------------------------------------
 # Each workload prepares into its own folder (layout.dataset_dir): switching between config/paper.yaml and
 # config/brats.yaml never rebuilds (and so never outdates the results of) the other's dataset.

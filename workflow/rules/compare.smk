@@ -5,6 +5,7 @@
 rule compare:
     input:
         dataset=PREPARED,
+        preflight=PREFLIGHT,
     output:
         summary=layout.label_file("comparison.json"),
         rounds=layout.label_file("comparison_rounds.csv"),

@@ -29,6 +29,7 @@ for _tool, _profiler in PROFILERS.items():
             f"profile_{_tool}"
         input:
             dataset=PREPARED,
+            preflight=PREFLIGHT,
         output:
             **{key: layout.profile_file(name) for key, name in _profiler["outputs"].items()},
         log:

@@ -34,6 +34,7 @@ rule study_dataset:
 rule study_run:
     input:
         dataset=STUDY_PREPARED,
+        preflight=PREFLIGHT,
     output:
         summary=PLAN.study_variant_files("run.json"),
         losses=PLAN.study_variant_files("losses.csv"),

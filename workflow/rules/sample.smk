@@ -1,6 +1,7 @@
 rule sample:
     input:
         dataset=PREPARED,
+        preflight=PREFLIGHT,
         checkpoint=rules.train.output.checkpoint,
     output:
         summary=layout.run_file("sample.json"),
@@ -31,6 +32,7 @@ rule sample:
 rule sample_fast:
     input:
         dataset=PREPARED,
+        preflight=PREFLIGHT,
         checkpoint=rules.train.output.checkpoint,
     output:
         summary=layout.run_file("samplers.json"),

@@ -1,6 +1,7 @@
 rule train:
     input:
         dataset=PREPARED,
+        preflight=PREFLIGHT,
     output:
         summary=layout.run_file("train.json"),
         steps=layout.run_file("train_steps.csv"),

@@ -16,7 +16,7 @@ def main() -> None:
     params = params_dict(snakemake.params)
     spec = from_mapping(DeviceSpec, params["device"], "device")
     repo = repo_root(snakemake.scriptdir)
-    runs = {name: start_run(spec, Variant.from_config(name, switches), repo, params)
+    runs = {name: start_run(spec, Variant.from_config(name, switches), repo, params, snakemake.input.preflight)
             for name, switches in params["variants"].items()}
     out = snakemake.output
     run_comparison(ModelSpec.from_params(params["model"], params["diffusion"]),

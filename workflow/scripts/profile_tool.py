@@ -19,7 +19,8 @@ def main() -> None:
     # The profiled program gets what this job depends on (the workload's params), not the whole config.
     workload = {key: value for key, value in params_dict(snakemake.params).items() if key not in ("tool", "settings")}
     spec = {"params": workload, "variant": wildcards.variant, "phase": wildcards.phase,
-            "dataset": snakemake.input.dataset, "repo": str(repo_root(snakemake.scriptdir)), "nvtx_range": RANGE}
+            "dataset": snakemake.input.dataset, "preflight": snakemake.input.preflight,
+            "repo": str(repo_root(snakemake.scriptdir)), "nvtx_range": RANGE}
     log = Path(snakemake.log.tool)  # the profiler's own output, next to this job's log
     log.unlink(missing_ok=True)
     device = snakemake.params.device

@@ -15,7 +15,7 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 def main() -> None:
     params = params_dict(snakemake.params)
-    run = start_job(params, snakemake.wildcards.variant, repo_root(snakemake.scriptdir))
+    run = start_job(params, snakemake.wildcards.variant, repo_root(snakemake.scriptdir), snakemake.input.preflight)
     out = snakemake.output
     # The outputs of every seed in the order of params.seeds (quality_study.smk).
     seeds = [int(seed) for seed in params["seeds"]]

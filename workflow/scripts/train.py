@@ -13,7 +13,7 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 def main() -> None:
     params = params_dict(snakemake.params)
-    run = start_job(params, snakemake.wildcards.variant, repo_root(snakemake.scriptdir))
+    run = start_job(params, snakemake.wildcards.variant, repo_root(snakemake.scriptdir), snakemake.input.preflight)
     out = snakemake.output
     run_training(ModelSpec.from_params(params["model"], params["diffusion"]),
                  from_mapping(TrainSettings, params["train"], "train"), run, Path(snakemake.input.dataset),

@@ -9,6 +9,7 @@ import torch
 from jobio.errors import ExpectedError
 
 from . import gpus
+from .provenance import cpu_name
 
 
 class DeviceMismatch(ExpectedError, RuntimeError):
@@ -18,8 +19,9 @@ class DeviceMismatch(ExpectedError, RuntimeError):
 def resolve_device(label: str, hardware: dict, emulate_gpus_on_cpu: bool = False) -> torch.device:
     """Return the torch device for `label`, or raise DeviceMismatch with one line naming the problem.
 
-    `hardware[label]` holds `device` (cpu | cuda) and, for GPUs, `name_pattern`, a regex that the CUDA device name
-    must match. `emulate_gpus_on_cpu` is the test mode in which GPU-labelled jobs run on the CPU (results are marked
+    `hardware[label]` holds `device` (cpu | cuda) and `name_pattern`, a regex that the device's name must match: the
+    CUDA device name (required for GPUs), or the host CPU's model name (optional for CPUs: a label without one runs
+    on any CPU). `emulate_gpus_on_cpu` is the test mode in which GPU-labelled jobs run on the CPU (results are marked
     as emulated); it is never a silent fallback.
     """
     if label not in hardware:
@@ -28,6 +30,12 @@ def resolve_device(label: str, hardware: dict, emulate_gpus_on_cpu: bool = False
         )
     spec = hardware[label]
     if spec["device"] == "cpu":
+        pattern, name = spec.get("name_pattern"), cpu_name()
+        if pattern and not re.search(pattern, name, flags=re.IGNORECASE):
+            raise DeviceMismatch(
+                f"label {label!r} expects a CPU matching '{pattern}' but found {name!r}; fix: use the label of this "
+                "CPU (gpus: [...]), or add one for it under 'hardware' in the config"
+            )
         return torch.device("cpu")
     if emulate_gpus_on_cpu:
         return torch.device("cpu")

@@ -91,7 +91,8 @@ def _nvidia_clocks(props) -> dict | None:
     return parse_clocks(lines[0]) or None
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The host CPU's model name (/proc/cpuinfo), else what the platform says."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -106,7 +107,7 @@ def device_record(device: torch.device) -> dict:
     record = {
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "host_cpu": _cpu_name(),
+        "host_cpu": cpu_name(),
         "cpu_threads": torch.get_num_threads(),
     }
     if device.type == "cuda":

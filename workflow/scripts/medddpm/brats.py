@@ -37,6 +37,7 @@ from .prepare import (
     DatasetError,
     check_finite,
     check_labels,
+    check_not_blank_mask,
     check_not_constant,
     check_same_grid,
     load_volume,
@@ -149,7 +150,8 @@ def read_case_list(path: Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: case list not found")
-    names = [line.strip() for line in path.read_text().splitlines()]
+    # utf-8-sig: a byte-order mark (a spreadsheet's export) is not part of the first name.
+    names = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]
     names = list(dict.fromkeys(n for n in names if n and not n.startswith("#")))
     if not names:
         raise DatasetError(f"{path}: the case list names no case")
@@ -265,5 +267,6 @@ class BratsReader:
         else:
             labels = check_labels(volumes[SEG][0], seg_path, PREPARED_LABELS, f"preprocessed BraTS: {LABEL_NAMES}")
             relabelled = crop_or_pad(labels, shape, 0)
+        check_not_blank_mask(relabelled, seg_path, "tumour region or brain")
         image = np.stack(images, axis=-1).astype(np.float32)
         return image, one_hot(relabelled, (1, 2, 3, 4)), shifted_affine(volumes["t1"][1], starts)

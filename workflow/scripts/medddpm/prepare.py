@@ -205,6 +205,16 @@ def check_not_constant(image: np.ndarray, path: Path) -> None:
         )
 
 
+def check_not_blank_mask(labels: np.ndarray, path: Path, what: str) -> None:
+    """A mask without one labelled voxel would condition every sample on nothing (as an all-zero image would be scaled
+    to a constant): refused, as a blank image is."""
+    if labels.size and not labels.any():
+        raise DatasetError(
+            f"{path}: mask is blank (every voxel is 0, background), so it conditions on no {what}; fix: use the mask "
+            "that belongs to this case, or remove the case (its image and mask) from the folder"
+        )
+
+
 def check_same_grid(data: np.ndarray, affine: np.ndarray, path: Path, ref_data: np.ndarray, ref_affine: np.ndarray,
                     ref_path: Path) -> None:
     """`path` must have the shape and the affine of `ref_path` (the image its mask belongs to, or a case's T1)."""
@@ -293,6 +303,7 @@ class WholeHeadReader:
         check_same_grid(mask, mask_affine, mask_path, image, affine, image_path)
         brats = " (BraTS labels? use dataset.source: brats)" if np.isin(np.unique(mask), (0, 1, 2, 3, 4)).all() else ""
         labels = check_labels(mask, mask_path, LABELS, "background, brain/head, tumor", brats)
+        check_not_blank_mask(labels, mask_path, "brain/head or tumor")
         scaled = scale_slices(image) if self.scaling == "slice" else scale_volume(image)
         image, out_affine = _resize(scaled, affine, shape, order=1)
         labels, _ = _resize(labels, affine, shape, order=0)

@@ -10,6 +10,7 @@ import torch
 
 from measurement.devices import resolve_device
 from measurement.provenance import provenance
+from measurement.conv_checks import check_preflight
 
 from .settings import DeviceSpec, from_mapping
 from .variants import Variant, apply_backend, backend_flags
@@ -23,15 +24,19 @@ class Run:
     provenance: dict
 
 
-def start_run(spec: DeviceSpec, variant: Variant, repo: Path, params: dict) -> Run:
+def start_run(spec: DeviceSpec, variant: Variant, repo: Path, params: dict, preflight: str | Path | None = None) -> Run:
     """Check the label against the device, set the variant's backend switches, record provenance.
 
-    `params` is everything the job was given (its rule's params); provenance carries its digest.
+    `params` is everything the job was given (its rule's params); provenance carries its digest. `preflight`: the
+    label's preflight record (profiling.preflight), which must hold for this job's stack and the variant's
+    convolutions (measurement.conv_checks).
     """
     device = resolve_device(spec.label, spec.hardware(), spec.emulate_gpus_on_cpu)
     apply_backend(variant)
     emulated = spec.device != device.type
     record = provenance(device, params, repo, spec.label, emulated)
+    if preflight is not None:
+        check_preflight(preflight, record, variant.name, variant.switches())
     record.update(
         variant=variant.name,
         switches=variant.switches(),
@@ -41,10 +46,10 @@ def start_run(spec: DeviceSpec, variant: Variant, repo: Path, params: dict) -> R
     return Run(spec.label, variant, device, record)
 
 
-def start_job(params: dict, variant_name: str, repo: Path) -> Run:
+def start_job(params: dict, variant_name: str, repo: Path, preflight: str | Path | None = None) -> Run:
     """`start_run` from a job's params: `device` (DeviceSpec fields) and `variant` (its switches)."""
     return start_run(from_mapping(DeviceSpec, params["device"], "device"),
-                     Variant.from_config(variant_name, params["variant"]), repo, params)
+                     Variant.from_config(variant_name, params["variant"]), repo, params, preflight)
 
 
 def reset_peak_memory(device: torch.device) -> None:

@@ -13,6 +13,7 @@ silently) is refused by the workflow itself, naming the file and line:
 from __future__ import annotations
 
 import copy
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -92,6 +93,9 @@ def read_yaml(path: str | Path, what: str = "config file") -> Any:
 def read_mapping(path: str | Path, what: str = "config file") -> dict:
     """A YAML file that must hold a mapping (a config file or overlay), read with read_yaml."""
     data = read_yaml(path, what)
+    if data is None and what == "overlay":
+        raise ConfigError(f"overlay {path} is empty (or holds only comments), which Snakemake refuses without naming "
+                          "it; fix: write the settings it changes as `key: value` lines, or leave it out")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -177,6 +181,35 @@ def _has(mapping: dict, key_path: Sequence) -> bool:
             return False
         node = node[key]
     return True
+
+
+# A number as YAML 1.2 writes it. PyYAML (and so Snakemake, reading an overlay) follows YAML 1.1, where a float needs a
+# dot: `lr: 1e-4` arrives as the string '1e-4'.
+_YAML12_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+")
+
+
+def read_yaml12_numbers(config: dict, schema_path: Path = SCHEMA) -> list[str]:
+    """Turn, in place, every string where the schema wants a number and YAML 1.2 reads one (`1e-4`: a string in
+    YAML 1.1) into that number; returns the keys it changed."""
+    import jsonschema
+
+    schema = read_yaml(schema_path, "schema")
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    changed = []
+    for error in list(validator.iter_errors(config)):  # all found before any value changes
+        wanted = error.validator_value if error.validator == "type" else None
+        wanted = [wanted] if isinstance(wanted, str) else (wanted or [])
+        if "number" not in wanted or not isinstance(error.instance, str):
+            continue
+        if not _YAML12_FLOAT.fullmatch(error.instance.strip()) or not error.absolute_path:
+            continue
+        *parents, last = error.absolute_path
+        node = config
+        for key in parents:
+            node = node[key]
+        node[last] = float(error.instance)
+        changed.append(_dotted(error.absolute_path))
+    return changed
 
 
 def schema_problem(config: dict, files: Sequence[str | Path] = (), command_line: dict | None = None,
@@ -355,9 +388,11 @@ def check_config(config: dict, basedir: str | Path, files: Sequence[str | Path] 
     """Raise ConfigError with one line for the first problem of `config`: the schema's, then consistency.
     `files` are the config files it was merged from (the embedded default, then the overlays), `command_line` the
     values given with --config. Each overlay is read again here: Snakemake accepts one with a key given twice (the
-    second replaces the first, silently), which this reader refuses naming the file and line."""
+    second replaces the first, silently), which this reader refuses naming the file and line. A number written as
+    YAML 1.2 writes it (`lr: 1e-4`, a string to YAML 1.1 and so to Snakemake) becomes that number in `config`."""
     for path in list(files)[1:]:
         read_mapping(path, "overlay")
+    read_yaml12_numbers(config)
     problem = schema_problem(config, files, command_line) or consistency_problem(config, Path(basedir), files,
                                                                                   command_line)
     if problem:

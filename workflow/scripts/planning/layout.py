@@ -7,6 +7,7 @@ The workload is an axis of its own, never folded into the hardware label::
     results/<workload>/<gpu>/<variant>/train.json ...           one run: RUN_FILES, SAMPLER_FILE, samples/, logs/
     results/<workload>/<gpu>/<variant>/profile/<phase>/...      its profiles (<tool>_summary.csv, ...)
     results/<workload>/<gpu>/{bench.csv,bench.md,device_rates.json,comparison.json,comparison_rounds.csv}
+    results/<workload>/<gpu>/preflight.json                     the campaign's preflight (profiling.preflight)
     results/<workload>/<gpu>/study/<variant>/seed<k>/...        the quality study's runs
     results/<workload>/collected/<table>.parquet                everything read once for the figures and tables
     data/reference/<workload>/<gpu>/...                         a shipped reference set: mirrors results/<workload>/<gpu>/

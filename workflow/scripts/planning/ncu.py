@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from profiling.metric_lists import list_path, missing, shipped_list
 from profiling.settings import MetricSetError
 from profiling.settings import ncu_settings as resolve
 
@@ -24,9 +25,19 @@ def metric_sets(config: dict, basedir: str | Path) -> dict:
 
 def ncu_settings(config: dict, basedir: str | Path, label: str, phase: str) -> dict:
     """ncu settings of `label` and `phase`, metrics resolved to a list; ConfigError for a metric set the file does not
-    define."""
+    define, or for a metric that ncu does not list for the label's chip (where data/ncu-metrics ships that chip's
+    list: profiling.metric_lists)."""
     architecture = config["hardware"][label].get("architecture", "")
     try:
-        return resolve(config["profiling"]["ncu"], architecture, phase, metric_sets(config, basedir))
+        settings = resolve(config["profiling"]["ncu"], architecture, phase, metric_sets(config, basedir))
     except MetricSetError as error:
         raise ConfigError(f"config: {error}") from None
+    chip, known = shipped_list(architecture)
+    unknown = missing(settings["metrics"], known) if known is not None else []
+    if unknown:
+        raise ConfigError(
+            f"config: profiling.ncu collects {', '.join(unknown)} in the {phase} step of {label} ({architecture}), "
+            f"which ncu does not list for {chip} ({list_path(chip)}), so that profile would stop; fix: leave "
+            f"{'it' if len(unknown) == 1 else 'them'} out for that architecture "
+            f"(profiling.ncu.by_architecture.{architecture}.metrics_remove, or by_phase.{phase} under it)")
+    return settings

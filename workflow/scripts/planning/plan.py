@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from . import layout
+from .set_manifest import missing_manifest
 
 # Raw profiler exports of each tool, beside its tidy tables (exported with a reference set).
 RAW_EXPORTS = {"torch": ("torch_trace.json",), "ncu": ("ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv"),
@@ -32,7 +33,9 @@ def reference_set_problem(basedir: str | Path, workload: str, label: str) -> str
     axis), with the fix; None when it is there."""
     folder = layout.reference_dir(workload, label)
     if (Path(basedir) / folder).is_dir():
-        return None
+        unchecked = missing_manifest(Path(basedir) / folder)  # its paths shown relative to the workflow's folder
+        return f"reference_results lists {label!r}, but {unchecked.replace(f'{Path(basedir)}/', '')}" \
+            if unchecked else None
     old = layout.old_layout_set(basedir, workload, label)
     if old:
         return (f"reference_results lists {label!r}, whose set is at {old}/, in the layout before the workload was an "
@@ -193,8 +196,10 @@ class Plan:
         return [label for label in self.config["reference_results"] if label in self.labels]
 
     def shipped_reference_files(self, labels=None) -> list[str]:
-        """Files of the shipped reference sets of `labels` (default: those drawn on) that the figures read. A listed
-        set that is missing, or still in the layout before the workload was an axis, is refused in one line."""
+        """Files of the shipped reference sets of `labels` (default: those drawn on) that the figures read (the reader
+        checks them against their set's manifest.sha256, which is no input: it is the export's output, and a set
+        exported here would be exported again). A listed set that is missing, has no manifest, or is still in the
+        layout before the workload was an axis, is refused in one line."""
         files = []
         for label in self.reference_labels() if labels is None else labels:
             problem = reference_set_problem(self.basedir, self.workload, label)

@@ -5,6 +5,14 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable, Iterable
 
+# A UTF-8 byte-order mark, which some editors and spreadsheet programs write at the start of a CSV file: not part of
+# the first header cell.
+BOM = "\ufeff"
+
+
+def without_bom(text: str) -> str:
+    return text.removeprefix(BOM)
+
 
 def rows_from_header(lines: Iterable[str], is_header: Callable[[list[str]], bool]) -> list[list[str]]:
     """Non-blank CSV rows from the first one `is_header` accepts; [] when there is none.

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import tables
-from .csvpages import ragged_row, rows_from_header
+from .csvpages import ragged_row, rows_from_header, without_bom
 from .errors import ProfilingError
 from .kernels import classify, short_name
 from .units import scale_to_base
@@ -149,7 +149,7 @@ def _csv_rows(text: str) -> list[list[str]]:
 
     Raises csv.Error where the text stops inside a quoted field (strict parsing: a cut file must not pass).
     """
-    lines = [line for line in io.StringIO(text) if not line.startswith("==")]
+    lines = [line for line in io.StringIO(without_bom(text)) if not line.startswith("==")]
     return rows_from_header(lines, lambda row: row[0] == "ID")
 
 
@@ -163,6 +163,9 @@ def _raw_rows(text: str, source: str = "ncu raw CSV") -> tuple[list[list[str]], 
         return [], f"{source} is truncated or malformed ({error}); {fix}"
     if not rows:
         return rows, f"{source} has no header row (empty or failed export); {fix}"
+    if _is_details(rows[0]):
+        return rows, (f"{source} is a details page (it has the 'Section Name' and 'Metric Name' columns of --page "
+                      f"details), not a raw page: saved under the other page's name?; {fix}")
     if len(rows) < 2 or rows[1][0] != "":
         return rows, f"{source} has no units row after the header (truncated or not a --page raw export); {fix}"
     ragged = ragged_row(rows)
@@ -317,6 +320,11 @@ def parse_raw(text: str, source: str = "ncu raw CSV") -> pd.DataFrame:
     return out
 
 
+def _is_details(header: list[str]) -> bool:
+    """A details page's header (one row per kernel and metric); a raw page has one column per metric instead."""
+    return "Section Name" in header and "Metric Name" in header
+
+
 def _details_rows(text: str, source: str) -> list[list[str]]:
     """The details page's rows from the header on, refused in one line where it is cut inside a row or empty."""
     try:
@@ -330,6 +338,12 @@ def _details_rows(text: str, source: str) -> list[list[str]]:
         raise ProfilingError(
             f"{source} has no header row (empty or failed export); "
             "fix: export again with ncu -i REPORT --csv --page details"
+        )
+    if not _is_details(rows[0]) and len(rows) > 1 and rows[1][0] == "" and "Kernel Name" in rows[0]:
+        raise ProfilingError(
+            f"{source} is a raw page (a units row under its header, no 'Section Name' and 'Metric Name' columns), not "
+            "a details page: saved under the other page's name?; fix: export it again with ncu -i REPORT --csv "
+            "--page details"
         )
     return rows
 

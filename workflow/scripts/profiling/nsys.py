@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .csvpages import ragged_row, rows_from_header
+from .csvpages import ragged_row, rows_from_header, without_bom
 from .errors import ProfilingError
 
 REPORT_SUFFIX = ".nsys-rep"
@@ -92,7 +92,7 @@ def _checked_rows(text: str) -> tuple[list[list[str]], str | None]:
     to stdout), and one line naming what makes them unusable (empty, no header, short rows), or None."""
     fix = "fix: run nsys stats again (try the report names cuda_gpu_kern_sum, then gpukernsum)"
     try:
-        rows = rows_from_header(io.StringIO(text), _is_header)
+        rows = rows_from_header(io.StringIO(without_bom(text)), _is_header)
     except csv.Error as error:
         return [], f"nsys kernel-summary CSV is truncated or malformed ({error}); {fix}"
     if not rows:
@@ -142,7 +142,48 @@ def parse_kern_sum(csv_path: str | Path) -> pd.DataFrame:
     if missing:
         raise ProfilingError(f"{csv_path}: nsys kernel-summary CSV lacks {missing}; fix: export cuda_gpu_kern_sum")
     out["instances"] = out["instances"].astype(int)
+    shares = next((frame[c] for c in rows[0] if _HEADER_ALIASES.get(_header_word(c)) == "time_pct"), None)
+    problem = missing_time(out["total_ns"], shares)
+    if problem:
+        raise ProfilingError(f"{csv_path}: nsys kernel-summary CSV {problem}; fix: run nsys stats again on the report")
+    if shares is None:
+        print(f"{csv_path}: no Time (%) column, so this kernel summary cannot be checked against nsys's own shares "
+              "(a summary cut at a row boundary would pass)")
     return out.reindex(columns=KERN_SUM_COLUMNS)
+
+
+def _header_word(column: str) -> str:
+    match = _HEADER.match(column)
+    return match.group("word").strip().lower() if match else ""
+
+
+def missing_time(total_ns: pd.Series, shares: pd.Series | None) -> str | None:
+    """What nsys's own Time (%) column says is missing from a kernel summary, or None.
+
+    nsys prints each kernel's share of the whole summary's time, rounded to the decimals it shows. The largest
+    kernel's share gives the whole (to half a unit of the last decimal): rows cut at a row boundary leave the
+    summary's time short of it by more than that rounding, rows added leave it beyond. None where there are no
+    shares to check against (the caller says so)."""
+    if shares is None:
+        return None
+    printed = shares.astype(str).str.strip()
+    values = pd.to_numeric(printed.str.replace(",", "", regex=False), errors="coerce")
+    if values.isna().any() or total_ns.isna().any() or not len(values) or values.max() <= 0:
+        return None
+    largest = int(values.to_numpy().argmax())
+    decimals = len(printed.iloc[largest].partition(".")[2])
+    half_unit = 0.5 * 10.0 ** -decimals
+    share, time_ns = float(values.iloc[largest]), float(total_ns.iloc[largest])
+    low, high = time_ns * 100 / (share + half_unit), time_ns * 100 / max(share - half_unit, 1e-12)
+    held = float(total_ns.sum())
+    if held < low * (1 - 1e-9):
+        return (f"holds {held:.6g} ns of kernel time in {len(values)} rows, but its largest kernel's share "
+                f"({share:g} % of {time_ns:.6g} ns) gives a whole of at least {low:.6g} ns: at least "
+                f"{1 - held / low:.2%} of the time is missing (cut short at a row boundary)")
+    if held > high * (1 + 1e-9):
+        return (f"holds {held:.6g} ns of kernel time in {len(values)} rows, more than its largest kernel's share "
+                f"({share:g} % of {time_ns:.6g} ns) allows (at most {high:.6g} ns): rows of another summary added")
+    return None
 
 
 # The shell's message, and Python's FileNotFoundError for the binary (not for a report path).

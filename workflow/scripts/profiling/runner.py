@@ -83,9 +83,33 @@ def profile_torch(spec: dict, trace: Path, log: Path) -> None:
         raise ProfilingError(f"torch.profiler wrote no trace {trace}; fix: see the job's log")
 
 
+def configured_executable(executable: str, tool: str) -> str:
+    """The profiler binary a config names (profiling.<tool>.executable, or an architecture's override): a path that
+    must be an executable file, or a bare name found on PATH; ProfilingError naming it and the setting otherwise (a
+    missing path is not "not on PATH")."""
+    setting = f"profiling.{tool}.executable" + (" or its by_architecture override" if tool == "ncu" else "")
+    if "/" not in executable:
+        found = shutil.which(executable)
+        if found:
+            return found
+        raise ProfilingError(f"{tool} executable {executable!r} ({setting}) is not on PATH; fix: give its full path "
+                             f"there, or set it to null to use the {tool} found on PATH")
+    path = Path(executable)
+    if not path.is_file():
+        where = "is a folder, not the binary" if path.is_dir() else "does not exist"
+        raise ProfilingError(f"{tool} executable {executable} ({setting}) {where}; fix: correct the path (the {tool} "
+                             f"binary of an install, e.g. /opt/nvidia/nsight-compute/<version>/ncu), or set it to null "
+                             f"to use the {tool} found on PATH")
+    if not os.access(path, os.X_OK):
+        raise ProfilingError(f"{tool} executable {executable} ({setting}) is not executable by this user; fix: chmod "
+                             f"+x {executable}, or name another {tool} there")
+    return str(path)
+
+
 def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw_csv: Path, details_csv: Path,
                 log: Path) -> None:
-    executable = settings.get("executable") or ncu.locate_ncu()
+    configured = settings.get("executable")
+    executable = configured_executable(configured, "ncu") if configured else ncu.locate_ncu()
     if not executable:
         raise ProfilingError(ncu.diagnose("ncu: command not found", 127))
     extra = []
@@ -115,7 +139,8 @@ def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw
 
 def profile_nsys(spec: dict, scripts_dir: Path, settings: dict, report: Path, kern_sum_csv: Path,
                  log: Path) -> None:
-    executable = settings.get("executable") or shutil.which("nsys")
+    configured = settings.get("executable")
+    executable = configured_executable(configured, "nsys") if configured else shutil.which("nsys")
     if not executable:
         raise ProfilingError(nsys.diagnose("nsys: command not found", 127))
     timeout_s = settings["timeout_minutes"] * 60

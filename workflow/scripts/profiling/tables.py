@@ -14,7 +14,7 @@ import pandas as pd
 from jobio.errors import writing
 
 from . import instructions
-from .csvpages import ragged_row
+from .csvpages import ragged_row, without_bom
 from .errors import ProfilingError
 from .kernels import CLASS_NAMES, classify, classify_cpu_op, precision_tag, short_name
 
@@ -327,7 +327,7 @@ def load_csv(path: str | Path) -> pd.DataFrame:
             data = gzip.decompress(data)
         except (OSError, EOFError) as error:
             raise ValueError(f"cut short or damaged: {error}") from None
-    text = data.decode()
+    text = without_bom(data.decode())
     if text and not text.endswith("\n"):
         raise ValueError("cut short: its last line ends without a newline")
     try:
@@ -340,6 +340,38 @@ def load_csv(path: str | Path) -> pd.DataFrame:
     if ragged:
         raise ValueError(f"cut short or damaged: {ragged}")
     return pd.read_csv(io.StringIO(text))
+
+
+def summary_problem(summary: pd.DataFrame) -> str | None:
+    """What shows that a per-class summary (summarise's table) is not whole, or None: its last row must be the one
+    "all" row, and its class rows must add up to it (launches exactly, time to rounding). A summary cut at a row
+    boundary parses; its own total says what is missing."""
+    if "kernel_class" not in summary.columns or summary.empty:
+        return "no kernel_class rows: not a per-class summary of this workflow"
+    total = summary[summary["kernel_class"] == "all"]
+    if len(total) != 1 or summary["kernel_class"].iloc[-1] != "all":
+        return ("its last row is not the one 'all' row that every summary ends with (its total): cut short at a row "
+                "boundary" if total.empty else "its 'all' row, the total, is not its one last row: rows added or moved")
+    classes, total = summary.iloc[:-1], total.iloc[0]
+    launches = int(classes["kernels"].sum())
+    if launches != int(total["kernels"]):
+        return (f"its kernel classes hold {launches:,} launches but its 'all' row {int(total['kernels']):,}: rows "
+                "cut or edited")
+    time_ns = float(classes["time_ns"].sum())
+    if not math.isclose(time_ns, float(total["time_ns"]), rel_tol=1e-9):
+        return (f"its kernel classes hold {time_ns:.6g} ns of kernel time but its 'all' row "
+                f"{float(total['time_ns']):.6g} ns: rows cut or edited")
+    return None
+
+
+def load_summary(path: str | Path) -> pd.DataFrame:
+    """A per-class summary (<tool>_summary.csv), refused (ValueError) where it is cut (load_csv) or its rows do not
+    add up to its own 'all' row (summary_problem)."""
+    summary = load_csv(path)
+    problem = summary_problem(summary)
+    if problem:
+        raise ValueError(problem)
+    return summary
 
 
 def load_frame(path: str | Path) -> pd.DataFrame:

@@ -58,7 +58,7 @@ def run(spec: dict) -> None:
     from medddpm.settings import TrainSettings, from_mapping
 
     params = spec["params"]
-    run_ = start_job(params, spec["variant"], Path(spec["repo"]))
+    run_ = start_job(params, spec["variant"], Path(spec["repo"]), spec.get("preflight"))
     model_spec = ModelSpec.from_params(params["model"], params["diffusion"])
     train = from_mapping(TrainSettings, params["train"], "train")
     warmup = params["warmup_steps"]

@@ -291,9 +291,17 @@ def _ncu_rows(gpu, variant, phase, here: Side, ref: Side, bands) -> list[dict]:
     return rows
 
 
-def conformance_table(results: Results, bands: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def unlisted(gpu: str, workload: str, listed) -> str:
+    """Why a label measured here has no reference: the setting that lists reference sets, what it lists, the fix."""
+    where = layout.reference_dir(workload or "<workload>", gpu)
+    return (f"reference_results ({', '.join(listed) if listed else 'empty'}) does not list {gpu}, so no reference "
+            f"set of {gpu} is read; list {gpu} there (a set in {where}/) to check this run against it")
+
+
+def conformance_table(results: Results, bands: dict, listed=()) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """tab08: one row per (label measured here, variant, metric); every kernel class's share compared (second
-    frame); notes naming both sides of each compared label."""
+    frame); notes naming both sides of each compared label. `listed`: the config's reference_results, named in the
+    row of a label without a reference."""
     rows, classes, notes = [], [], []
     runs, summaries = results.table("runs"), results.table("summaries")
     ref_hardware = results.table("reference_hardware")
@@ -302,9 +310,7 @@ def conformance_table(results: Results, bands: dict) -> tuple[pd.DataFrame, pd.D
     referenced = set(ref_hardware["gpu"]) if len(ref_hardware) else set()
     for gpu in measured:
         if gpu not in referenced:
-            where = layout.reference_dir(results.workload(gpu) or "<workload>", gpu)
-            rows.append(_row(gpu, "", "every metric", "", reasons=f"no shipped reference set of {gpu} is listed in "
-                             f"reference_results ({where}/)"))
+            rows.append(_row(gpu, "", "every metric", "", reasons=unlisted(gpu, results.workload(gpu), listed)))
             continue
         info = ref_hardware.set_index("gpu").loc[gpu]
         here = Side(_of(runs, gpu), _of(summaries, gpu), results.provenance(gpu), results.gpu_device(gpu))

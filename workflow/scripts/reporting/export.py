@@ -17,7 +17,6 @@ Equal results give byte-identical sets; the set replaces an older one of the lab
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import shutil
@@ -30,10 +29,10 @@ from measurement.throughput import run_columns as throughput_columns, single_siz
 
 from .derived import cudnn_version
 from .results import variant_order
+from planning.set_manifest import MANIFEST, manifest_text
 
 # Written gzip-compressed (name + ".gz"); everything else from results/<workload>/<label>/ is copied as it is.
 COMPRESSED = ("ncu_raw.csv", "ncu_details.csv", "ncu_rules.csv", "torch_trace.json", "nsys_kern_sum.csv")
-MANIFEST = "manifest.sha256"
 
 
 def gzip_bytes(data: bytes) -> bytes:
@@ -71,9 +70,9 @@ def export_set(label: str, files: list[str | Path], results_root: str | Path, ou
         for path in sorted(map(Path, files)):
             relative = path.relative_to(source_root)
             written[destination(relative)] = _content(path, relative)
-        written[Path("config.yaml")] = config_yaml(config).encode()
+        written[Path("config.yaml")] = config_yaml(config, label).encode()
         written[Path("README.md")] = readme(label, written, config, command).encode()
-        written[Path(MANIFEST)] = manifest(written).encode()
+        written[Path(MANIFEST)] = manifest_text(written).encode()
         for relative, data in written.items():
             (staging / relative).parent.mkdir(parents=True, exist_ok=True)
             (staging / relative).write_bytes(data)
@@ -88,15 +87,16 @@ def export_set(label: str, files: list[str | Path], results_root: str | Path, ou
     return sorted(written)
 
 
-def manifest(written: dict[Path, bytes]) -> str:
-    lines = [f"{hashlib.sha256(data).hexdigest()}  {path.as_posix()}" for path, data in sorted(written.items())]
-    return "\n".join(lines) + "\n"
-
-
-def config_yaml(config: dict) -> str:
-    head = ("# The complete configuration of the workflow that measured this set (every key; see README.md).\n"
-            "# Measure the same on another machine of this label: snakemake --configfile <this file> -- ...\n")
-    return head + yaml.safe_dump(json.loads(json.dumps(config)), sort_keys=False, width=120)
+def config_yaml(config: dict, label: str) -> str:
+    """The configuration of the jobs that measured the set, set up to measure `label` again and check it against the
+    set: `gpus` is the label alone and `reference_results` lists it (neither changes what a job computes)."""
+    again = json.loads(json.dumps(config))
+    again["gpus"] = [label]
+    again["reference_results"] = [*[r for r in config.get("reference_results", []) if r != label], label]
+    head = ("# The complete configuration of the workflow that measured this set (every key; see README.md), with\n"
+            f"# gpus: [{label}] and {label} in reference_results, so that it measures {label} again and checks\n"
+            "# the run against this set (tab08): snakemake --cores 1 --configfile <this file> -- paper/figures/all\n")
+    return head + yaml.safe_dump(again, sort_keys=False, width=120)
 
 
 # -- the README -----------------------------------------------------------------------------------------------------
@@ -188,8 +188,9 @@ def readme(label: str, written: dict[Path, bytes], config: dict, command: str) -
         command,
         "```",
         "",
-        "`config.yaml` beside this file is the complete configuration those jobs used. On another machine of this "
-        "label, this measures the same and checks it against this set (tab08):",
+        f"`config.yaml` beside this file is the complete configuration those jobs used, measuring `{label}` alone "
+        f"and listing this set in `reference_results`. On another machine of this label, this measures the same and "
+        "checks it against this set (tab08):",
         "",
         "```bash",
         f"snakemake --cores 1 --configfile {layout.reference_dir(workload, label)}/config.yaml -- paper/figures/all",

@@ -14,7 +14,6 @@ back in a figure or table job. Every row of every table carries ``gpu``, ``varia
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator
@@ -27,6 +26,7 @@ import pandas as pd
 
 from jobio.errors import ExpectedError
 from planning.layout import REFERENCE, file_keys, parse
+from planning.set_manifest import check_sets
 from measurement.throughput import run_columns as throughput_columns
 from medddpm import compile_cache
 
@@ -92,11 +92,9 @@ def gather(measured: Iterable, shipped: Iterable = (), measured_labels: Iterable
 
 
 class ResultFileError(ExpectedError):
-    """A result file (measured here, or of a shipped or imported set) that cannot be read: cut short, damaged, of
-    another schema, or unlike its set's manifest.sha256. The message names the file and the fix."""
-
-
-MANIFEST = "manifest.sha256"
+    """A result file (measured here, or of a shipped or imported set) that cannot be read: cut short, damaged or of
+    another schema (a set's file unlike its manifest.sha256 is refused before: planning.set_manifest). The message
+    names the file and the fix."""
 
 
 def _shipped(path: Path) -> bool:
@@ -106,8 +104,8 @@ def _shipped(path: Path) -> bool:
 def _fix(path: Path) -> str:
     if _shipped(path):
         return (f"fix: restore the set from where it came from (git checkout -- {path} for a set committed here, or "
-                "copy the exported set again; sha256sum -c manifest.sha256 in its folder lists the damaged files, "
-                "where the set has one), or leave its label out of reference_results")
+                "copy the exported set again; sha256sum -c manifest.sha256 in its folder lists the damaged files), "
+                "or leave its label out of reference_results")
     return (f"fix: run the job that writes it again (your snakemake command with --forcerun {path} added before any "
             "--)")
 
@@ -138,43 +136,24 @@ def load_csv(path: str | Path) -> pd.DataFrame:
     return load(path)
 
 
+def load_train_steps(path: str | Path) -> pd.DataFrame:
+    """A run's train_steps.csv, refused (ValueError) unless it holds every step its train.json (written by the same
+    job) says was run: the warm-up and the timed optimizer steps. Cut at a row boundary, it parses."""
+    steps = load_csv(path)
+    settings = json.loads(Path(path).with_name("train.json").read_text())["settings"]
+    expected = settings["warmup_steps"] + settings["measured_steps"]
+    if len(steps) != expected:
+        raise ValueError(f"holds {len(steps)} steps, but train.json beside it ran {settings['warmup_steps']} warm-up "
+                         f"and {settings['measured_steps']} timed steps ({expected}): cut short or of another run")
+    return steps
+
+
 def _read_json(path: Path) -> dict:
     with _reading(path, Path(path).name):
         data = json.loads(Path(path).read_text())
         if not isinstance(data, dict):
             raise TypeError(f"holds a {type(data).__name__}, not an object")
         return data
-
-
-def check_manifests(paths: Iterable[str | Path]) -> None:
-    """Every shipped or imported set among `paths` whose folder holds a manifest.sha256 (export writes one): each
-    file it lists must be there with that sha256, else one line naming the file. The sets shipped in this
-    repository have none (they are checked by git and by the readers' own checks: a cut table or JSON is refused)."""
-    folders: dict[Path, None] = {}
-    for path in map(Path, paths):
-        for folder in path.parents:
-            if (folder / MANIFEST).is_file():
-                folders.setdefault(folder)
-                break
-            if folder.name == "reference":
-                break
-    for folder in folders:
-        manifest = folder / MANIFEST
-        for number, line in enumerate(manifest.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            digest, _, name = line.partition("  ")
-            listed = folder / name.strip()
-            check = f"(cd {folder} && sha256sum -c {MANIFEST}) lists every damaged file"
-            if not name.strip() or len(digest) != 64:
-                raise ResultFileError(f"{manifest}: line {number} is not '<sha256>  <file>'; fix: export the set "
-                                      f"again, or copy its manifest.sha256 again")
-            if not listed.is_file():
-                raise ResultFileError(f"{listed}: listed in {manifest} but missing; fix: copy the whole set again; "
-                                      f"{check}")
-            if hashlib.sha256(listed.read_bytes()).hexdigest() != digest.lower():
-                raise ResultFileError(f"{listed}: its sha256 differs from the one in {manifest} (damaged, cut short "
-                                      f"or edited since the export); fix: copy the set again; {check}")
 
 
 def _labels(files: pd.DataFrame, measured_labels: Iterable[str]) -> list[str]:
@@ -489,7 +468,12 @@ def _study_losses(files: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for row in files[files["kind"] == "study_losses"].itertuples():
         with _reading(row.path, "study losses table"):
-            frames.append(load_csv(row.path).assign(gpu=row.gpu, variant=row.variant, seed=int(row.seed)))
+            losses = load_csv(row.path)
+            steps = json.loads(Path(row.path).with_name("run.json").read_text())["training"]["optimizer_steps"]
+            if len(losses) != steps:
+                raise ValueError(f"holds {len(losses)} steps, but run.json beside it trained {steps}: cut short or "
+                                 "of another run")
+            frames.append(losses.assign(gpu=row.gpu, variant=row.variant, seed=int(row.seed)))
     if not frames:
         return pd.DataFrame(columns=["gpu", "variant", "seed"])
     return pd.concat(frames, ignore_index=True).sort_values(["gpu", "variant", "seed", "step"], kind="stable",
@@ -528,12 +512,12 @@ def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.D
 
 def _references(references: Iterable) -> dict[str, pd.DataFrame]:
     """The shipped sets of labels measured here, read like any shipped set: the reference side of tab08."""
-    from profiling.tables import load_frame
+    from profiling.tables import load_summary
 
     files = gather((), references)
     labels = _labels(files, ())
     hardware = _hardware(files, labels, _provenances(files))
-    tables = {"reference_runs": _runs(files), "reference_summaries": _per_file(files, "summary", load_frame)}
+    tables = {"reference_runs": _runs(files), "reference_summaries": _per_file(files, "summary", load_summary)}
     return {"reference_hardware": hardware, **{name: _tag(frame, hardware, labels) for name, frame in tables.items()}}
 
 
@@ -541,14 +525,16 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
             references: Iterable = ()) -> dict[str, pd.DataFrame]:
     """Every table of the bundle from the result files (see the module docstring). `references`: files of shipped
     sets whose labels are measured here too (read apart: tab08 checks the measured run against them)."""
-    from profiling.tables import load_frame
+    from profiling.tables import load_frame, load_summary
 
-    check_manifests([*shipped, *references])  # an imported set with a manifest.sha256: every file as exported
+    check_sets([*shipped, *references])  # every shipped or imported set: each file as its manifest.sha256 lists it
     files = gather(measured, shipped, measured_labels)
     labels = _labels(files, measured_labels)
     hardware = _hardware(files, labels, _provenances(files))
 
     def read_rules(path: Path) -> pd.DataFrame:
+        print(f"{path}: ncu's rule results carry no total, so this table cannot be checked against one (the details "
+              "page it was extracted from was checked against the raw page of the same report)")
         return load_csv(path)
 
     comparisons = _comparisons(files)
@@ -556,8 +542,8 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
         "runs": with_comparisons(_runs(files), comparisons),
         "comparisons": comparisons,
         "quality": _quality(files),
-        "losses": _per_file(files, "train_steps.csv", load_csv),
-        "summaries": _per_file(files, "summary", load_frame),
+        "losses": _per_file(files, "train_steps.csv", load_train_steps),
+        "summaries": _per_file(files, "summary", load_summary),
         "kernels": _per_file(files, "kernels", load_frame),
         "rules": _per_file(files, "rules", read_rules),
         "slices": _slices(files),

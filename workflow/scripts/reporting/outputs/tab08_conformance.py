@@ -14,7 +14,8 @@ CAPTION = ("Conformance with the shipped reference: per label measured here, var
 
 
 def build(job) -> Table:
-    table, classes, notes = conformance_table(job.results, job.settings["conformance"]["bands"])
+    table, classes, notes = conformance_table(job.results, job.settings["conformance"]["bands"],
+                                              job.settings["reference_results"])
     return Table(table, CAPTION, notes=notes, extra={"classes": classes})
 
 
