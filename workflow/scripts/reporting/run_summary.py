@@ -7,6 +7,7 @@ unreadable gives one line saying so, never an exception."""
 from __future__ import annotations
 
 import re
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,10 +120,9 @@ def _samplers(root: Path) -> list[str]:
         timed = fast.dropna(subset=["seconds_per_volume"])
         if len(chain) and len(timed):
             best = timed.loc[timed["seconds_per_volume"].idxmin()]
-            lines.append(_cut(f"  {gpu}: {best['sampler']} {int(best['steps'])} steps {best['seconds_per_volume']:.3g} s "
-                              f"per volume against {chain['seconds_per_volume'].iloc[0]:.3g} s for the "
-                              f"{int(chain['steps'].iloc[0])}-step chain ({best['timed_variant']}, "
-                              f"{best['timed_shape']})"))
+            lines.append(_cut(f"  {gpu} ({best['timed_variant']}, {best['timed_shape']}): {best['sampler']} "
+                              f"{int(best['steps'])} steps {best['seconds_per_volume']:.3g} s per volume, the "
+                              f"{int(chain['steps'].iloc[0])}-step chain {chain['seconds_per_volume'].iloc[0]:.3g} s"))
             lines.append(_cut(f"    {chain_speedup_words(best)}"))
         judged = fast[fast["study_variant"].notna() & (fast["study_variant"].astype(str) != "")]
         for variant, mine in judged.groupby("study_variant", sort=False):
@@ -135,7 +135,8 @@ def _samplers(root: Path) -> list[str]:
             if all(text.endswith("not judged") for text in said):
                 lines.append(f"    {variant}'s study runs: none judged (fewer paired seeds than the quality claim asks)")
                 continue
-            lines.append(_cut(f"    {variant}'s study runs, fewest steps equivalent: {', '.join(said)}"))
+            lines.extend(textwrap.wrap(f"{variant}'s study runs, fewest steps equivalent to the chain: {', '.join(said)}",
+                                       WIDTH, initial_indent="    ", subsequent_indent="      "))
     return lines
 
 
