@@ -1,6 +1,7 @@
 """The tests' own machinery for a loaded machine: subprocesses stopped by what they do, not by the clock
 (tests/watched.py), and a shared build that fails reported once (tests/shared_builds.py)."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -68,9 +69,11 @@ def test_a_failed_shared_build_is_reported_once_and_its_dependents_are_not_run(t
             return built_once(tmp_path_factory, "demo_run", broken)
     """))
     (tmp_path / "test_demo.py").write_text("".join(f"def test_{k}(shared):\n    pass\n\n" for k in range(4)))
+    # A session of its own: not a worker of this one (xdist's and pytest's variables left out).
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
                            "-o", "addopts=-rs", "--basetemp", str(tmp_path / "base"), str(tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True)
+                          cwd=tmp_path, capture_output=True, text=True, env=env)
     out = done.stdout
     assert done.returncode == 1, out
     assert "1 error" in out and "3 skipped" in out, out

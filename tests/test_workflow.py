@@ -244,6 +244,7 @@ def test_the_sampler_axis_runs_through_the_timing_job_the_study_and_tab09(finish
         for record in run["samplers"]:
             assert record["vs_real"]["wasserstein_mean"] >= 0 and record["seconds_per_volume"] > 0
     table = pd.read_csv(finished_run / "paper/tables/tab09_samplers.csv")
+    table = table[table["gpu"] == "cpu"]  # the shipped H200 set's rows follow
     assert list(table["sampler"].unique()) == ["ddpm", "deis_ipndm", "ddim", "dpm_solver_pp_2m"]
     fast = table[table["sampler"] != "ddpm"]
     assert sorted(fast["study_variant"].unique()) == ["baseline", "channels_last"] and len(fast) == 6

@@ -91,21 +91,22 @@ def speedup_words(row) -> str:
     return "not measured"
 
 
-def chain_speedup_words(row) -> str:
+def chain_speedup_words(row, chain_steps: int | None = None) -> str:
     """A fast sampler's speed-up over the chain as its paired rounds give it: a direction only where the interval
-    gives one."""
+    gives one ('25.5x [25.2-25.8] faster than the 250-step chain')."""
+    chain = f"the {chain_steps}-step chain" if chain_steps else "the chain"
     if not present(row.get("chain_speedup")):
-        return "its speed-up over the chain not measured"
+        return f"its speed-up over {chain} not measured"
     ratio, verdict = float(row["chain_speedup"]), row["chain_speedup_verdict"]
-    interval = (f"interval {num(float(row['chain_speedup_low']))}-{num(float(row['chain_speedup_high']))}"
-                if present(row.get("chain_speedup_low")) else "no interval")
+    interval = (f"[{num(float(row['chain_speedup_low']))}-{num(float(row['chain_speedup_high']))}]"
+                if present(row.get("chain_speedup_low")) else "(no interval)")
     if verdict == "faster":
-        return f"{times(ratio)} faster than the chain ({interval})"
+        return f"{times(ratio)} {interval} faster than {chain}"
     if verdict == "slower":
-        return f"{times(1 / ratio)} slower than the chain ({interval})"
+        return f"{times(1 / ratio)} {interval} slower than {chain}"
     if verdict == "within noise":
-        return f"within noise of the chain ({times(ratio)}, {interval})"
-    return f"{times(ratio)} the chain's speed, not measurable under this load ({interval})"
+        return f"within noise of {chain} ({times(ratio)} {interval})"
+    return f"{times(ratio)} {interval} {chain}'s speed, not measurable under this load"
 
 
 # -- reading the outputs --------------------------------------------------------------------------------------------

@@ -88,13 +88,18 @@ def _fastest(root: Path) -> list[str]:
         unpaired = "paired" in rows and (rows["paired"] == "no").all()
         faster = rows[(verdicts == "faster") & (rows["variant"] != "baseline")]
         if faster.empty:
-            lines.append(f"  {gpu} ({origin}): none measurably faster than baseline ({base_ms:.1f} ms/sample"
-                         + (", unpaired)" if unpaired else ")"))
+            head = (f"  {gpu} ({origin}): none measurably faster than baseline ({base_ms:.1f} ms/sample"
+                    + (", unpaired)" if unpaired else ")"))
+            said = []
             for word in ("within noise", "slower", "not measurable under this load", "not measurable here"):
                 named = [v for v, verdict in zip(rows["variant"], verdicts) if verdict == word]
                 if named:
-                    line = f"    {word}: " + ", ".join(named)
-                    lines.append(line if len(line) <= WIDTH else f"    {word}: {len(named)} variants (tab04)")
+                    said.append(f"{word}: " + (", ".join(named) if len(", ".join(named)) <= 60
+                                               else f"{len(named)} variants (tab04)"))
+            if said and len(head + "; " + "; ".join(said)) <= WIDTH:
+                lines.append(head + "; " + "; ".join(said))
+            else:
+                lines.extend([head, *(f"    {text}" for text in said)])
             continue
         best = faster.loc[faster["train_ms_per_sample"].idxmin()]
         speedup = best["train_speedup_vs_baseline"]
@@ -109,8 +114,9 @@ def _fastest(root: Path) -> list[str]:
 
 
 def _samplers(root: Path) -> list[str]:
-    """tab09's headline per label: the fastest sampler against the T-step chain, and per study variant each sampler's
-    fewest steps equivalent to the chain (or that none is, or that none was judged)."""
+    """tab09's headline per label, in two lines: the fastest sampler with its paired speed-up over the T-step chain,
+    and the fewest steps of each sampler judged equivalent to the chain on each study variant's runs (or that none
+    was judged)."""
     frame = _table(root, "tab09_samplers")
     if frame is None or frame.empty:
         return []
@@ -120,24 +126,33 @@ def _samplers(root: Path) -> list[str]:
         timed = fast.dropna(subset=["seconds_per_volume"])
         if len(chain) and len(timed):
             best = timed.loc[timed["seconds_per_volume"].idxmin()]
-            lines.append(_cut(f"  {gpu} ({best['timed_variant']}, {best['timed_shape']}): {best['sampler']} "
-                              f"{int(best['steps'])} steps {best['seconds_per_volume']:.3g} s per volume, the "
-                              f"{int(chain['steps'].iloc[0])}-step chain {chain['seconds_per_volume'].iloc[0]:.3g} s"))
-            lines.append(_cut(f"    {chain_speedup_words(best)}"))
+            lines.append(_cut(f"  {gpu} ({best['timed_variant']}, {_shape(best['timed_shape'])}): {best['sampler']} "
+                              f"{int(best['steps'])} steps {best['seconds_per_volume']:.3g} s/volume, "
+                              f"{chain_speedup_words(best, int(chain['steps'].iloc[0])).replace(' faster than', ' over')}"))
         judged = fast[fast["study_variant"].notna() & (fast["study_variant"].astype(str) != "")]
+        said = []
         for variant, mine in judged.groupby("study_variant", sort=False):
-            said = []
+            fewest = []
             for sampler, group in mine.groupby("sampler", sort=False):
                 equal = group[group["outcome"] == "equivalent"]
-                said.append(f"{sampler} {int(equal['steps'].min())}" if len(equal) else
-                            f"{sampler} none" if group["outcome"].notna().any() and (group["outcome"] != "").any()
-                            else f"{sampler} not judged")
-            if all(text.endswith("not judged") for text in said):
-                lines.append(f"    {variant}'s study runs: none judged (fewer paired seeds than the quality claim asks)")
-                continue
-            lines.extend(textwrap.wrap(f"{variant}'s study runs, fewest steps equivalent to the chain: {', '.join(said)}",
-                                       WIDTH, initial_indent="    ", subsequent_indent="      "))
+                if len(equal):
+                    fewest.append(f"{sampler} {int(equal['steps'].min())}")
+                elif group["outcome"].notna().any() and (group["outcome"] != "").any():
+                    fewest.append(f"{sampler} none")
+            if fewest:
+                said.extend(textwrap.wrap(f"{variant}'s runs, fewest steps equivalent: {', '.join(fewest)}", WIDTH,
+                                          initial_indent="    ", subsequent_indent="      "))
+        if said:
+            lines.extend(said)
+        elif len(judged):
+            lines.append("    study runs: none judged (fewer paired seeds than the quality claim asks)")
     return lines
+
+
+def _shape(text: str) -> str:
+    """'128x128x128' as 128^3; another shape as it is."""
+    sides = str(text).split("x")
+    return f"{sides[0]}^3" if len(sides) == 3 and len(set(sides)) == 1 else str(text)
 
 
 def _claims(root: Path) -> list[str]:

@@ -44,6 +44,7 @@ def draw(ax, rows: pd.DataFrame, chain: pd.DataFrame, times: dict) -> None:
                    zorder=0, label="chain +- margin")
     ax.plot([chain_x], [chain_distance], marker="*", markersize=13, color="black", linestyle="none",
             label=f"ddpm, {int(chain['steps'].iloc[0])} steps")
+    at_steps: dict[int, list[float]] = {}
     for sampler, group in rows.groupby("sampler", sort=False):
         group = group.sort_values("steps")
         x = [times.get((sampler, int(s)), float(t)) for s, t in zip(group["steps"], group["study_seconds_per_volume"])]
@@ -53,8 +54,13 @@ def draw(ax, rows: pd.DataFrame, chain: pd.DataFrame, times: dict) -> None:
         errors = np.vstack([np.nan_to_num(low), np.nan_to_num(high)])
         ax.errorbar(x, y, yerr=errors, color=SAMPLER_COLORS.get(sampler, "gray"), marker=MARKERS.get(sampler, "o"),
                     capsize=3, label=sampler)
-        for xi, yi, steps in zip(x, y, group["steps"]):
-            ax.annotate(str(int(steps)), (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        for xi, steps in zip(x, group["steps"]):
+            at_steps.setdefault(int(steps), []).append(xi)
+    # The step counts once each, along the bottom: every sampler at a step count sits at about the same seconds (one
+    # U-Net evaluation a step), where labels at each point would lie on one another.
+    for steps, xs in sorted(at_steps.items()):
+        ax.annotate(f"{steps} steps", (float(np.median(xs)), 0.0), xycoords=("data", "axes fraction"),
+                    xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=7, color="0.3")
     ax.set_xscale("log")
     log_ticks(ax)
 
