@@ -730,6 +730,42 @@ def test_a_run_within_the_bands_conforms_and_one_outside_says_which_way_and_why(
     assert "run-to-run variation" in same[("baseline", "training time per sample")][1]
 
 
+def test_a_time_measured_under_load_or_spread_wider_than_its_band_is_not_judged():
+    """Other processes busy beyond conformance.max_other_load_cores on either side, or steps whose quartiles spread
+    wider than the band: the time says "not measurable under this load" with why, never slower; memory and the
+    shares are judged as before."""
+    quiet = {"train_other_load_cores": 0.1, "train_cpu_count": 2, "sample_other_load_cores": 0.1,
+             "sample_cpu_count": 2, "train_step_median_ms": 2000.0, "train_step_q1_ms": 1990.0,
+             "train_step_q3_ms": 2010.0}
+    reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0} | quiet]
+    slower = {"variant": "baseline", "train_ms_per_sample": 1200.0}  # 20 % slower: outside the +-5 % band
+
+    def verdict_of(here: dict, ref: dict = None, max_load: float | None = 0.5) -> tuple[str, str]:
+        results = conformance_results([slower | quiet | here], [(ref or reference[0])])
+        table, _, _ = conformance.conformance_table(results, BANDS, max_load)
+        row = table[table["metric"] == "training time per sample"].iloc[0]
+        return row["verdict"], row["reasons"]
+
+    assert verdict_of({})[0] == conformance.SLOWER
+    verdict, why = verdict_of({"train_other_load_cores": 1.17})
+    assert verdict == conformance.UNDER_LOAD
+    assert why == ("other processes kept 1.2 of 2 cores busy while it was timed here (more than "
+                   "conformance.max_other_load_cores, 0.5)")
+    verdict, why = verdict_of({}, reference[0] | {"train_other_load_cores": 0.9})
+    assert verdict == conformance.UNDER_LOAD and why.endswith("timed in the reference (more than "
+                                                              "conformance.max_other_load_cores, 0.5)")
+    assert verdict_of({"train_other_load_cores": 0.5})[0] == conformance.SLOWER  # at the limit: judged
+    assert verdict_of({"train_other_load_cores": 1.17}, max_load=None)[0] == conformance.SLOWER  # no limit set
+    # Steps spread over 12 % of their median (quartiles 1880-2120 ms), wider than the band's 10 %.
+    verdict, why = verdict_of({"train_step_q1_ms": 1880.0, "train_step_q3_ms": 2120.0})
+    assert verdict == conformance.UNDER_LOAD and why == ("its steps here spread over 12% of their median "
+                                                         "(quartiles), wider than the band")
+    # Peak memory is no time: judged whatever the load.
+    results = conformance_results([slower | quiet | {"train_other_load_cores": 1.17}], reference)
+    table, _, _ = conformance.conformance_table(results, BANDS, 0.5)
+    assert table.set_index("metric").loc["peak memory, training", "verdict"] == conformance.WITHIN
+
+
 def test_what_cannot_be_compared_says_why():
     reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0}]
     here = [{"variant": "baseline", "train_ms_per_sample": 10.0, "volume_shape": "32x32x32", "parameters": 10},

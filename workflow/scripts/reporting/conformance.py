@@ -9,6 +9,11 @@ reason: a run or a profile missing on one side, another workload, another kind o
 differently. Rows outside the band carry the likely reasons, read from the provenance of both sides (driver, CUDA,
 cuDNN, torch, GPU model and memory, clocks where both recorded them).
 
+A time measured under load is not judged: where other processes kept more than `max_other_load_cores` busy while
+either side timed its steps (measurement.conditions), or where either side's steps spread wider than the band
+(interquartile range over the median), a time reads "not measurable under this load", with the load or the spread,
+never faster or slower.
+
 Conformance reports; it never fails a run (users measure on busy machines).
 """
 
@@ -31,7 +36,8 @@ SLOWER = "slower"
 LOWER = "lower"
 HIGHER = "higher"
 NOT_COMPARABLE = "not comparable"
-VERDICTS = (WITHIN, FASTER, SLOWER, LOWER, HIGHER, NOT_COMPARABLE)
+UNDER_LOAD = "not measurable under this load"
+VERDICTS = (WITHIN, FASTER, SLOWER, LOWER, HIGHER, NOT_COMPARABLE, UNDER_LOAD)
 # A value on a band's edge is within it (relative deviations are computed in floating point).
 EDGE = 1e-9
 COLUMNS = ["gpu", "variant", "metric", "unit", "reference", "measured", "deviation", "band", "verdict", "reasons"]
@@ -55,6 +61,8 @@ RUN_METRICS = (
     Metric("sample_step", "sampling step (one U-Net evaluation)", "ms", True, column="sample_step_median_ms"),
     Metric("peak_memory", "peak memory, training", "GiB", False, column="train_peak_memory_gib"),
 )
+# The phase whose conditions and step quartiles a time metric was measured under (runs' <phase>_* columns).
+TIMED_PHASE = {"train_step": "train", "sample_step": "sample"}
 SHARES = Metric("kernel_class_share", "kernel-class shares", "% of kernel time", False, relative=False)
 NCU_METRICS = (
     Metric("ncu_totals", "Nsight Compute SM cycles", "M cycles", True, column="sm_cycles", scale=1e6),
@@ -225,6 +233,30 @@ def _judged(gpu, variant, metric: Metric, name: str, measured, reference, bands,
                 band_text(band, metric.relative), verdict, reasons)
 
 
+def load_reason(band_key: str, band: dict, mine: pd.Series, theirs: pd.Series,
+                max_load: float | None) -> str | None:
+    """Why a time cannot be judged against its band: other processes kept more than `max_load` cores busy while a
+    side timed its steps, or a side's steps spread (interquartile range over median) wider than the band; None
+    where it can be (or for a metric that is not a time)."""
+    phase = TIMED_PHASE.get(band_key)
+    if phase is None:
+        return None
+    said = []
+    for side, name in ((mine, "here"), (theirs, "in the reference")):
+        load, cores = side.get(f"{phase}_other_load_cores"), side.get(f"{phase}_cpu_count")
+        if max_load is not None and pd.notna(load) and float(load) > max_load:
+            of = f" of {int(cores)}" if pd.notna(cores) else ""
+            said.append(f"other processes kept {float(load):.2g}{of} cores busy while it was timed {name} (more "
+                        f"than conformance.max_other_load_cores, {max_load:g})")
+        median, q1, q3 = (side.get(f"{phase}_step_{key}_ms") for key in ("median", "q1", "q3"))
+        if all(pd.notna(v) for v in (median, q1, q3)) and float(median) > 0:
+            spread = (float(q3) - float(q1)) / float(median)
+            if spread > band["upper"] - band["lower"]:
+                said.append(f"its steps {name} spread over {spread:.0%} of their median (quartiles), wider than "
+                            "the band")
+    return "; ".join(said) or None
+
+
 def _steps_reason(mine: pd.Series, theirs: pd.Series) -> list[str]:
     a, b = mine.get("train_steps_measured"), theirs.get("train_steps_measured")
     if pd.notna(a) and pd.notna(b) and a != b:
@@ -291,9 +323,11 @@ def _ncu_rows(gpu, variant, phase, here: Side, ref: Side, bands) -> list[dict]:
     return rows
 
 
-def conformance_table(results: Results, bands: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def conformance_table(results: Results, bands: dict,
+                      max_load: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """tab08: one row per (label measured here, variant, metric); every kernel class's share compared (second
-    frame); notes naming both sides of each compared label."""
+    frame); notes naming both sides of each compared label. `max_load`: the cores other processes may keep busy
+    while a time is measured for it to be judged (load_reason)."""
     rows, classes, notes = [], [], []
     runs, summaries = results.table("runs"), results.table("summaries")
     ref_hardware = results.table("reference_hardware")
@@ -326,8 +360,12 @@ def conformance_table(results: Results, bands: dict) -> tuple[pd.DataFrame, pd.D
                 continue
             for metric in RUN_METRICS:
                 extra = _steps_reason(mine, theirs) if metric.band == "train_step" else []
-                rows.append(_judged(gpu, variant, metric, metric.name, mine.get(metric.column),
-                                    theirs.get(metric.column), bands, here, ref, extra))
+                row = _judged(gpu, variant, metric, metric.name, mine.get(metric.column), theirs.get(metric.column),
+                              bands, here, ref, extra)
+                loaded = load_reason(metric.band, bands[metric.band], mine, theirs, max_load)
+                if loaded and row["verdict"] != NOT_COMPARABLE:
+                    row |= {"verdict": UNDER_LOAD, "reasons": loaded}
+                rows.append(row)
             for phase in PHASES:
                 share, by_class = _share_rows(gpu, variant, phase, here, ref, bands)
                 if share:

@@ -232,6 +232,7 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
                 "train_compile_s": data.get("compile_seconds"),
                 "train_compile_cache": compile_cache.state(data.get("compile_cache")),
                 "bare_loop_ms_per_sample": data.get("bare_loop_ms_per_sample"),
+                **_load_columns("train", data),
             }
     for row in files[files["kind"] == "sample.json"].itertuples():
         with _reading(row.path, "sample.json"):
@@ -250,8 +251,18 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
                 # Volumes per hour at batch 1 and at the best batch: None (not measured) in a sample.json written
                 # before the throughput sweep.
                 **throughput_columns(data),
+                **_load_columns("sample", data),
             )
     return pd.DataFrame(list(rows.values()))
+
+
+def _load_columns(phase: str, data: dict) -> dict:
+    """The machine's load while a job timed its steps (measurement.conditions: the cores other processes kept busy,
+    and the cores there were); NaN for a job of before the conditions were recorded."""
+    conditions = data.get("conditions") or {}
+    cores = (conditions.get("before") or {}).get("cpu_count")
+    return {f"{phase}_other_load_cores": conditions.get("other_load_cores", math.nan),
+            f"{phase}_cpu_count": math.nan if cores is None else cores}
 
 
 def _flop_columns(flops: dict | None) -> dict:

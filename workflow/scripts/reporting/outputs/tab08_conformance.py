@@ -9,12 +9,15 @@ from ..render import Table
 
 CAPTION = ("Conformance with the shipped reference: per label measured here, variant and metric, the reference value, "
            "the measured value, the deviation, the band of config.yaml (conformance.bands), the verdict (within; "
-           "faster or slower for times; lower or higher for memory, shares and counts; not comparable) and, outside "
-           "the band, the likely reasons from the provenance of both sides. Reported, never failed")
+           "faster or slower for times; lower or higher for memory, shares and counts; not comparable; not measurable "
+           "under this load for a time measured while other processes kept more than "
+           "conformance.max_other_load_cores busy, or whose steps spread wider than its band) and, outside the band, "
+           "the likely reasons from the provenance of both sides. Reported, never failed")
 
 
 def build(job) -> Table:
-    table, classes, notes = conformance_table(job.results, job.settings["conformance"]["bands"])
+    settings = job.settings["conformance"]
+    table, classes, notes = conformance_table(job.results, settings["bands"], settings.get("max_other_load_cores"))
     return Table(table, CAPTION, notes=notes, extra={"classes": classes})
 
 
