@@ -150,7 +150,8 @@ OUTPUTS: list[Output] = [
            reads=("study_samplers", "samplers", "runs"), files={"claims": "data/paper_claims.yaml"}, timing=True,
            section="sampling", category="Quality"),
     Output("tab08_conformance", "Each label measured here against its shipped reference set: per metric a band, a "
-           "verdict (within, faster, slower, lower, higher, not comparable) and the likely reasons",
+           "verdict (within, faster, slower, lower, higher, not comparable, not measurable under this load) and the likely "
+           "reasons",
            reads=("runs", "summaries", "reference_hardware", "reference_runs", "reference_summaries"),
            config=("conformance",), extra={"classes": "paper/tables/tab08_conformance_by_class.csv"}, timing=True,
            section="conformance", category="Conformance"),
