@@ -241,19 +241,23 @@ def load_reason(band_key: str, band: dict, mine: pd.Series, theirs: pd.Series,
     phase = TIMED_PHASE.get(band_key)
     if phase is None:
         return None
-    said = []
+    loads, spreads = [], []
     for side, name in ((mine, "here"), (theirs, "in the reference")):
         load, cores = side.get(f"{phase}_other_load_cores"), side.get(f"{phase}_cpu_count")
         if max_load is not None and pd.notna(load) and float(load) > max_load:
             of = f" of {int(cores)}" if pd.notna(cores) else ""
-            said.append(f"other processes kept {float(load):.2g}{of} cores busy while it was timed {name} (more "
-                        f"than conformance.max_other_load_cores, {max_load:g})")
+            loads.append(f"{float(load):.2g}{of} {name}")
         median, q1, q3 = (side.get(f"{phase}_step_{key}_ms") for key in ("median", "q1", "q3"))
         if all(pd.notna(v) for v in (median, q1, q3)) and float(median) > 0:
             spread = (float(q3) - float(q1)) / float(median)
             if spread > band["upper"] - band["lower"]:
-                said.append(f"its steps {name} spread over {spread:.0%} of their median (quartiles), wider than "
-                            "the band")
+                spreads.append(f"{spread:.0%} of their median {name}")
+    said = []
+    if loads:
+        said.append(f"other processes kept cores busy while it was timed: {' and '.join(loads)} (more than "
+                    f"conformance.max_other_load_cores, {max_load:g})")
+    if spreads:
+        said.append(f"the steps' quartiles span more than the band: {' and '.join(spreads)}")
     return "; ".join(said) or None
 
 
