@@ -186,12 +186,13 @@ class TableView:
     columns: list[tuple[str, str]] | None = None
     percent: frozenset[str] = frozenset()
     once: tuple[str, ...] = ()
+    format_by: tuple[str, ...] = ()  # columns whose values split a number column's formats further (a unit)
 
     @classmethod
     def of(cls, output: Output) -> TableView:
         module = importlib.import_module(output.module)
         return cls(getattr(module, "ARTICLE_COLUMNS", None), frozenset(getattr(module, "ARTICLE_PERCENT_COLUMNS", ())),
-                   tuple(getattr(module, "ARTICLE_SHOWN_ONCE", ())))
+                   tuple(getattr(module, "ARTICLE_SHOWN_ONCE", ())), tuple(getattr(module, "ARTICLE_FORMAT_BY", ())))
 
 
 def article_frame(view: TableView, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -215,8 +216,8 @@ def article_frame(view: TableView, frame: pd.DataFrame) -> tuple[pd.DataFrame, l
 def formatted_rows(frame: pd.DataFrame, numeric: list[bool], percent: frozenset[str],
                    labels: pd.Series) -> tuple[list[list[str]], list[str]]:
     """The cells as the article writes them (each numeric column in one ColumnFormat per hardware label, `labels`
-    giving each row's), and each column's header suffix (the power of ten its values are shown in, where every label's
-    format has the same one)."""
+    giving each row's: its label, and its unit where the table's rows mix units), and each column's header suffix (the
+    power of ten its values are shown in, where every group's format has the same one)."""
     cells = frame.copy()
     suffixes = []
     for column, is_number in zip(frame.columns, numeric):
@@ -243,7 +244,9 @@ def table_item(output: Output, root: Path) -> dict:
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame()
     view = TableView.of(output)
-    labels = frame["gpu"] if "gpu" in frame else pd.Series("", index=frame.index)
+    # Each label's rows (and, where the table says so, each unit's) get their own format.
+    keys = [frame[c] for c in ("gpu", *view.format_by) if c in frame]
+    labels = pd.Series(list(zip(*keys)), index=frame.index) if keys else pd.Series("", index=frame.index)
     frame, header = article_frame(view, frame)
     numeric = [all(_NUMBER.fullmatch(v) is not None for v in frame[c] if v) and bool(frame[c].ne("").any())
                for c in frame.columns]

@@ -184,8 +184,11 @@ def describe(context: Context) -> str:
             text += (f" against the baseline's {num(base['train_ms_per_sample'].iloc[0], 4)} ms"
                      + (f" ({speedup_words(mine.iloc[0])})" if len(mine) else ""))
         if present(best.get("train_fraction_of_bf16_rate")):
+            share = float(best["train_fraction_of_bf16_rate"])
             text += (f", {num(best['train_model_tflops'])} TFLOP/s of model arithmetic, "
-                     f"{pct(best['train_fraction_of_bf16_rate'], 0)} of the device's measured bf16 matrix rate")
+                     + (f"{pct(share, 0)} of the device's measured bf16 matrix rate" if share <= 1 else
+                        "faster than the device's measured bf16 matrix rate, which is no ceiling there (no bf16 "
+                        "matrix units)"))
         said.append(text + ".")
     return ("Beyond the paper, the ladder climbs from the fp32 baseline to the fastest variant, one switch at a "
             "time, against the FLOP floor. " + " ".join(said))

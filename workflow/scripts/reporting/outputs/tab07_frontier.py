@@ -43,11 +43,22 @@ def frontier_table(bench, runs):
             columns["paired"] = "paired"
         frame = frame.merge(verdict[["gpu", "variant", *columns]].rename(columns=columns), on=["gpu", "variant"],
                             how="left")
-    cache_notes = warm_compile_notes(frame)
+    cache_notes = warm_compile_notes(frame) + no_ceiling_notes(frame)
     frame = frame.reindex(columns=COLUMNS)
     frame["sample_best_batch"] = frame["sample_best_batch"].astype(float).round().astype("Int64")  # a count: 8, not 8.0
     shown = runs[runs["variant"].isin(set(frame["variant"]))]
     return frame, verdict_notes(shown) + unmeasured_throughput_notes(frame) + single_size_notes(frame) + cache_notes
+
+
+def no_ceiling_notes(frame) -> list[str]:
+    """One line per label whose variants run the model's arithmetic faster than its measured bf16 matrix rate (a CPU
+    without bf16 matrix units emulates them): there the rate is no ceiling and its share, above 100 %, no efficiency."""
+    notes = []
+    for gpu, rows in frame.groupby("gpu", sort=False):
+        if (rows["train_fraction_of_bf16_rate"].astype(float) > 1).any():
+            notes.append(f"{gpu}: the model's arithmetic runs faster than the measured bf16 matrix rate (no bf16 "
+                         "matrix units): that rate is no ceiling there, and its share above 100 % no efficiency.")
+    return notes
 
 
 def warm_compile_notes(frame) -> list[str]:

@@ -25,6 +25,7 @@ def build(job) -> Table:
 ARTICLE_COLUMNS = [("gpu", "label"), ("variant", "variant"), ("metric", "metric"), ("unit", "unit"),
                    ("reference", "reference"), ("measured", "measured"), ("deviation", "deviation"),
                    ("band", "band"), ("verdict", "verdict"), ("reasons", "likely reasons")]
+ARTICLE_FORMAT_BY = ("unit",)  # its rows mix units: the numbers of each unit written one way
 
 
 def describe(context: Context) -> str:
