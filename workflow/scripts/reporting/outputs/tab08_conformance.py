@@ -34,7 +34,7 @@ def describe(context: Context) -> str:
     if table.empty:
         return "No label was checked against a reference."
     compared = table[table["variant"].notna()]
-    if compared.empty:
+    if compared.empty or bool((table["verdict"] == "not comparable").all()):  # the table is not shown: say why
         reasons = join_words(sorted({str(r) for r in table["reasons"].dropna()}))
         return (f"Nothing here can be checked against a shipped reference: {reasons}. A label measured here and "
                 "listed in `reference_results` is compared metric by metric, within the configured bands.")
