@@ -41,6 +41,7 @@ include: "workflow/rules/summary.smk"
 
 
 rule all:
+    """The default target: paper/figures/all, every figure and table and the article."""
     default_target: True
     input:
         "paper/figures/all",

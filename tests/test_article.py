@@ -151,8 +151,31 @@ def test_a_share_is_shown_as_a_percentage_where_the_table_says_so():
     percent = typesetting.TableView.of(BY_ID["tab07_frontier"]).percent
     assert "train_fraction_of_bf16_rate" in percent
     assert typesetting.cell("0.4567", True) == "45.7"
-    assert typesetting.cell("0.4567", False) == "0.4567"
-    assert typesetting.cell("3.14159") == "3.142"  # elsewhere 4 significant digits
+    assert typesetting.cell("3.14159") == "3.14"  # elsewhere three significant digits
+
+
+@pytest.mark.parametrize("values, shown, suffix", [
+    # One format per column: decimals for three significant digits at the median, thousands separators, no exponent.
+    (["9737", "10840.3", "586.1"], ["9,737", "10,840", "586"], ""),
+    (["1.0", "0.9292", "30.62", "5.383"], ["1.00", "0.93", "30.62", "5.38"], ""),
+    # Counts of a hundred thousand and more in a power of ten named after the header.
+    (["586000000.0", "166000000.0", "1267000000.0"], ["586", "166", "1,267"], " (M)"),
+    # Values over three decades or more: all in scientific notation.
+    (["4.5e-07", "0.003062", "0.0005"], ["4.50e-7", "3.06e-3", "5.00e-4"], ""),
+    (["22794", "412", ""], ["22,794", "412", ""], ""),  # whole numbers as counts; an empty cell stays empty
+])
+def test_a_column_of_numbers_is_written_one_way(values, shown, suffix):
+    column = typesetting.ColumnFormat.of(values)
+    assert [column(v) for v in values] == shown
+    assert column.suffix == suffix
+
+
+def test_each_label_of_a_table_gets_its_own_format_and_short_headers_do_not_break():
+    frame = pd.DataFrame({"gpu": ["cpu", "cpu", "h200", "h200"], "tflops": ["0.0337", "0.0301", "93.2", "171.8"]})
+    rows, suffixes = typesetting.formatted_rows(frame, [False, True], frozenset(), frame["gpu"])
+    assert [row[1] for row in rows] == ["0.0337", "0.0301", "93", "172"] and suffixes == ["", ""]
+    assert typesetting.glued("compile s") == "compile\u00a0s"
+    assert typesetting.glued("vol/h best") == "vol/h best"
 
 # -- the typeset article of the tiny run ----------------------------------------------------------------------------
 def page_texts(pdf: Path) -> list[str]:
@@ -185,3 +208,54 @@ def test_article_reads_as_a_paper(finished_run):
     for number, page in enumerate(pages, start=1):
         lines = [line for line in page.splitlines() if line.strip()]
         assert len(lines) >= 6, f"page {number} holds {len(lines)} lines"
+
+
+def printed_sizes(page) -> list[tuple[float, str]]:
+    """(size in points, character) of every visible character of a page as printed: the font's size times the scale
+    of the character's matrix (a figure set smaller than drawn scales its text down with it)."""
+    import pypdfium2.raw as raw
+
+    text = page.get_textpage()
+    matrix = raw.FS_MATRIX()
+    sizes = []
+    for index in range(text.count_chars()):
+        char = chr(raw.FPDFText_GetUnicode(text, index))
+        if char.isspace() or char == "\u200b":
+            continue
+        raw.FPDFText_GetMatrix(text, index, matrix)
+        scale = abs(matrix.a * matrix.d - matrix.b * matrix.c) ** 0.5
+        sizes.append((raw.FPDFText_GetFontSize(text, index) * scale, char))
+    return sizes
+
+
+def filled_share(page, gap_pt: float = 30.0) -> float:
+    """The share of a page's text area (A4, the layout's margins) that its content fills: every gap of more than
+    `gap_pt` between the content's extents (text lines, figures, table rules), and above or below it, counts as
+    empty."""
+    width, height = page.get_size()
+    low, high = 2.4 / 2.54 * 72, height - 2.2 / 2.54 * 72
+    # The page's own objects: a figure counts whole (its white space is its own), not as what is drawn inside it.
+    bounds = [obj.get_bounds() for obj in page.get_objects(max_depth=1)]
+    spans = sorted((max(b, low), min(t, high)) for _, b, _, t in bounds if min(t, high) > max(b, low))
+    empty, reached = 0.0, low
+    for bottom, top in spans:
+        if bottom - reached > gap_pt:
+            empty += bottom - reached
+        reached = max(reached, top)
+    if high - reached > gap_pt:
+        empty += high - reached
+    return 1 - empty / (high - low)
+
+
+def test_every_page_is_legible_at_print_size_and_filled(finished_run):
+    """What a reader holds: no character of any page (figures scaled to their place included) smaller than 6 pt, and
+    no page but the last (the references) less than about two thirds full."""
+    import pypdfium2
+
+    document = pypdfium2.PdfDocument(finished_run / "paper/article.pdf")
+    pages = list(document)
+    for number, page in enumerate(pages, start=1):
+        smallest = min(printed_sizes(page))
+        assert smallest[0] >= typesetting.SMALLEST_PRINTED_PT - 0.05, f"page {number}: {smallest}"
+    shares = [round(filled_share(page), 2) for page in pages]
+    assert all(share >= 0.65 for share in shares[:-1]), shares

@@ -124,6 +124,27 @@ def test_terminal_keeps_one_line_per_job_and_the_progress():
     assert terminal.job_line(rendering).endswith("] manifest  (log: paper/logs/manifest.log)")
 
 
+def test_a_dry_run_names_two_files_of_each_kind_in_a_reason():
+    reason = ("Missing output files: results/a.parquet, results/b.parquet, results/c.parquet, results/d.parquet; "
+              "Input files updated by another job: x.csv, y.csv; Code has changed since last execution")
+    assert terminal.short_reason(reason) == ("Missing output files: results/a.parquet, results/b.parquet and 2 more; "
+                                             "Input files updated by another job: x.csv, y.csv; Code has changed "
+                                             "since last execution")
+    assert terminal.short_reason("Missing output files: a, b, c") == "Missing output files: a, b, c"  # "and 1 more"
+    # The formatter shortens a copy: the main log's handler gets the record as Snakemake made it.
+    seen = []
+
+    class Inner(logging.Formatter):
+        def format(self, made):
+            seen.append((made.reason, made.input))
+            return ""
+
+    job = record(LogEvent.JOB_INFO, reason=reason, input=[f"in{k}" for k in range(70)], output=["out"])
+    terminal.ShortReasonFormatter(Inner()).format(job)
+    assert seen == [(terminal.short_reason(reason), ["in0", "in1", "and 68 more"])]
+    assert job.reason == reason and len(job.input) == 70
+
+
 def test_terminal_is_left_alone_for_a_dry_run_and_in_job_processes():
     class Settings(logging.Filter):
         dryrun, printshellcmds, verbose = True, False, False
@@ -133,6 +154,8 @@ def test_terminal_is_left_alone_for_a_dry_run_and_in_job_processes():
     handler.addFilter(Settings())
     logger.addHandler(handler)
     assert not terminal.install(logger, main_process=True)
+    assert isinstance(handler.formatter, terminal.ShortReasonFormatter)  # its reasons shortened, nothing else
+    assert not handler.filters[1:]
     Settings.dryrun = False
     assert not terminal.install(logger, main_process=False)
     assert terminal.install(logger, main_process=True) and not terminal.install(logger, main_process=True)

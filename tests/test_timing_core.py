@@ -1044,18 +1044,22 @@ def test_tab07_says_which_compile_times_came_out_of_a_warm_cache(statistics_resu
 
 def test_fig11_draws_volumes_per_hour_at_the_best_batch_and_at_batch_1(statistics_results):
     """The throughput panel: a bar at the best batch's volumes per hour labelled with its size, a line at batch 1,
-    the FLOP ceiling (3600 / the volume's FLOP floor) dashed, and "not measured" for a run without the sweep."""
+    the FLOP ceiling (3600 / the volume's FLOP floor) only where it is one, and "not measured" for a run without the
+    sweep."""
     fig = _build(statistics_results, "fig11_optimization_ladder")
     try:
-        [ax] = [ax for ax in fig.get_axes() if ax.get_title(loc="left") == "volumes sampled per hour"]
+        [ax] = [ax for ax in fig.get_axes() if ax.get_title(loc="left") == "volumes per hour"]
         widths = [r.get_width() for r in ax.patches if isinstance(r, Rectangle) and r.get_width() > 0]
         assert widths == pytest.approx([2 * 3600 / (SAMPLE_T * 8.0e-3)])  # tf32 only: baseline not measured
         [ticks] = [c for c in ax.collections if isinstance(c, LineCollection)]
         assert [segment[0][0] for segment in ticks.get_segments()] == pytest.approx([3600 / (SAMPLE_T * 5.0e-3)])
-        floor_s = 5e12 / 800e12 * SAMPLE_T  # forward FLOPs at the bf16 rate, T times
-        assert [line.get_xdata()[0] for line in ax.get_lines()] == pytest.approx([3600 / floor_s])
+        # The FLOP ceiling, every evaluation at the bf16 rate: 3600 / (T x forward FLOPs / rate) volumes per hour;
+        # these made-up steps beat it (2,880 and 3,600 against 2,304), so it is no ceiling: not drawn, and said so.
+        floor_s = 5e12 / 800e12 * SAMPLE_T
+        assert 3600 / floor_s < 3600 / (SAMPLE_T * 5.0e-3) and not ax.get_lines()
+        assert ax.get_xlabel().endswith("no FLOP ceiling")
         labels = [t.get_text() for t in ax.texts]
-        assert "3,600 (batch 2)" in labels and "not measured" in labels
+        assert "3,600 (b2)" in labels and "not measured" in labels
     finally:
         plt.close(fig)
 

@@ -46,6 +46,7 @@ rule bench_table:
 
 
 rule bench:
+    """Each label's bench table: the variants against the device's measured ceilings (tab07, fig11)."""
     input:
         [layout.label_file("bench.md", WORKLOAD, gpu) for gpu in config["gpus"]],
     log:

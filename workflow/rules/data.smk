@@ -21,8 +21,12 @@ for _workload, _source in synthetic_sources():
         script:
             "../scripts/synthetic_dataset.py"
 
+    # Its line in `snakemake --list-target-rules`.
+    workflow.get_rule(_source.rule).docstring = f"{_source.derives[:1].upper()}{_source.derives[1:]}."
+
 
 rule prepare_dataset:
+    """The configured dataset prepared (scaled, resized or cropped, one-hot masks, split, manifest)."""
     input:
         raw=raw_dataset(),
         case_list=case_list(),

@@ -25,6 +25,7 @@ rule export_reference:
 
 
 rule export:
+    """Each label measured here exported as a reference set, data/reference/<workload>/<label>/."""
     input:
         [layout.reference_manifest(WORKLOAD, label) for label in config["gpus"]],
     localrule: True

@@ -39,6 +39,7 @@ rule extract_ncu_rules:
 
 # Profiling alone (no training runs, no figures): `snakemake --configfile config/paper.yaml -- profiles`.
 rule profiles:
+    """Every configured profile of every run variant, extracted (no training runs, no figures)."""
     input:
         PLAN.profile_summaries(),
         PLAN.ncu_rule_tables(),

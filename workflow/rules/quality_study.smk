@@ -7,6 +7,7 @@
 
 
 rule study_dataset:
+    """The quality study's own dataset, at its size."""
     input:
         raw=study_raw_input(),
     output:
@@ -128,6 +129,7 @@ rule study_summary:
 
 # `snakemake --configfile config/paper.yaml -- quality_study`: the study alone (no timing runs, profiles or figures).
 rule quality_study:
+    """The quality study alone: every variant from every seed, and its summaries (fig09, tab06)."""
     input:
         [layout.study_label_file("summary.md", WORKLOAD, gpu) for gpu in PLAN.study_labels],
     log:

@@ -5,6 +5,7 @@ from reporting.registry import ARTICLE_TABLES, BUNDLE, OUTPUTS, registered_files
 
 
 rule collect_results:
+    """Every result measured here and shipped, read into the collected tables the outputs draw."""
     input:
         measured=PLAN.measured_result_files(),
         shipped=SHIPPED,
@@ -49,9 +50,13 @@ for _output in OUTPUTS:
         script:
             "../scripts/registered_output.py"
 
+    # Its line in `snakemake --list-target-rules`.
+    workflow.get_rule(_output.id).docstring = _output.title
+
 
 # The study's article from every registered output (reporting.article; Typst, from PyPI's typst wheel).
 rule article:
+    """paper/article.pdf, typeset from every figure and table."""
     input:
         # The collected results the text is written from: step-time quartiles (faster, slower or within noise),
         # kernels, Nsight Compute counters and rule results.
@@ -78,6 +83,7 @@ rule article:
 
 
 rule manifest:
+    """paper/figures/all: every figure and table with its sha256 (the main target)."""
     input:
         outputs=registered_files(),
         article=rules.article.output.pdf,

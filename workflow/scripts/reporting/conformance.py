@@ -9,6 +9,11 @@ reason: a run or a profile missing on one side, another workload, another kind o
 differently. Rows outside the band carry the likely reasons, read from the provenance of both sides (driver, CUDA,
 cuDNN, torch, GPU model and memory, clocks where both recorded them).
 
+A time measured under load is not judged: where other processes kept more than `max_other_load_cores` busy while
+either side timed its steps (measurement.conditions), or where either side's steps spread wider than the band
+(interquartile range over the median), a time reads "not measurable under this load", with the load or the spread,
+never faster or slower.
+
 Conformance reports; it never fails a run (users measure on busy machines).
 """
 
@@ -31,7 +36,8 @@ SLOWER = "slower"
 LOWER = "lower"
 HIGHER = "higher"
 NOT_COMPARABLE = "not comparable"
-VERDICTS = (WITHIN, FASTER, SLOWER, LOWER, HIGHER, NOT_COMPARABLE)
+UNDER_LOAD = "not measurable under this load"
+VERDICTS = (WITHIN, FASTER, SLOWER, LOWER, HIGHER, NOT_COMPARABLE, UNDER_LOAD)
 # A value on a band's edge is within it (relative deviations are computed in floating point).
 EDGE = 1e-9
 COLUMNS = ["gpu", "variant", "metric", "unit", "reference", "measured", "deviation", "band", "verdict", "reasons"]
@@ -55,6 +61,8 @@ RUN_METRICS = (
     Metric("sample_step", "sampling step (one U-Net evaluation)", "ms", True, column="sample_step_median_ms"),
     Metric("peak_memory", "peak memory, training", "GiB", False, column="train_peak_memory_gib"),
 )
+# The phase whose conditions and step quartiles a time metric was measured under (runs' <phase>_* columns).
+TIMED_PHASE = {"train_step": "train", "sample_step": "sample"}
 SHARES = Metric("kernel_class_share", "kernel-class shares", "% of kernel time", False, relative=False)
 NCU_METRICS = (
     Metric("ncu_totals", "Nsight Compute SM cycles", "M cycles", True, column="sm_cycles", scale=1e6),
@@ -225,6 +233,34 @@ def _judged(gpu, variant, metric: Metric, name: str, measured, reference, bands,
                 band_text(band, metric.relative), verdict, reasons)
 
 
+def load_reason(band_key: str, band: dict, mine: pd.Series, theirs: pd.Series,
+                max_load: float | None) -> str | None:
+    """Why a time cannot be judged against its band: other processes kept more than `max_load` cores busy while a
+    side timed its steps, or a side's steps spread (interquartile range over median) wider than the band; None
+    where it can be (or for a metric that is not a time)."""
+    phase = TIMED_PHASE.get(band_key)
+    if phase is None:
+        return None
+    loads, spreads = [], []
+    for side, name in ((mine, "here"), (theirs, "in the reference")):
+        load, cores = side.get(f"{phase}_other_load_cores"), side.get(f"{phase}_cpu_count")
+        if max_load is not None and pd.notna(load) and float(load) > max_load:
+            of = f" of {int(cores)}" if pd.notna(cores) else ""
+            loads.append(f"{float(load):.2g}{of} {name}")
+        median, q1, q3 = (side.get(f"{phase}_step_{key}_ms") for key in ("median", "q1", "q3"))
+        if all(pd.notna(v) for v in (median, q1, q3)) and float(median) > 0:
+            spread = (float(q3) - float(q1)) / float(median)
+            if spread > band["upper"] - band["lower"]:
+                spreads.append(f"{spread:.0%} of their median {name}")
+    said = []
+    if loads:
+        said.append(f"other processes kept cores busy while it was timed: {' and '.join(loads)} (more than "
+                    f"conformance.max_other_load_cores, {max_load:g})")
+    if spreads:
+        said.append(f"the steps' quartiles span more than the band: {' and '.join(spreads)}")
+    return "; ".join(said) or None
+
+
 def _steps_reason(mine: pd.Series, theirs: pd.Series) -> list[str]:
     a, b = mine.get("train_steps_measured"), theirs.get("train_steps_measured")
     if pd.notna(a) and pd.notna(b) and a != b:
@@ -298,10 +334,12 @@ def unlisted(gpu: str, workload: str, listed) -> str:
             f"set of {gpu} is read; list {gpu} there (a set in {where}/) to check this run against it")
 
 
-def conformance_table(results: Results, bands: dict, listed=()) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def conformance_table(results: Results, bands: dict, listed=(),
+                      max_load: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """tab08: one row per (label measured here, variant, metric); every kernel class's share compared (second
     frame); notes naming both sides of each compared label. `listed`: the config's reference_results, named in the
-    row of a label without a reference."""
+    row of a label without a reference; `max_load`: the cores other processes may keep busy while a time is measured
+    for it to be judged (load_reason)."""
     rows, classes, notes = [], [], []
     runs, summaries = results.table("runs"), results.table("summaries")
     ref_hardware = results.table("reference_hardware")
@@ -332,8 +370,12 @@ def conformance_table(results: Results, bands: dict, listed=()) -> tuple[pd.Data
                 continue
             for metric in RUN_METRICS:
                 extra = _steps_reason(mine, theirs) if metric.band == "train_step" else []
-                rows.append(_judged(gpu, variant, metric, metric.name, mine.get(metric.column),
-                                    theirs.get(metric.column), bands, here, ref, extra))
+                row = _judged(gpu, variant, metric, metric.name, mine.get(metric.column), theirs.get(metric.column),
+                              bands, here, ref, extra)
+                loaded = load_reason(metric.band, bands[metric.band], mine, theirs, max_load)
+                if loaded and row["verdict"] != NOT_COMPARABLE:
+                    row |= {"verdict": UNDER_LOAD, "reasons": loaded}
+                rows.append(row)
             for phase in PHASES:
                 share, by_class = _share_rows(gpu, variant, phase, here, ref, bands)
                 if share:

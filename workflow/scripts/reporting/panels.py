@@ -12,14 +12,18 @@ import pandas as pd
 
 from .palette import CLASS_COLORS, class_color  # noqa: F401 (CLASS_COLORS: the figures import it from here)
 from .palette import variant_color as palette_variant_color
+from .prose import shape_text  # noqa: F401 (the figures import it from here too)
 from .results import SHIPPED, Results, variant_order
-from .style import note
+from .style import PRINT_WIDTH_IN, note
 
 TOOL_NAMES = {"ncu": "Nsight Compute", "nsys": "Nsight Systems", "torch": "torch.profiler"}
 TOOL_TAGS = {"ncu": "ncu", "nsys": "nsys", "torch": "torch"}  # short tags beside a variant's name
-# Characters of a bold 11 pt title per inch of figure width (DejaVu Sans; a little less than fits).
-TITLE_CHARS_PER_INCH = 9.5
-BAR_LABEL_SIZE = 8
+# Characters of a bold 10 pt title per inch of figure width (DejaVu Sans; a little less than fits).
+TITLE_CHARS_PER_INCH = 10.5
+NOTE_CHARS_PER_INCH = 14.5  # of 8 pt text
+BAR_LABEL_SIZE = 8  # the smallest text of every figure (style.MIN_FONT_PT)
+# A value written at a bar's end sits on a white box above the lines it may cross (a reference line at 1, a floor).
+LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.85}
 
 
 def variant_color(variant: str, k: int | None = None) -> str:
@@ -28,16 +32,16 @@ def variant_color(variant: str, k: int | None = None) -> str:
     return palette_variant_color(variant)
 
 
-def mark(artists, variant: str) -> None:
-    """Tag artists as drawing `variant` (their gid), so that a test can check each variant's colour everywhere."""
+def mark_as(artists, meaning: str, name: str) -> None:
+    """Tag artists as drawing `name` of a palette's meaning (reporting.palette.PALETTES: variant, class, kind, sampler;
+    or "neutral" for a colour that means nothing), in their gid, so that a test can check every colour a figure
+    shows: one per name everywhere, and far enough from the others beside it."""
     for artist in artists:
-        artist.set_gid(f"variant:{variant}")
+        artist.set_gid(f"{meaning}:{name}")
 
 
-def shape_text(shape: str) -> str:
-    """'128x128x128' -> '128³'; other shapes as they are."""
-    sides = str(shape).split("x")
-    return f"{sides[0]}\N{SUPERSCRIPT THREE}" if len(sides) == 3 and len(set(sides)) == 1 else str(shape)
+def mark(artists, variant: str) -> None:
+    mark_as(artists, "variant", variant)
 
 
 def workload_of(results: Results, gpu: str) -> str:
@@ -70,11 +74,14 @@ def panel_title(results: Results, gpu: str, phase: str | None = None) -> str:
 def fit(text: str, width_in: float, chars_per_inch: float = TITLE_CHARS_PER_INCH) -> str:
     """`text` wrapped to a width in inches (each line of it kept)."""
     chars = max(20, int(width_in * chars_per_inch))
-    return "\n".join(line for part in text.split("\n") for line in (textwrap.wrap(part, chars) or [""]))
+    glued = text.replace(" = ", "\0=\0")  # "T = 250" never breaks
+    lines = [line for part in glued.split("\n") for line in (textwrap.wrap(part, chars) or [""])]
+    return "\n".join(lines).replace("\0=\0", " = ")
 
 
 def say(ax, text: str) -> None:
-    note(ax, "\n".join(textwrap.wrap(text, 42)))
+    width = ax.bbox.width / ax.get_figure(root=True).dpi  # inches, before the layout shrinks it a little
+    note(ax, "\n".join(textwrap.wrap(text, max(24, int(width * 13)))))
 
 
 def has(frame: pd.DataFrame, columns) -> bool:
@@ -89,6 +96,9 @@ def ncu_rows(kernels: pd.DataFrame, gpu: str, phase: str) -> pd.DataFrame:
 
 def absent_reason(results: Results, gpu: str, phase: str, what: str = "") -> str:
     """Why a label has no Nsight Compute numbers for `phase` (or why `what` is missing from its ncu profile)."""
+    if not results.gpu_device(gpu):
+        return (f"{gpu} is a CPU, whose counters Nsight Compute cannot read (it profiles NVIDIA GPUs); its "
+                "torch.profiler operator times are in fig01 and fig02")
     tools = results.tools(gpu, phase)
     shipped = ", shipped reference" if results.origin(gpu) == SHIPPED else ""
     if "ncu" in tools:
@@ -101,30 +111,35 @@ def absent_reason(results: Results, gpu: str, phase: str, what: str = "") -> str
     return f"no Nsight Compute data for {gpu} ({phase}{shipped}): {names} {verb} durations only"
 
 
-def rows_figure(titles: list[str], ncols: int, width: float = 5.2, height=3.9, ratios=None,
-                left_out: list[str] = (), caveat: str = ""):
-    """One subfigure per row (titled: panel_title), `ncols` axes in each; `height` one value or one per row.
-    `left_out` (rows not drawn, with the reason) goes into a last, short row, so a figure never hides a label or phase
-    without saying why; `caveat` (a sentence about reading the rows) opens that row."""
+def rows_figure(titles: list[str], ncols: int, width: float = PRINT_WIDTH_IN, height=2.6, ratios=None,
+                left_out: list[str] = (), caveat: str = "", sharey: bool = False, mosaics: list | None = None):
+    """One subfigure per row (titled: panel_title), `ncols` axes in each (sharing their y axis where `sharey`), the
+    figure `width` inches wide (the article sets PRINT_WIDTH_IN at its text width); `height` one value or one per row.
+    `mosaics` (one per row: a subplot_mosaic layout and its height ratios) lays a row out as it says instead, its axes
+    by name. `left_out` (rows not drawn, with the reason) goes into a last, short row, so a figure never hides a label
+    or phase without saying why; `caveat` (a sentence about reading the rows) opens that row."""
     heights = list(height) if np.ndim(height) else [height] * len(titles)
-    total_width = width * ncols
-    chars = int(total_width * 12)  # about what fits across the figure at 9 pt
+    chars = int(width * NOTE_CHARS_PER_INCH)
     lines = textwrap.wrap(caveat, chars) if caveat else []
     if left_out:
         lines += ["Not drawn:"] + [line for text in left_out
                                    for line in textwrap.wrap(f"- {text}", chars, subsequent_indent="  ")]
-    extra = 0.3 + 0.19 * len(lines) if lines else 0
-    titles = [fit(title, total_width) for title in titles]
-    heights = [h + 0.2 * title.count("\n") for h, title in zip(heights, titles)]
-    fig = plt.figure(figsize=(total_width, sum(heights) + extra), layout="constrained")
+    extra = 0.2 + 0.16 * len(lines) if lines else 0
+    titles = [fit(title, width) for title in titles]
+    heights = [h + 0.18 * title.count("\n") for h, title in zip(heights, titles)]
+    fig = plt.figure(figsize=(width, sum(heights) + extra), layout="constrained")
     subfigs = fig.subfigures(len(heights) + bool(lines), 1, squeeze=False,
                              height_ratios=heights + ([extra] if lines else []))[:, 0]
     axes = []
-    for subfig, title in zip(subfigs, titles):
-        subfig.suptitle(title, x=0.01, ha="left", fontsize=11, fontweight="bold")
-        axes.append(subfig.subplots(1, ncols, squeeze=False, width_ratios=ratios)[0])
+    for k, (subfig, title) in enumerate(zip(subfigs, titles)):
+        subfig.suptitle(title, x=0.005, ha="left", fontsize=10, fontweight="bold")
+        if mosaics:
+            layout, row_heights = mosaics[k]
+            axes.append(subfig.subplot_mosaic(layout, height_ratios=row_heights, width_ratios=ratios))
+        else:
+            axes.append(subfig.subplots(1, ncols, squeeze=False, width_ratios=ratios, sharey=sharey)[0])
     if lines:
-        subfigs[-1].text(0.01, 0.5, "\n".join(lines), ha="left", va="center", fontsize=9)
+        subfigs[-1].text(0.005, 0.5, "\n".join(lines), ha="left", va="center", fontsize=8)
     return fig, axes
 
 
@@ -133,9 +148,10 @@ OWN_SCALES = ("Each row is one hardware label with its own workload (named in it
               "the variants within a row, not numbers across rows.")
 
 
-def bars_height(n: int, base: float = 3.6, per: float = 0.24) -> float:
-    """Height (inches) of a row of horizontal-bar panels with `n` bars (or bar groups): room for every label."""
-    return max(base, 1.5 + per * n)
+def bars_height(n: float, base: float = 1.25, per: float = 0.15) -> float:
+    """Height (inches) of a row of horizontal-bar panels with `n` bars (or bar groups): its titles and axis labels,
+    and room for every bar's 8 pt label."""
+    return base + per * max(n, 2)
 
 
 def rows_with_data(results: Results, has_data, what: str) -> tuple[list[tuple[str, str]], list[str]]:
@@ -145,15 +161,16 @@ def rows_with_data(results: Results, has_data, what: str) -> tuple[list[tuple[st
     kept = [row for row in rows if has_data(*row)]
     if not kept:
         return rows, []
-    return kept, [absent_reason(results, gpu, phase, what) for gpu, phase in rows if (gpu, phase) not in kept]
+    reasons = [absent_reason(results, gpu, phase, what) for gpu, phase in rows if (gpu, phase) not in kept]
+    return kept, list(dict.fromkeys(reasons))  # a CPU's reason once, not once per phase
 
 
 def class_legend(fig, classes) -> None:
     handles = [plt.Rectangle((0, 0), 1, 1, color=class_color(c)) for c in classes]
     if handles:
-        per_row = max(2, int(fig.get_figwidth() / 1.7))  # class names are up to 17 characters at 9 pt
+        per_row = max(2, int(fig.get_figwidth() / 1.55))  # class names are up to 17 characters at 8 pt
         fig.legend(handles, classes, loc="outside lower center", ncol=min(per_row, len(handles)),
-                   title="kernel class", fontsize=9)
+                   title="kernel class", fontsize=8, title_fontsize=8)
 
 
 def variant_legend(ax, variants, title: str = "variant") -> None:
@@ -195,33 +212,59 @@ def log_ticks(ax) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def compact(value: float) -> str:
+    """A tick's value without an exponent: 0.01, 0.5, 20, 500, 2k, 50k, 1M, 3G."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{unit}"
+    return f"{value:g}"
+
+
+def decade_ticks(axis) -> None:
+    """A log axis ticked at its powers of ten, written compactly (no superscript exponents: they print at 70 % of
+    the tick labels' size)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(subs=(1,)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: compact(value)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+# The one colour of bars that are not told apart by colour (their names are on the axis): fig11's rungs, beside the
+# kernel classes' colours.
+NEUTRAL = "#3a3a3a"
+
+
 def variant_barh(ax, order: list[str], values, fmt=None, errors=None, log: bool = False,
-                 labels: list[str] | None = None, axis_in: float = 3.0) -> None:
-    """One horizontal bar per variant in its colour, the first on top, names (or `labels`) on the y axis; `fmt` (a
-    format string or a function) writes each value just past its bar's end (past its whisker where `errors`,
-    (low, high), are drawn)."""
+                 labels: list[str] | None = None, axis_in: float = 3.0, neutral: bool = False) -> dict:
+    """One horizontal bar per variant in its colour (NEUTRAL for all where `neutral`), the first on top, names (or
+    `labels`) on the y axis; `fmt` (a format string or a function) writes each value just past its bar's end (past its
+    whisker where `errors`, (low, high), are drawn). Returns the written values' texts by variant."""
     values = np.asarray(pd.to_numeric(pd.Series(list(values)), errors="coerce"), dtype=float)
     y = np.arange(len(order))
     if log:
         ax.set_xscale("log")
-    bars = ax.barh(y, np.where(np.isfinite(values), values, 0), height=0.7, color=[variant_color(v) for v in order])
+    bars = ax.barh(y, np.where(np.isfinite(values), values, 0), height=0.7,
+                   color=[NEUTRAL if neutral else variant_color(v) for v in order])
     for bar, variant in zip(bars, order):
-        mark([bar], variant)
+        mark_as([bar], "neutral", "bar") if neutral else mark([bar], variant)
     ends = values.copy()
     if errors is not None:
         low, high = (np.nan_to_num(np.asarray(e, dtype=float)) for e in errors)
         ax.errorbar(values, y, xerr=[low, high], fmt="none", color="black", capsize=2, linewidth=0.8)
         ends = values + high
-    texts = []
+    texts, written = [], {}
     if fmt:
-        for yi, value, end in zip(y, values, ends):
+        for variant, yi, value, end in zip(order, y, values, ends):
             if np.isfinite(value):
                 texts.append(fmt(value) if callable(fmt) else fmt.format(value))
-                ax.annotate(texts[-1], (end, yi), xytext=(3, 0), textcoords="offset points", va="center",
-                            ha="left", fontsize=BAR_LABEL_SIZE)
-    ax.set_yticks(y, labels or order, fontsize=8)
+                written[variant] = ax.annotate(texts[-1], (end, yi), xytext=(3, 0), textcoords="offset points",
+                                               va="center", ha="left", fontsize=BAR_LABEL_SIZE, bbox=LABEL_BOX,
+                                               zorder=4)
+    ax.set_yticks(y, labels or order)
     ax.set_ylim(len(order) - 0.5, -0.5)
     label_room(ax, ends, texts, log, axis_in)
+    return written
 
 
 def grouped_barh(ax, frame: pd.DataFrame, category: str, value: str, categories: list, fmt: str | None = None,
@@ -241,12 +284,33 @@ def grouped_barh(ax, frame: pd.DataFrame, category: str, value: str, categories:
                 if np.isfinite(v):
                     texts.append(fmt.format(v))
                     ax.annotate(texts[-1], (v, yi), xytext=(2, 0), textcoords="offset points", va="center",
-                                ha="left", fontsize=min(BAR_LABEL_SIZE, 7))
+                                ha="left", fontsize=BAR_LABEL_SIZE, bbox=LABEL_BOX, zorder=4)
         ends += list(values)
-    ax.set_yticks(range(len(categories)), categories, fontsize=8)
+    ax.set_yticks(range(len(categories)), categories)
     ax.set_ylim(len(categories) - 0.5, -0.5)
     if fmt:
         label_room(ax, ends, texts, ax.get_xscale() == "log", axis_in)
     if legend:
         variant_legend(ax, order)
     return order
+
+
+def stacked_shares(ax, order: list[str], shares: pd.DataFrame, labels: list[str] | None = None) -> list[str]:
+    """One horizontal bar per variant of `order` (the first on top), stacked by kernel class in CLASS_NAMES order:
+    `shares` holds the percentages, one row per variant and one column per class. Returns the classes drawn."""
+    from profiling.kernels import CLASS_NAMES
+
+    shares = shares.reindex(index=order).fillna(0.0)
+    left = np.zeros(len(order))
+    drawn = []
+    for kernel_class in [c for c in CLASS_NAMES if c in shares.columns]:
+        values = shares[kernel_class].to_numpy(dtype=float)
+        if values.any():
+            drawn.append(kernel_class)
+            bars = ax.barh(range(len(order)), values, left=left, height=0.7, color=class_color(kernel_class))
+            mark_as(bars, "class", kernel_class)
+            left += values
+    ax.set_yticks(range(len(order)), labels or order)
+    ax.set_ylim(len(order) - 0.5, -0.5)
+    ax.set_xlim(0, 100)
+    return drawn

@@ -24,6 +24,12 @@ CLASS_WORDS = {"conv_fprop": "convolution forward", "conv_dgrad": "convolution d
 
 
 # -- numbers as words -----------------------------------------------------------------------------------------------
+def shape_text(shape: str) -> str:
+    """'128x128x128' -> '128³'; other shapes as they are."""
+    sides = str(shape).split("x")
+    return f"{sides[0]}\N{SUPERSCRIPT THREE}" if len(sides) == 3 and len(set(sides)) == 1 else str(shape)
+
+
 def join_words(words: list[str]) -> str:
     """'a', 'a and b', 'a, b and c'; 'none' for no word."""
     words = [w for w in words if w]

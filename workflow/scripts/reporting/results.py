@@ -237,10 +237,13 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
 
 def _load_columns(phase: str, data: dict) -> dict:
     """The conditions a job was timed under (measurement.conditions): the cores other processes kept busy during its
-    timed steps, and what changed on the machine meanwhile; None for a file of before the conditions were recorded."""
-    recorded = data.get("conditions") or {}
-    changes = recorded.get("changes")
-    return {f"{phase}_other_load_cores": recorded.get("other_load_cores"),
+    timed steps, the cores there were, and what changed on the machine meanwhile; NaN / None for a job of before the
+    conditions were recorded."""
+    conditions = data.get("conditions") or {}
+    cores = (conditions.get("before") or {}).get("cpu_count")
+    changes = conditions.get("changes")
+    return {f"{phase}_other_load_cores": conditions.get("other_load_cores", math.nan),
+            f"{phase}_cpu_count": math.nan if cores is None else cores,
             f"{phase}_condition_changes": "; ".join(changes) if changes else None}
 
 

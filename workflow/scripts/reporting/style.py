@@ -10,10 +10,16 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+# Every figure is drawn for print: PRINT_WIDTH_IN wide at most, which the article sets at its text width (17 cm, about
+# 0.8 of it), and no text smaller than MIN_FONT_PT, so that none is printed smaller than about 6 pt.
+PRINT_WIDTH_IN = 8.4
+MIN_FONT_PT = 8.0
+
 
 def apply_style() -> None:
-    # seaborn's "whitegrid" look as matplotlib ships it: the same figures without importing seaborn in every job
-    # (about a second of each figure job's start-up).
+    # seaborn's "whitegrid" theme as matplotlib ships it: the figures that draw with seaborn (the statistical ones,
+    # fig09) import it themselves; the others keep its look without its import (about a second of each figure job's
+    # start-up).
     plt.style.use(["seaborn-v0_8-whitegrid", "seaborn-v0_8-paper"])
     plt.rcParams.update(
         {
@@ -21,12 +27,13 @@ def apply_style() -> None:
             "savefig.dpi": 150,
             "svg.hashsalt": "medddpm",
             "pdf.fonttype": 42,
-            "font.size": 10,
-            "axes.titlesize": 11,
-            "axes.labelsize": 10,
-            "xtick.labelsize": 9,
-            "ytick.labelsize": 9,
-            "legend.fontsize": 9,
+            "font.size": 9,
+            "axes.titlesize": 9,
+            "axes.labelsize": 8.5,
+            "xtick.labelsize": MIN_FONT_PT,
+            "ytick.labelsize": MIN_FONT_PT,
+            "legend.fontsize": MIN_FONT_PT,
+            "legend.title_fontsize": MIN_FONT_PT,
         }
     )
 
@@ -57,6 +64,6 @@ def save(fig, pdf: str | Path, png: str | Path) -> None:
 
 def note(ax, text: str) -> None:
     """A statement on an empty panel (missing data is said, never left blank)."""
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes, fontsize=10)
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes, fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])

@@ -2,11 +2,16 @@
 follow where the job is long, and Snakemake's progress count as each one finishes; the run's header, each job's
 reason, "Select jobs to execute...", "Execute N jobs..." and "Finished jobid" stay in Snakemake's main log
 (.snakemake/log/, named at the end of the run) only. Snakemake 9 has no setting for this (`--quiet` drops whole
-classes of messages, the progress count with them), so a filter and a formatter go on its terminal handler; a dry
-run, `--printshellcmds`/`-p`, `--verbose` and job subprocesses keep Snakemake's own output."""
+classes of messages, the progress count with them), so a filter and a formatter go on its terminal handler.
+
+A dry run keeps Snakemake's own output with each job's reason, shortened: a reason names every file it concerns
+(a collecting job's reason ran to a hundred paths, a dry run of the paper's study to over 100 KB), the terminal the
+first two of each kind and how many more (`--verbose` prints them all). `--printshellcmds`/`-p`, `--verbose` and job
+subprocesses keep Snakemake's own output."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -62,9 +67,43 @@ class TerseFormatter(logging.Formatter):
         return self.inner.format(record)
 
 
+def short_reason(reason: str, named: int = 2) -> str:
+    """Snakemake's reason for a job with at most `named` files of each kind: 'Missing output files: a, b and 6 more;
+    Input files updated by another job: c'."""
+    parts = []
+    for part in str(reason).split("; "):
+        kind, colon, files = part.partition(": ")
+        items = files.split(", ") if colon else []
+        if len(items) > named + 1:
+            part = f"{kind}: {', '.join(items[:named])} and {len(items) - named} more"
+        parts.append(part)
+    return "; ".join(parts)
+
+
+class ShortReasonFormatter(logging.Formatter):
+    """Snakemake's own formatting of a dry run, each job's reason and long file lists shortened (short_reason; the
+    record itself is left as it is for the other handlers)."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "event", None) == LogEvent.JOB_INFO:
+            record = copy.copy(record)
+            if getattr(record, "reason", None):
+                record.reason = short_reason(record.reason)
+            for files in ("input", "output"):  # a job without a message is shown with its files
+                listed = list(getattr(record, files, None) or [])
+                if len(listed) > 3:
+                    setattr(record, files, [*listed[:2], f"and {len(listed) - 2} more"])
+        return self.inner.format(record)
+
+
 def install(logger: logging.Logger, main_process: bool, quick: Callable[[str], bool] = lambda rule: False) -> bool:
-    """Shorten the terminal output of `logger` (Snakemake's) for a real run in the main process; True if done.
-    `quick(rule)`: the rule's jobs take seconds, their line names no log."""
+    """Shorten the terminal output of `logger` (Snakemake's) for a real run in the main process; True if done. A dry
+    run's handler gets its reasons shortened only (False: its output stays Snakemake's). `quick(rule)`: the rule's
+    jobs take seconds, their line names no log."""
     if not main_process:
         return False
     done = False
@@ -72,7 +111,11 @@ def install(logger: logging.Logger, main_process: bool, quick: Callable[[str], b
         if isinstance(handler, logging.FileHandler) or not isinstance(handler, logging.StreamHandler):
             continue  # the main log keeps everything
         settings = [f for f in handler.filters if hasattr(f, "dryrun")]
-        if any(f.dryrun or getattr(f, "printshellcmds", False) or getattr(f, "verbose", False) for f in settings):
+        if any(getattr(f, "printshellcmds", False) or getattr(f, "verbose", False) for f in settings):
+            continue
+        if any(f.dryrun for f in settings):
+            if not isinstance(handler.formatter, ShortReasonFormatter):
+                handler.setFormatter(ShortReasonFormatter(handler.formatter))
             continue
         if any(isinstance(f, TerseFilter) for f in handler.filters):
             continue

@@ -118,8 +118,9 @@ def article_data(root: str | Path, settings: dict, collected: dict[str, str | Pa
 
     blocks.heading(results)
     for heading, outputs in results_subsections():
-        # Each subsection starts after the figures of the previous one, so its text stays near its figures.
-        blocks.heading(heading, 2, flush=True)
+        # A subsection's heading lets the figures of the one before float on (every section's heading places them):
+        # placed before it, they left pages half empty wherever a subsection's text is shorter than its figures.
+        blocks.heading(heading, 2)
         for output in outputs:
             output_block(blocks, output, context)
 

@@ -2,54 +2,48 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from profiling.kernels import CLASS_NAMES
 
-from ..panels import (CLASS_COLORS, TOOL_NAMES, TOOL_TAGS, bars_height, class_legend, panel_title, rows_figure,
-                      say)
+from ..panels import (TOOL_NAMES, TOOL_TAGS, bars_height, class_legend, panel_title, rows_figure, say,
+                      stacked_shares)
 from ..prose import Context, PAPER_VARIANTS, class_words, join_words, pct
 from ..results import SHIPPED, preferred_tool, variant_order
 
 
 def build(job):
+    """One row per hardware label and phase that has a profile (a label without one is named under the rows)."""
     results = job.results
     summaries = results.table("summaries")
     summaries = preferred_tool(summaries) if len(summaries) else summaries
-    labels, phases = results.labels(), results.phases()
-    counts = [len(set(summaries.loc[summaries["gpu"] == g, "variant"])) if len(summaries) else 0 for g in labels]
-    fig, axes = rows_figure([panel_title(results, g) for g in labels], len(phases), width=6.4,
-                            height=[bars_height(n) for n in counts])
+    summaries = summaries[summaries["kernel_class"] != "all"] if len(summaries) else summaries
+
+    def of(gpu: str, phase: str):
+        return summaries[(summaries["gpu"] == gpu) & (summaries["phase"] == phase)] if len(summaries) else summaries
+
+    rows = [(g, p) for g in results.labels() for p in results.phases() if len(of(g, p))]
+    left_out = [f"no {p}-step profile for {g}{' in the shipped reference' if results.origin(g) == SHIPPED else ''}"
+                for g in results.labels() for p in results.phases() if (g, p) not in rows]
+    if not rows:  # nothing profiled anywhere: one row that says so
+        rows, left_out = [(g, p) for g in results.labels()[:1] for p in results.phases()[:1]], left_out[1:]
+    counts = [of(g, p)["variant"].nunique() for g, p in rows]
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 1, height=[bars_height(n) for n in counts],
+                            left_out=left_out)
     used = set()
-    for gpu, row in zip(labels, axes):
-        for phase, ax in zip(phases, row):
-            data = summaries[(summaries["gpu"] == gpu) & (summaries["phase"] == phase)] if len(summaries) else summaries
-            data = data[data["kernel_class"] != "all"] if len(data) else data
-            if len(data) == 0:
-                ax.set_title(f"{phase} step", loc="left")
-                shipped = " in the shipped reference" if results.origin(gpu) == SHIPPED else ""
-                say(ax, f"no {phase}-step profile for {gpu}{shipped}")
-                continue
-            order = variant_order(data["variant"])
-            left = np.zeros(len(order))
-            for kernel_class in CLASS_NAMES:
-                shares = np.array([float(data[(data["variant"] == v) & (data["kernel_class"] == kernel_class)]
-                                         ["time_share"].sum()) for v in order]) * 100
-                if shares.any():
-                    used.add(kernel_class)
-                    ax.barh(range(len(order)), shares, left=left, height=0.7, color=CLASS_COLORS[kernel_class])
-                    left += shares
-            tools = [data[data["variant"] == v]["tool"].iloc[0] for v in order]
-            ax.set_yticks(range(len(order)), [f"{v} [{TOOL_TAGS.get(t, t)}]" for v, t in zip(order, tools)],
-                          fontsize=8)
-            ax.set_ylim(len(order) - 0.5, -0.5)
-            present = list(dict.fromkeys(tools))
-            ax.set_title(f"{phase} step; " + ", ".join(f"[{TOOL_TAGS.get(t, t)}] {TOOL_NAMES.get(t, t)}"
-                                                       for t in present), loc="left", fontsize=10)
-            cpu = not results.gpu_device(gpu)
-            ax.set_xlabel("share of CPU operator self time (%)" if cpu else "share of GPU kernel time (%)")
-            ax.set_xlim(0, 100)
+    for (gpu, phase), (ax,) in zip(rows, axes):
+        data = of(gpu, phase)
+        if len(data) == 0:
+            say(ax, f"no {phase}-step profile for {gpu}")
+            continue
+        order = variant_order(data["variant"])
+        shares = data.pivot_table(index="variant", columns="kernel_class", values="time_share", aggfunc="sum") * 100
+        tools = [data[data["variant"] == v]["tool"].iloc[0] for v in order]
+        used.update(stacked_shares(ax, order, shares, [f"{v} [{TOOL_TAGS.get(t, t)}]" for v, t in zip(order, tools)]))
+        ax.set_title(", ".join(f"[{TOOL_TAGS.get(t, t)}] {TOOL_NAMES.get(t, t)}" for t in dict.fromkeys(tools)),
+                     loc="left")
+        cpu = not results.gpu_device(gpu)
+        ax.set_xlabel("share of CPU operator self time (%)" if cpu else "share of GPU kernel time (%)")
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
 

@@ -9,7 +9,8 @@ import pandas as pd
 
 from profiling.kernels import CLASS_NAMES
 
-from ..panels import CLASS_COLORS, TOOL_NAMES, class_legend, panel_title, rows_figure, say
+from ..panels import (TOOL_NAMES, bars_height, class_color, class_legend, mark_as, panel_title, rows_figure,
+                      say)
 from ..prose import Context, class_words, pct
 from ..results import preferred_tool, variant_order
 
@@ -44,7 +45,7 @@ def build(job, n: int = 10):
     results = job.results
     kernels = results.kernels()
     labels = results.labels()
-    fig, axes = rows_figure([panel_title(results, g) for g in labels], 1, width=11, height=4.2)
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], 1, height=bars_height(n))
     used = set()
     for gpu, (ax,) in zip(labels, axes):
         data = kernels[kernels["gpu"] == gpu] if len(kernels) else kernels
@@ -63,12 +64,12 @@ def build(job, n: int = 10):
         names = [f"{kernel_label(s)}{'' if p in ('unknown', None) else f' [{p}]'} x{l}"
                  for s, p, l in zip(top["short_name"], top["precision"], top["launches"])]
         y = np.arange(len(top))[::-1]
-        ax.barh(y, top["time_ns"] / 1e6, color=[CLASS_COLORS.get(c, "grey") for c in top["kernel_class"]])
-        ax.set_yticks(y, names, fontsize=8)
+        for yi, width, kernel_class in zip(y, top["time_ns"] / 1e6, top["kernel_class"]):
+            mark_as(ax.barh([yi], [width], color=class_color(kernel_class)), "class", kernel_class)
+        ax.set_yticks(y, names)
         what = "CPU operator self time" if not results.gpu_device(gpu) else "summed kernel time"
-        ax.set_xlabel(f"{what} in one {phase} step (ms)")
-        ax.set_title(f"top {len(top)}: {variant}, {phase} step, {TOOL_NAMES.get(tool, tool)}; "
-                     f"name [precision] x launches", loc="left")
+        ax.set_xlabel(f"{what} in one {phase} step (ms)\nkernels as name [precision] x launches")
+        ax.set_title(f"top {len(top)}: {variant}, {phase} step, {TOOL_NAMES.get(tool, tool)}", loc="left")
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
 

@@ -14,9 +14,11 @@ import pandas as pd
 from profiling.instructions import CATEGORIES, UNIT, mix_by_class
 
 from ..palette import INSTRUCTION_COLORS as COLORS
-from ..panels import absent_reason, fit, ncu_rows, panel_title, rows_figure, rows_with_data, say
+from ..panels import (NOTE_CHARS_PER_INCH, absent_reason, fit, mark_as, ncu_rows, panel_title, rows_figure,
+                      rows_with_data, say)
 from ..prose import Context, num, present
 from ..results import variant_order
+from ..style import PRINT_WIDTH_IN
 
 SPLIT = [name for name, _ in CATEGORIES if name != "not_split"]
 # Counter groups whose absence leaves a run's instructions (partly) not split, as the note under a panel says.
@@ -72,8 +74,15 @@ def build(job):
     what = "instruction-mix counters"
     rows, left_out = rows_with_data(results, lambda g, p: has_mix(ncu_rows(kernels, g, p)), what)
     counts = [len(set(ncu_rows(kernels, g, p)["variant"])) if len(kernels) else 1 for g, p in rows]
-    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 1, width=10,
-                            height=[max(2.6, 1.7 + 0.45 * n) for n in counts], left_out=left_out)
+    notes = {}
+    for gpu, phase in rows:
+        data = ncu_rows(kernels, gpu, phase)
+        mix = instruction_mix(data).set_index("variant") if has_mix(data) else None
+        notes[gpu, phase] = fit(unsplit_note(data, mix, variant_order(mix.index)), PRINT_WIDTH_IN - 0.3,
+                                NOTE_CHARS_PER_INCH) if mix is not None else ""
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 1,
+                            height=[1.4 + 0.3 * n + 0.15 * (notes[row].count("\n") + bool(notes[row]))
+                                    for row, n in zip(rows, counts)], left_out=left_out)
     drawn = []
     for (gpu, phase), (ax,) in zip(rows, axes):
         ax.set_title("executed instructions by kind, Nsight Compute", loc="left")
@@ -87,28 +96,27 @@ def build(job):
         for name, label in CATEGORIES:
             values = mix.loc[order, name].fillna(0).to_numpy() / 1e9
             if values.any():
-                ax.barh(range(len(order)), values, left=left, height=0.7, color=COLORS[name], label=label,
-                        hatch="//" if name == "not_split" else None, edgecolor="white", linewidth=0.5)
+                bars = ax.barh(range(len(order)), values, left=left, height=0.7, color=COLORS[name], label=label,
+                               hatch="//" if name == "not_split" else None, edgecolor="white", linewidth=0.5)
+                mark_as(bars, "kind", name)
                 left += values
                 drawn.append(name)
         for y, variant in enumerate(order):
             warp = mix.loc[variant, "warp_instructions"] / 1e9
             ax.annotate(f"{left[y]:,.0f} ({warp:,.1f} G warp inst.)", (left[y], y), va="center", ha="left",
                         fontsize=8, xytext=(3, 0), textcoords="offset points")
-        ax.set_yticks(range(len(order)), order, fontsize=9)
+        ax.set_yticks(range(len(order)), order)
         ax.set_ylim(len(order) - 0.5, -0.5)
         ax.set_xlim(0, left.max() * 1.3)
         ax.set_xlabel(f"{UNIT} executed in one {phase} step (billions)")
-        note = unsplit_note(data, mix, order)
-        if note:
-            ax.text(0.0, -0.3 - 0.02 * note.count("\n"), fit(note, 9.0, 15), transform=ax.transAxes, ha="left",
-                    va="top", fontsize=7, color="0.3")
+        if notes[gpu, phase]:
+            ax.set_xlabel(ax.get_xlabel() + "\n" + notes[gpu, phase], loc="left")
     labels = {name: label for name, label in CATEGORIES}
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=COLORS[n], hatch="//" if n == "not_split" else None,
                              edgecolor="white") for n in dict.fromkeys(drawn)]
     if handles:
-        fig.legend(handles, [labels[n] for n in dict.fromkeys(drawn)], loc="outside lower center", ncol=3,
-                   fontsize=8, title=f"instruction kind, in {UNIT}", title_fontsize=9)
+        fig.legend(handles, [labels[n] for n in dict.fromkeys(drawn)], loc="outside lower center", ncol=2,
+                   title=f"instruction kind, in {UNIT}")
     return fig
 
 

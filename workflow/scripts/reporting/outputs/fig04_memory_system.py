@@ -39,14 +39,14 @@ def build(job):
     for gpu, phase in rows:
         data = ncu_rows(kernels, gpu, phase)
         sizes.append(data["kernel_class"].nunique() * max(data["variant"].nunique(), 1) if len(data) else 1)
-    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 3, width=5.0,
-                            height=[bars_height(n, per=0.1) for n in sizes], left_out=left_out)
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 3,
+                            height=[bars_height(n, per=0.09) for n in sizes], left_out=left_out, sharey=True)
     for (gpu, phase), row in zip(rows, axes):
         data = ncu_rows(kernels, gpu, phase)
         table = memory_by_class(data) if len(data) else pd.DataFrame()
         drawn = [column for column, needs, _, _ in PANELS if has(data, needs)]
         for (column, needs, xlabel, what), ax in zip(PANELS, row):
-            ax.set_title(xlabel.split(" (")[0] + " per kernel class", loc="left")
+            ax.set_title(xlabel.split(",")[0].split(" (")[0], loc="left")
             if not has(data, needs):
                 say(ax, absent_reason(results, gpu, phase, what))
                 continue

@@ -39,12 +39,12 @@ def build(job):
 
     rows, left_out = rows_with_data(results, has_states, "stall-reason or occupancy counters")
     counts = [ncu_rows(kernels, g, p)["variant"].nunique() if len(kernels) else 1 for g, p in rows]
-    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 2, width=6.5, ratios=[1.6, 1],
-                            height=[bars_height(9 * n, per=0.085) for n in counts], left_out=left_out)
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 2, ratios=[1.5, 1],
+                            height=[bars_height(9 * n, per=0.08) for n in counts], left_out=left_out)
     for (gpu, phase), (ax_stall, ax_occ) in zip(rows, axes):
         data = ncu_rows(kernels, gpu, phase)
-        ax_stall.set_title("warp stall reasons (time-weighted over kernels)", loc="left")
-        ax_occ.set_title("achieved occupancy (time-weighted)", loc="left")
+        ax_stall.set_title("warp stall reasons, time-weighted", loc="left")
+        ax_occ.set_title("achieved occupancy", loc="left")
         stalls = [c for c in data.columns if c.startswith("stall_")] if len(data) else []
         if not stalls or not has(data, stalls[:1]):
             say(ax_stall, absent_reason(results, gpu, phase, "stall-reason counters"))

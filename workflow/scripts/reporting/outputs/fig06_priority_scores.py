@@ -50,8 +50,9 @@ def build(job, top: int = 10):
 
     rows, left_out = rows_with_data(results, has_scores, "rule results (no sections)")
     counts = [rules_of(g, p)["variant"].nunique() if len(rules) else 1 for g, p in rows]
-    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 2, width=7.0,
-                            height=[bars_height(top * n, base=4.4, per=0.075) for n in counts], left_out=left_out)
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 2,
+                            height=[bars_height(top * n, base=2.6, per=0.07) for n in counts], left_out=left_out,
+                            sharey=True)
     for (gpu, phase), (ax_rule, ax_heat) in zip(rows, axes):
         ax_rule.set_title("estimated saving per rule (all kernel classes)", loc="left")
         if not has_scores(gpu, phase):
@@ -69,8 +70,7 @@ def build(job, top: int = 10):
                                                                  values="saving_pct", aggfunc="sum", fill_value=0)
         heat = heat.reindex(index=list(ranking), columns=[c for c in CLASS_NAMES if c in heat.columns]).fillna(0)
         image = ax_heat.imshow(heat.to_numpy(), aspect="auto", cmap="Reds")
-        ax_heat.set_yticks(range(len(heat.index)), heat.index, fontsize=8)
-        ax_heat.set_xticks(range(len(heat.columns)), heat.columns, rotation=90, fontsize=8)
+        ax_heat.set_xticks(range(len(heat.columns)), heat.columns, rotation=90)
         ax_heat.grid(False)
         ax_heat.set_title(f"by kernel class: {variant}", loc="left")
         ax_heat.figure.colorbar(image, ax=ax_heat, label="estimated saving (% of step kernel time)")

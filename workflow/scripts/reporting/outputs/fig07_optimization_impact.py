@@ -7,8 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..derived import ncu_headline, relative_to, speedup_verdict
-from ..panels import (absent_reason, bars_height, grouped_barh, log_ticks, panel_title, rows_figure, say,
-                      variant_barh)
+from ..panels import absent_reason, bars_height, log_ticks, panel_title, rows_figure, say, variant_barh
 from ..prose import Context, num, times
 from ..results import variant_order
 
@@ -23,46 +22,74 @@ def optimization_impact(summaries: pd.DataFrame) -> pd.DataFrame:
     return rel.assign(tensor_pipe_pct=head["tensor_pipe_pct"].astype(float))
 
 
-def _ratios(ax, data: pd.DataFrame) -> None:
-    long = data.melt(id_vars="variant", value_vars=[m for m, _ in RATIOS], var_name="metric", value_name="ratio")
-    long["metric"] = long["metric"].map(dict(RATIOS))
-    ratios = long["ratio"].astype(float)
+# The ratios' marks: a shape and a grey per counter (no colour: the rows name the variants).
+RATIO_MARKS = {"sm_cycles": ("o", "white"), "warp_instructions": ("s", "0.55"), "ipc": ("^", "black")}
+
+
+def _ratios(ax, data: pd.DataFrame, order: list[str]) -> None:
+    """One row per variant (as the tensor panel beside it), a mark per counter at its ratio to the baseline."""
+    rows = data.set_index("variant").reindex(order)
+    ratios = rows[[m for m, _ in RATIOS]].astype(float)
     ax.set_xscale("log")
-    ax.set_xlim(float(np.nanmin(ratios)) / 2, max(float(np.nanmax(ratios)), 1.0) * 1.3)
-    grouped_barh(ax, long.assign(ratio=ratios), "metric", "ratio", [label for _, label in RATIOS], fmt="{:.2g}",
-                 axis_in=4.0)
+    low = float(np.nanmin(ratios.to_numpy()))
+    ax.set_xlim(low / 2, max(float(np.nanmax(ratios.to_numpy())), 1.0) * 2)
+    ax.axvline(1, color="black", linewidth=0.8, zorder=1)
+    for k, (metric, label) in enumerate(RATIOS):
+        marker, face = RATIO_MARKS[metric]
+        # A little apart within the row, so that equal ratios do not hide each other.
+        ax.scatter(ratios[metric], np.arange(len(order)) + (k - 1) * 0.2, marker=marker, facecolor=face,
+                   edgecolor="black", linewidths=0.8, s=30, zorder=3, label=label)
+    ax.set_yticks(range(len(order)), order)
+    ax.set_ylim(len(order) - 0.5, -0.5)
     log_ticks(ax)
-    ax.axvline(1, color="black", linewidth=0.8)
     ax.set_xlabel("ratio to baseline (log scale; 1 = baseline)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, frameon=False, handletextpad=0.3,
+              columnspacing=1.0)
 
 
 def build(job):
+    """Per hardware label: the Nsight Compute ratios and the tensor-pipe use over the end-to-end speed-up where the
+    label has an Nsight Compute training-step profile, the speed-up alone where it cannot have one (a CPU, or no
+    profile: said under the rows)."""
     results = job.results
     impact = optimization_impact(results.table("summaries"))
     runs = results.table("runs")
     labels = results.labels()
-    counts = [max(len(runs[runs["gpu"] == g]) if len(runs) else 0, 3 * (impact["gpu"] == g).sum() * 0.8)
-              for g in labels]
-    fig, axes = rows_figure([panel_title(results, g) for g in labels], 3, width=5.2, ratios=[1.5, 1, 1],
-                            height=[bars_height(n) for n in counts],
+    profiled = {g: not (impact[impact["gpu"] == g].empty or impact.loc[impact["gpu"] == g, [m for m, _ in RATIOS]]
+                        .isna().all().all()) for g in labels}
+    left_out = ["Nsight Compute ratios and tensor use: " + (
+        absent_reason(results, g, "train") if impact[impact["gpu"] == g].empty else
+        f"no Nsight Compute training-step profile of baseline on {g}: nothing to compare with")
+        for g in labels if not profiled[g]]
+    mosaics, heights = [], []
+    for gpu in labels:
+        variants = int((runs["gpu"] == gpu).sum()) if len(runs) else 0
+        speed = bars_height(variants)
+        if profiled[gpu]:
+            ncu = bars_height((impact["gpu"] == gpu).sum()) + 0.25  # and the counters' legend
+            mosaics.append(([["ratios", "tensor"], ["speed", "speed"]], [ncu, speed]))
+            heights.append(ncu + speed)
+        else:
+            mosaics.append(([["speed", "speed"]], [1]))
+            heights.append(speed)
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], 1, height=heights, ratios=[1.2, 1],
+                            mosaics=mosaics, left_out=left_out,
                             caveat="Each row is one hardware label and its own workload (its title): every number is "
                                    "relative to that row's own baseline.")
-    for gpu, (ax_rel, ax_tensor, ax_speed) in zip(labels, axes):
-        ax_rel.set_title("Nsight Compute, training step, vs baseline", loc="left")
-        ax_tensor.set_title("Tensor Core use, training step", loc="left")
-        ax_speed.set_title("end-to-end training", loc="left")
-        data = impact[impact["gpu"] == gpu]
-        if data.empty or data[[m for m, _ in RATIOS]].isna().all().all():
-            reason = absent_reason(results, gpu, "train") if data.empty else \
-                f"no Nsight Compute training-step profile of baseline on {gpu}: nothing to compare with"
-            say(ax_rel, reason)
-            say(ax_tensor, reason if data.empty or data["tensor_pipe_pct"].isna().all() else "")
-        else:
-            _ratios(ax_rel, data)
+    for gpu, panels in zip(labels, axes):
+        if profiled[gpu]:
+            data = impact[impact["gpu"] == gpu]
             order = variant_order(data["variant"])
-            variant_barh(ax_tensor, order, data.set_index("variant").loc[order, "tensor_pipe_pct"], fmt="{:.1f}",
-                         axis_in=2.4)
-            ax_tensor.set_xlabel("tensor pipe active (% of peak, time-weighted)")
+            panels["ratios"].set_title("Nsight Compute, training step", loc="left")
+            panels["tensor"].set_title("tensor pipe, training step", loc="left")
+            _ratios(panels["ratios"], data, order)
+            panels["tensor"].sharey(panels["ratios"])
+            variant_barh(panels["tensor"], order, data.set_index("variant").loc[order, "tensor_pipe_pct"],
+                         fmt="{:.1f}", axis_in=2.5)
+            panels["tensor"].tick_params(labelleft=False)
+            panels["tensor"].set_xlabel("active, % of peak (time-weighted)")
+        ax_speed = panels["speed"]
+        ax_speed.set_title("end-to-end training", loc="left")
         run = runs[runs["gpu"] == gpu] if len(runs) else runs
         if len(run) == 0 or "baseline" not in set(run["variant"]):
             say(ax_speed, f"no baseline training run for {gpu}: no speed-up to compute")
@@ -72,11 +99,11 @@ def build(job):
         order = variant_order(verdict.index)
         errors = (verdict.loc[order, "speedup"] - verdict.loc[order, "low"],
                   verdict.loc[order, "high"] - verdict.loc[order, "speedup"])
-        variant_barh(ax_speed, order, verdict.loc[order, "speedup"].astype(float), fmt="{:.2f}x", axis_in=2.4,
+        variant_barh(ax_speed, order, verdict.loc[order, "speedup"].astype(float), fmt="{:.2f}x", axis_in=5.0,
                      errors=tuple(e.astype(float).clip(lower=0).to_numpy() for e in errors))
         ax_speed.axvline(1, color="black", linewidth=0.8)
         paired = bool(verdict["paired"].all())
-        ax_speed.set_xlabel("speed-up vs baseline (x per sample)\n" + ("paired rounds, their interval" if paired else
+        ax_speed.set_xlabel("speed-up vs baseline (x per sample); " + ("paired rounds, their interval" if paired else
                                                                         "separate jobs, quartile range"))
     return fig
 
@@ -88,17 +115,21 @@ def describe(context: Context) -> str:
         if len(table) and "sm_cycles_rel" in table else pd.DataFrame()
     if rows.empty:
         return "No label has Nsight Compute profiles of the baseline and another variant's training step."
-    fewest = rows.loc[rows["warp_instructions_rel"].idxmin()]
-    ipc = rows.loc[rows["ipc_rel"].idxmax()]
-    tensor = rows.loc[rows["tensor_pipe_pct"].idxmax()]
-    return (f"Relative to the baseline, {fewest['variant']} on {fewest['gpu']} executes the fewest warp instructions "
-            f"({times(1 / fewest['warp_instructions_rel'])} fewer, {times(1 / fewest['sm_cycles_rel'])} fewer SM "
-            f"cycles); no variant raises IPC above the baseline's: the highest is {ipc['variant']}'s at "
-            f"{num(ipc['ipc_rel'])} of it. " if ipc["ipc_rel"] <= 1 else
-            f"Relative to the baseline, {fewest['variant']} on {fewest['gpu']} executes the fewest warp instructions "
-            f"({times(1 / fewest['warp_instructions_rel'])} fewer); {ipc['variant']} raises IPC to "
-            f"{num(ipc['ipc_rel'])} of the baseline's. ") + (
-            f"The Tensor pipe is busiest with {tensor['variant']} ({num(tensor['tensor_pipe_pct'])} % of the "
-            "step's time, weighted by kernel time). Fewer instructions with a lower IPC is what moving the "
-            "convolutions' arithmetic onto the Tensor Cores looks like: each tensor instruction does the work of "
-            "many FFMAs, and the remaining kernels (normalization, element-wise) issue at their own rate.")
+    said = []
+    for gpu, mine in rows.groupby("gpu", sort=False):  # each label against its own baseline only
+        fewest = mine.loc[mine["warp_instructions_rel"].idxmin()]
+        ipc = mine.loc[mine["ipc_rel"].idxmax()]
+        tensor = mine.loc[mine["tensor_pipe_pct"].idxmax()]
+        text = (f"On {gpu}, {fewest['variant']} executes the fewest warp instructions relative to the baseline "
+                f"({times(1 / fewest['warp_instructions_rel'])} fewer, {times(1 / fewest['sm_cycles_rel'])} fewer SM "
+                "cycles); ")
+        text += (f"no variant raises IPC above the baseline's: the highest is {ipc['variant']}'s at "
+                 f"{num(ipc['ipc_rel'])} of it" if ipc["ipc_rel"] <= 1 else
+                 f"{ipc['variant']} raises IPC to {num(ipc['ipc_rel'])} of the baseline's")
+        text += (f"; the Tensor pipe is busiest with {tensor['variant']} ({num(tensor['tensor_pipe_pct'])} % of the "
+                 "step's time, weighted by kernel time).")
+        said.append(text)
+    return " ".join(said) + (
+        " Fewer instructions with a lower IPC is what moving the convolutions' arithmetic onto the Tensor Cores looks "
+        "like: each tensor instruction does the work of many FFMAs, and the remaining kernels (normalization, "
+        "element-wise) issue at their own rate.")

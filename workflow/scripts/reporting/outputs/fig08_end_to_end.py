@@ -10,18 +10,20 @@ from ..prose import Context, join_words, num, speedup_words
 from ..results import variant_order
 
 PANELS = [
-    ("train_ms_per_sample", "training time per sample (ms)"),
-    ("sample_volume_s", "sampling time per volume (s)"),
-    ("train_peak_memory_gib", "peak memory in training (GiB)"),
+    ("train_ms_per_sample", "training per sample", "ms (median, quartiles)"),
+    ("sample_volume_s", "sampling per volume", "s"),
+    ("train_peak_memory_gib", "peak memory in training", "GiB"),
 ]
 FORMATS = {"train_ms_per_sample": "{:,.0f}", "sample_volume_s": "{:.3g}", "train_peak_memory_gib": "{:.2f}"}
 
 
-def _title(column: str, run: pd.DataFrame) -> str:
-    if column == "sample_volume_s" and "sample_chain_complete" in run and not run["sample_chain_complete"].all():
-        return "sampling per volume (median step x T)"
-    return {"train_ms_per_sample": "training", "sample_volume_s": "sampling, full chain",
-            "train_peak_memory_gib": "memory"}[column]
+def _unit(column: str, unit: str, run: pd.DataFrame) -> str:
+    """The axis label: the unit, and for sampling how the volume's time was had (every row's panel has one title)."""
+    if column != "sample_volume_s":
+        return unit
+    complete = "sample_chain_complete" not in run or bool(run["sample_chain_complete"].all())
+    how = "full chains" if complete else "median step \N{MULTIPLICATION SIGN} T"
+    return f"{unit} ({how})"
 
 
 def build(job):
@@ -29,17 +31,16 @@ def build(job):
     runs = results.table("runs")
     labels = results.labels()
     counts = [int((runs["gpu"] == g).sum()) if len(runs) else 0 for g in labels]
-    fig, axes = rows_figure([panel_title(results, g) for g in labels], 3, width=5.2,
-                            height=[bars_height(n) for n in counts], ratios=[1.25, 1, 1], caveat=OWN_SCALES)
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], 3, height=[bars_height(n) for n in counts],
+                            ratios=[1, 1, 1], caveat=OWN_SCALES, sharey=True)
     for gpu, row in zip(labels, axes):
         run = runs[runs["gpu"] == gpu].set_index("variant") if len(runs) else runs
         order = variant_order(run.index) if len(run) else []
-        for k, ((column, label), ax) in enumerate(zip(PANELS, row)):
+        for (column, title, unit), ax in zip(PANELS, row):
+            ax.set_title(title, loc="left")
             if run.empty or column not in run or run[column].isna().all():
-                ax.set_title(label.split(" (")[0], loc="left")
-                say(ax, f"no {label.split(' (')[0]} measured for {gpu}")
+                say(ax, f"no {title} measured for {gpu}")
                 continue
-            ax.set_title(_title(column, run), loc="left")
             values = run.loc[order, column].astype(float)
             errors = None
             if column == "train_ms_per_sample":
@@ -48,10 +49,8 @@ def build(job):
                 low = values - run.loc[order, "train_step_q1_ms"].astype(float) * scale
                 high = run.loc[order, "train_step_q3_ms"].astype(float) * scale - values
                 errors = (low.clip(lower=0), high.clip(lower=0))
-            variant_barh(ax, order, values, fmt=FORMATS[column], errors=errors, axis_in=2.6)
-            if k:  # the variants' names once, on the row's first panel
-                ax.set_yticklabels([])
-            ax.set_xlabel(label)
+            variant_barh(ax, order, values, fmt=FORMATS[column], errors=errors, axis_in=1.9)
+            ax.set_xlabel(_unit(column, unit, run))
     return fig
 
 

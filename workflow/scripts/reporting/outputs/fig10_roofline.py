@@ -10,10 +10,13 @@ import yaml
 
 from profiling.kernels import CLASS_NAMES
 
-from ..panels import (CLASS_COLORS, absent_reason, class_legend, fit, has, ncu_rows, panel_title, rows_figure,
-                      rows_with_data, say)
+from matplotlib.lines import Line2D
+
+from ..panels import (CLASS_COLORS, NOTE_CHARS_PER_INCH, absent_reason, class_legend, decade_ticks, fit, has, mark_as,
+                      ncu_rows, panel_title, rows_figure, rows_with_data, say)
 from ..prose import Context, num, pct
 from ..results import variant_order
+from ..style import PRINT_WIDTH_IN
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
@@ -66,8 +69,37 @@ def uncounted_share(kernels: pd.DataFrame) -> float:
     return missing / total if total > 0 else np.nan
 
 
-CEILINGS = (("fp32_tflops", "FP32", "-"), ("tf32_tensor_tflops", "TF32 tensor", "--"),
+CEILINGS = (("fp32_tflops", "FP32", "-."), ("tf32_tensor_tflops", "TF32 tensor", "--"),
             ("bf16_tensor_tflops", "BF16 tensor", ":"))
+# A point more than this many decades below the rest is named under the panel instead of stretching its axis.
+OUTLIER_DECADES = 1.0
+
+
+def throughput_floor(gflops: pd.Series) -> float:
+    """The y axis's lower end: below the lowest point, unless a few lowest points (at most a tenth) lie more than
+    OUTLIER_DECADES below the next one; then below the lowest of the rest."""
+    values = np.sort(np.log10(gflops[gflops > 0].to_numpy(dtype=float)))
+    start = 0
+    while start + 1 < len(values) and values[start + 1] - values[start] > OUTLIER_DECADES \
+            and start + 1 <= len(values) // 10:
+        start += 1
+    return 10 ** (np.floor(values[start] * 2) / 2 - 0.25) if len(values) else 1.0
+
+
+def _ceilings(ax, ceiling: dict, lo: float, hi: float) -> list:
+    """The datasheet ceilings: the DRAM slope once (solid) and each compute peak flat from where the slope meets it,
+    every one a legend entry (no text in the panel, where it would cross lines or points). Returns the handles."""
+    bw = ceiling["dram_bandwidth_gbs"]
+    peaks = [(key, text, style, ceiling[key]) for key, text, style in CEILINGS if ceiling.get(key)]
+    top = max([value for *_, value in peaks], default=hi * bw / 1e3) * 1e3  # GFLOP/s
+    (slope,) = ax.plot([lo, top / bw], [lo * bw, top], "-", color="black", linewidth=1.2,
+                       label=f"DRAM {bw:g} GB/s (slope)")
+    handles = [slope]
+    for key, text, style, value in peaks:
+        (flat,) = ax.plot([value * 1e3 / bw, hi], [value * 1e3] * 2, style, color="black", linewidth=1.2,
+                          label=f"{text} peak {value:g} TFLOP/s")
+        handles.append(flat)
+    return handles
 
 
 def build(job):
@@ -82,8 +114,7 @@ def build(job):
         return has(data, needs) and not roofline_points(data).empty
 
     rows, left_out = rows_with_data(results, drawable, what)
-    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 1, width=10, height=5.4,
-                            left_out=left_out)
+    fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 1, height=4.4, left_out=left_out)
     used = set()
     for (gpu, phase), (ax,) in zip(rows, axes):
         ceiling = peaks_for(peaks, gpu, results.hardware.set_index("gpu").loc[gpu, "device"],
@@ -97,43 +128,52 @@ def build(job):
         if points.empty:
             say(ax, f"no kernel of the {phase} step on {gpu} with counted FLOPs and DRAM traffic")
             continue
+        markers = []
         for k, variant in enumerate(variant_order(points["variant"])):
             part = points[points["variant"] == variant]
-            used.update(part["kernel_class"])
-            ax.scatter(part["intensity"], part["gflops"], marker=MARKERS[k % len(MARKERS)], s=30,
-                       c=[CLASS_COLORS.get(c, "grey") for c in part["kernel_class"]], edgecolors="black",
-                       linewidths=0.4, label=variant)
+            marker = MARKERS[k % len(MARKERS)]
+            for kernel_class, group in part.groupby("kernel_class", sort=False):
+                used.add(kernel_class)
+                dots = ax.scatter(group["intensity"], group["gflops"], marker=marker, s=30,
+                                  color=CLASS_COLORS.get(kernel_class, "grey"), edgecolors="black", linewidths=0.4,
+                                  label=variant)
+                mark_as([dots], "class", kernel_class)
+            markers.append(Line2D([], [], marker=marker, color="black", markerfacecolor="white", markeredgewidth=0.8,
+                                  linestyle="none",
+                                  label=variant))
         ax.set_xscale("log")
         ax.set_yscale("log")
         lo = min(points["intensity"].min() / 3, 0.1)
         hi = max(points["intensity"].max() * 3, 1000)
-        if ceiling:
-            xs = np.logspace(np.log10(lo), np.log10(hi), 200)
-            bw = ceiling["dram_bandwidth_gbs"]
-            for key, text, style in CEILINGS:
-                if ceiling.get(key):
-                    value = ceiling[key]
-                    ax.plot(xs, np.minimum(xs * bw, value * 1e3), style, color="black", linewidth=1)
-                    ax.annotate(f"{text} {value:g} TFLOP/s", (hi, value * 1e3), ha="right", va="bottom", fontsize=7)
-            ax.annotate(f"DRAM {bw:g} GB/s (datasheet ceilings)", (lo * 1.5, lo * 1.5 * bw), fontsize=7,
-                        va="bottom")
-        else:
-            ax.annotate(f"no datasheet ceilings for {gpu} in data/gpu_peaks.yaml", (0.02, 0.95),
-                        xycoords="axes fraction", fontsize=8, va="top")
+        floor = throughput_floor(points["gflops"])
+        handles = _ceilings(ax, ceiling, lo, hi) if ceiling else []
+        top = max([h.get_ydata().max() for h in handles] + [points["gflops"].max()])
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(floor, top * 3)
+        decade_ticks(ax.xaxis)
+        decade_ticks(ax.yaxis)
+        notes = []
+        below = points[points["gflops"] < floor]
+        if len(below):
+            notes.append("below the axis: " + "; ".join(f"{row.kernel_class} ({row.variant}) at "
+                                                        f"{row.gflops:.2g} GFLOP/s" for row in below.itertuples()))
+        if not ceiling:
+            notes.append(f"no datasheet ceilings for {gpu} in data/gpu_peaks.yaml")
         missing = {v: uncounted_share(run) for v, run in data.groupby("variant")}
         missing = {v: share for v, share in missing.items() if share > 0.005}
         if missing:
             text = ", ".join(f"{v} {share:.0%}" for v, share in sorted(missing.items()))
-            ax.text(0.0, -0.13, fit(f"not drawn, FLOPs not counted (tensor kernels profiled without tensor-op "
-                                    f"counters): {text} of kernel time", 7.5, 15), transform=ax.transAxes,
-                    ha="left", va="top", fontsize=7, color="0.3")
-        ax.set_xlim(lo, hi)
-        ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
-        ax.set_ylabel("achieved throughput (GFLOP/s: tensor + FP32)")
-        legend = ax.legend(fontsize=8, title="variant (marker)", loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                           borderaxespad=0, title_fontsize=8)
-        for handle in legend.legend_handles:
-            handle.set_facecolor("white")
+            notes.append(f"not drawn, FLOPs not counted (tensor kernels profiled without tensor-op counters): {text} "
+                         "of kernel time")
+        ax.set_xlabel(fit("\n".join(["arithmetic intensity (FLOP per DRAM byte)"] + notes), PRINT_WIDTH_IN - 1.0,
+                          NOTE_CHARS_PER_INCH), loc="left")
+        ax.set_ylabel("achieved GFLOP/s (tensor + FP32)")
+        first = ax.legend(handles=markers, title="variant (marker)", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                          borderaxespad=0)
+        if handles:
+            ax.add_artist(first)
+            ax.legend(handles=handles, title="datasheet ceilings", loc="lower left", bbox_to_anchor=(1.02, 0.0),
+                      borderaxespad=0, handlelength=2.5)
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
 

@@ -12,8 +12,8 @@ from profiling.kernels import CLASS_NAMES
 from measurement.throughput import single_size_sweep
 
 from ..bench import rate_text
-from ..panels import (BAR_LABEL_SIZE, CLASS_COLORS, OWN_SCALES, bars_height, class_legend, label_room, log_ticks,
-                      panel_title, rows_figure, say, significant, variant_barh)
+from ..panels import (BAR_LABEL_SIZE, LABEL_BOX, OWN_SCALES, bars_height, class_legend, compact, label_room,
+                      panel_title, rows_figure, say, significant, stacked_shares, variant_barh)
 from ..prose import Context, num, pct, present, speedup_words
 from ..results import preferred_tool
 
@@ -28,52 +28,48 @@ def ladder(bench: pd.DataFrame, configured: list[str]) -> list[str]:
     return [v for v in configured if v in present] + list(rest["variant"])
 
 
-def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, unit: str, what: str) -> None:
+def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, unit: str) -> None:
+    """Every rung's time on a log scale, the fastest's in bold, and the FLOP floor dashed where it is one: below every
+    rung's time (a CPU's bf16 rate, without bf16 matrix units, is slower than its fp32 work: no floor then)."""
     values = run.loc[order, column].astype(float)
-    variant_barh(ax, order, values, fmt=significant, log=True, axis_in=2.6)
+    written = variant_barh(ax, order, values, fmt=significant, log=True, axis_in=1.4, neutral=True)
     floors = (run.loc[order, column].astype(float) * run.loc[order, fraction].astype(float)).dropna()
     floor_text = ""
     if len(floors):
         floor = float(floors.median())  # the same FLOPs and rate for every rung
-        ax.axvline(floor, color="black", linestyle="--", linewidth=1)
-        low, high = ax.get_xlim()
-        ax.set_xlim(min(low, floor / 1.5), high)
-        floor_text = f"; dashed: FLOP floor {floor:.3g} {unit}"
-    fastest = values.idxmin() if values.notna().any() else None
-    if fastest is not None:
-        bar = ax.patches[order.index(fastest)]
-        bar.set_edgecolor("black")
-        bar.set_linewidth(1.5)
-    log_ticks(ax)
-    ax.set_xlabel(f"{what} ({unit}, log scale){floor_text}")
+        if floor <= float(values.min()):
+            ax.axvline(floor, color="black", linestyle="--", linewidth=1)
+            low, high = ax.get_xlim()
+            ax.set_xlim(min(low, floor / 1.5), high)
+            floor_text = f"; floor {floor:.3g}"
+        else:
+            floor_text = "; no FLOP floor"
+    if values.notna().any():
+        written[values.idxmin()].set_fontweight("bold")
+    _log_ticks(ax)
+    ax.set_xlabel(f"{unit} (log){floor_text}")
 
 
-LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.6}
-
-
-def _compact(value: float) -> str:
-    """A tick's volumes per hour: 500, 2k, 50k, 1M."""
-    for unit, scale in (("M", 1e6), ("k", 1e3)):
-        if value >= scale:
-            return f"{value / scale:g}{unit}"
-    return f"{value:g}"
-
-
-def _rate_ticks(ax) -> None:
-    """Log ticks at 1, 2 and 5 times each power of ten over up to three decades, at the powers of ten alone over
-    more (a CPU's tiny volumes reach hundreds of thousands per hour, its FLOP ceiling millions), written compactly."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+def _log_ticks(ax) -> None:
+    """Log ticks at 1, 2 and 5 times each power of ten over up to two decades, at the powers of ten alone over more
+    (a panel is narrow; a CPU's tiny volumes reach hundreds of thousands per hour), written compactly."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
     low, high = ax.get_xlim()
-    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if np.log10(high / low) <= 3 else (1,)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _compact(value)))
+    decades = np.log10(high / low)
+    # Under a decade the 1-2-5 ticks leave one or none in view: a few plain ones instead.
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=3) if decades < 1 else LogLocator(subs=(1, 2, 5) if decades <= 2
+                                                                                     else (1,)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: compact(value)))
     ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
 
 
 def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
     """Volumes per hour of every rung: a bar at its best batch size (the size after the rate), a black line across it
-    at batch 1, the FLOP ceiling dashed (the model's FLOPs of a full chain at the measured bf16 rate, whatever the batch).
-    Rungs without a throughput sweep say "not measured"; nothing is derived from their time per volume."""
+    at batch 1, the FLOP ceiling dashed (the model's FLOPs of a full chain at the measured bf16 rate, whatever the
+    batch) where it is one. Rungs without a throughput sweep say "not measured"; nothing is derived from their time
+    per volume."""
     column = lambda name: run.loc[order, name].astype(float) if name in run else pd.Series(np.nan, order)  # noqa: E731
     best, one, batch = (column(name) for name in ("sample_volumes_per_hour_best", "sample_volumes_per_hour_b1",
                                                   "sample_best_batch"))
@@ -83,14 +79,14 @@ def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
         return
     alone = pd.Series([single_size_sweep(b1, top) for b1, top in zip(one, best)], index=best.index)
     bar = best.mask(alone, one)  # a sweep of batch 1 alone: its bar is that rate, labelled as such
-    variant_barh(ax, order, bar, log=True)
+    variant_barh(ax, order, bar, log=True, neutral=True)
     y = np.arange(len(order))
     measured = np.isfinite(one.to_numpy())
     ax.vlines(one.to_numpy()[measured], y[measured] - 0.35, y[measured] + 0.35, color="black", linewidth=2, zorder=3)
     texts, ends = [], []
     for yi, rate, size, single, only in zip(y, bar, batch, one, alone):
         if np.isfinite(rate):
-            texts.append(f"{rate_text(rate)} (batch 1 only)" if only else f"{rate_text(rate)} (batch {int(size)})")
+            texts.append(f"{rate_text(rate)} (b{1 if only else int(size)})")
             ends.append(max(rate, single if np.isfinite(single) else rate))
             ax.annotate(texts[-1], (ends[-1], yi), xytext=(4, 0), textcoords="offset points", va="center", ha="left",
                         fontsize=BAR_LABEL_SIZE, bbox=LABEL_BOX, zorder=4)  # over the ceiling's line
@@ -102,15 +98,35 @@ def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
     ceiling_text = ""
     if len(floors):
         ceiling = 3600 / float(floors.median())  # volumes per hour with every evaluation at the FLOP floor
-        ax.axvline(ceiling, color="black", linestyle="--", linewidth=1, zorder=2)
-        ends.append(ceiling)
-        ceiling_text = f"; dashed: FLOP ceiling {rate_text(ceiling)}"
+        if ceiling >= float(np.nanmax(np.concatenate([bar.to_numpy(), one.to_numpy()]))):
+            ax.axvline(ceiling, color="black", linestyle="--", linewidth=1, zorder=2)
+            ends.append(ceiling)
+            ceiling_text = f"; ceiling {rate_text(ceiling)}"
+        else:
+            ceiling_text = "; no FLOP ceiling"
     low = float(np.nanmin(np.concatenate([bar.to_numpy(), one.to_numpy()])))
     ax.set_xlim(low / 1.5, max(ends) * 1.05)
-    label_room(ax, ends, texts, log=True, axis_in=2.6)
-    _rate_ticks(ax)
-    ax.set_yticks(y, [])
-    ax.set_xlabel(f"volumes per hour (log scale); bar: best batch,\nblack line: batch 1{ceiling_text}")
+    label_room(ax, ends, texts, log=True, axis_in=1.4)
+    _log_ticks(ax)
+    ax.set_xlabel(f"volumes/h (log){ceiling_text}")
+
+
+def _mix(ax, summaries: pd.DataFrame, order: list[str], gpu: str) -> set:
+    """The training step's kernel time by class of every profiled rung, on the rungs' rows ("not profiled" on the
+    others). Returns the classes drawn."""
+    train = summaries[(summaries["gpu"] == gpu) & (summaries["phase"] == "train")] if len(summaries) else summaries
+    train = preferred_tool(train) if len(train) else train
+    train = train[(train["kernel_class"] != "all") & train["variant"].isin(order)] if len(train) else train
+    if train.empty:
+        say(ax, f"no training-step profile of these rungs on {gpu}")
+        return set()
+    shares = train.pivot_table(index="variant", columns="kernel_class", values="time_share", aggfunc="sum") * 100
+    used = set(stacked_shares(ax, order, shares))
+    for y, variant in enumerate(order):
+        if variant not in shares.index:
+            ax.annotate("not profiled", (2, y), va="center", ha="left", fontsize=BAR_LABEL_SIZE, color="0.35")
+    ax.set_xlabel("% of kernel time")
+    return used
 
 
 def build(job):
@@ -120,47 +136,32 @@ def build(job):
     configured = list(job.settings.get("run_variants", []))
     labels = [g for g in results.labels() if len(bench) and (bench["gpu"] == g).any()] or results.labels()
     counts = [int((bench["gpu"] == g).sum()) if len(bench) else 0 for g in labels]
-    fig, axes = rows_figure([panel_title(results, g) for g in labels], 4, width=4.8, ratios=[1.25, 1, 1, 1],
-                            height=[bars_height(n) for n in counts], caveat=OWN_SCALES)
+    # One y axis of rung names per row; the rungs' bars in one neutral colour (their names say which is which), so
+    # that the only colours of the figure are the kernel classes'.
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], 4, ratios=[1, 1, 1.15, 1],
+                            height=[bars_height(n, base=1.5) for n in counts], caveat=OWN_SCALES, sharey=True)
     used = set()
     for gpu, (ax_train, ax_sample, ax_rate, ax_mix) in zip(labels, axes):
         ax_train.set_title("training per sample", loc="left")
         ax_sample.set_title("sampling per volume", loc="left")
-        ax_rate.set_title("volumes sampled per hour", loc="left")
-        ax_mix.set_title("training step: kernel time by class", loc="left")
+        ax_rate.set_title("volumes per hour", loc="left")
+        ax_mix.set_title("training kernel mix", loc="left")
         run = bench[bench["gpu"] == gpu] if len(bench) else bench
         if run.empty:
             for ax in (ax_train, ax_sample, ax_rate, ax_mix):
-                say(ax, f"no bench for {gpu}: no measured ceilings (device_rates.json; `snakemake bench` measures them)")
+                say(ax, f"no bench for {gpu}: no measured ceilings (device_rates.json; `snakemake bench` measures "
+                        "them)")
             continue
         order = ladder(run, configured)
         run = run.set_index("variant")
-        _times(ax_train, run, order, "train_ms_per_sample", "train_fraction_of_bf16_rate", "ms", "per sample")
+        _times(ax_train, run, order, "train_ms_per_sample", "train_fraction_of_bf16_rate", "ms")
         if run["sample_volume_s"].notna().any():
-            _times(ax_sample, run, order, "sample_volume_s", "sample_fraction_of_bf16_rate", "s", "per volume")
-            ax_sample.set_yticklabels([])
+            _times(ax_sample, run, order, "sample_volume_s", "sample_fraction_of_bf16_rate", "s")
             _throughput(ax_rate, run, order, gpu)
         else:
             say(ax_sample, f"no sampling run for {gpu}")
             say(ax_rate, f"no sampling run for {gpu}")
-        train = summaries[(summaries["gpu"] == gpu) & (summaries["phase"] == "train")] if len(summaries) else summaries
-        train = preferred_tool(train) if len(train) else train
-        profiled = [v for v in order if len(train) and (train["variant"] == v).any()]
-        if not profiled:
-            say(ax_mix, f"no training-step profile of these variants on {gpu}")
-            continue
-        left = np.zeros(len(profiled))
-        for kernel_class in CLASS_NAMES:
-            rows = train[train["kernel_class"] == kernel_class].set_index("variant")
-            shares = np.array([float(rows["time_share"].get(v, 0.0)) * 100 for v in profiled])
-            if shares.any():
-                used.add(kernel_class)
-                ax_mix.barh(range(len(profiled)), shares, left=left, height=0.7, color=CLASS_COLORS[kernel_class])
-                left += shares
-        ax_mix.set_yticks(range(len(profiled)), profiled, fontsize=8)
-        ax_mix.set_ylim(len(profiled) - 0.5, -0.5)
-        ax_mix.set_xlabel("share of the step's kernel time (%)")
-        ax_mix.set_xlim(0, 100)
+        used |= _mix(ax_mix, summaries, order, gpu)
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
 
@@ -183,8 +184,11 @@ def describe(context: Context) -> str:
             text += (f" against the baseline's {num(base['train_ms_per_sample'].iloc[0], 4)} ms"
                      + (f" ({speedup_words(mine.iloc[0])})" if len(mine) else ""))
         if present(best.get("train_fraction_of_bf16_rate")):
+            share = float(best["train_fraction_of_bf16_rate"])
             text += (f", {num(best['train_model_tflops'])} TFLOP/s of model arithmetic, "
-                     f"{pct(best['train_fraction_of_bf16_rate'], 0)} of the device's measured bf16 matrix rate")
+                     + (f"{pct(share, 0)} of the device's measured bf16 matrix rate" if share <= 1 else
+                        "faster than the device's measured bf16 matrix rate, which is no ceiling there (no bf16 "
+                        "matrix units)"))
         said.append(text + ".")
     return ("Beyond the paper, the ladder climbs from the fp32 baseline to the fastest variant, one switch at a "
             "time, against the FLOP floor. " + " ".join(said))

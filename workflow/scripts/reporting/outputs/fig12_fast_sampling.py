@@ -11,13 +11,11 @@ import numpy as np
 import pandas as pd
 
 from ..claims import load_claims
-from ..panels import OWN_SCALES, log_ticks, panel_title, rows_figure, say, shape_text
+from ..palette import OTHER_SAMPLER, SAMPLER_COLORS, SAMPLER_MARKERS
+from ..panels import BAR_LABEL_SIZE, OWN_SCALES, log_ticks, mark_as, panel_title, rows_figure, say, shape_text
 from ..prose import Context
 from ..sampler_judgements import CHAIN, judgements
 
-SAMPLER_COLORS = {"deis_ipndm": "#0072b2", "deis_ipndm_as_shipped": "#56b4e9", "ddim": "#e69f00",
-                  "dpm_solver_pp_2m": "#009e73"}
-MARKERS = {"deis_ipndm": "o", "deis_ipndm_as_shipped": "v", "ddim": "s", "dpm_solver_pp_2m": "D"}
 
 
 def seconds_of(samplers: pd.DataFrame, gpu: str) -> tuple[dict, str]:
@@ -41,10 +39,10 @@ def draw(ax, rows: pd.DataFrame, chain: pd.DataFrame, times: dict) -> None:
     margin = rows["margin"].dropna()
     if len(margin):
         ax.axhspan(chain_distance - float(margin.iloc[0]), chain_distance + float(margin.iloc[0]), color="#dddddd",
-                   zorder=0, label="chain +- margin")
+                   zorder=0, label="chain \N{PLUS-MINUS SIGN} margin")
     ax.plot([chain_x], [chain_distance], marker="*", markersize=13, color="black", linestyle="none",
             label=f"ddpm, {int(chain['steps'].iloc[0])} steps")
-    at_steps: dict[int, list[float]] = {}
+    counts = []  # (x, y, step count) of every point, written once all are drawn
     for sampler, group in rows.groupby("sampler", sort=False):
         group = group.sort_values("steps")
         x = [times.get((sampler, int(s)), float(t)) for s, t in zip(group["steps"], group["study_seconds_per_volume"])]
@@ -52,17 +50,27 @@ def draw(ax, rows: pd.DataFrame, chain: pd.DataFrame, times: dict) -> None:
         low = (group["mean_difference"] - group["interval_low"]).astype(float).to_numpy()
         high = (group["interval_high"] - group["mean_difference"]).astype(float).to_numpy()
         errors = np.vstack([np.nan_to_num(low), np.nan_to_num(high)])
-        ax.errorbar(x, y, yerr=errors, color=SAMPLER_COLORS.get(sampler, "gray"), marker=MARKERS.get(sampler, "o"),
-                    capsize=3, label=sampler)
-        for xi, steps in zip(x, group["steps"]):
-            at_steps.setdefault(int(steps), []).append(xi)
-    # The step counts once each, along the bottom: every sampler at a step count sits at about the same seconds (one
-    # U-Net evaluation a step), where labels at each point would lie on one another.
+        drawn = ax.errorbar(x, y, yerr=errors, color=SAMPLER_COLORS.get(sampler, OTHER_SAMPLER),
+                            marker=SAMPLER_MARKERS.get(sampler, "o"), capsize=3, label=sampler)
+        mark_as(drawn.lines[:1], "sampler", sampler)
+        counts += [(xi, yi, int(steps)) for xi, yi, steps in zip(x, y, group["steps"])]
+    _step_counts(ax, counts)
+    ax.set_xscale("log")
+    ax.margins(x=0.1, y=0.08)  # the chain's star and the step counts inside the frame
+    log_ticks(ax)
+
+
+def _step_counts(ax, counts: list[tuple[float, float, int]]) -> None:
+    """Each step count once, along the bottom of the panel under its points: every sampler at a step count sits at
+    about the same seconds (one U-Net evaluation a step) and often at about the same distance, where a count beside
+    each point would lie on another's."""
+    at_steps: dict[int, list[float]] = {}
+    for x, _, steps in counts:
+        at_steps.setdefault(steps, []).append(x)
     for steps, xs in sorted(at_steps.items()):
         ax.annotate(f"{steps} steps", (float(np.median(xs)), 0.0), xycoords=("data", "axes fraction"),
-                    xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=7, color="0.3")
-    ax.set_xscale("log")
-    log_ticks(ax)
+                    xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=BAR_LABEL_SIZE,
+                    color="0.3")
 
 
 def build(job):
@@ -72,8 +80,7 @@ def build(job):
     judged = judgements(study_samplers, claim)
     labels = [g for g in results.labels() if (study_samplers["gpu"] == g).any()] or results.labels()
     panels = max([len(set(judged.loc[judged["gpu"] == g, "variant"])) for g in labels] + [1])
-    fig, axes = rows_figure([panel_title(results, g) for g in labels], panels, width=5.0, height=4.0,
-                            caveat=OWN_SCALES)
+    fig, axes = rows_figure([panel_title(results, g) for g in labels], panels, height=3.4, caveat=OWN_SCALES)
     for gpu, row in zip(labels, axes):
         mine = judged[judged["gpu"] == gpu]
         variants = list(dict.fromkeys(mine["variant"]))
@@ -93,7 +100,7 @@ def build(job):
                          f"mean of {int(mine['seeds'].max())} seeds", loc="left")
             ax.set_xlabel(x_label or "seconds per volume in the study (log)")
             ax.set_ylabel("distance to the real images")
-            ax.legend(fontsize=7, loc="upper right")
+            ax.legend(loc="upper right")
         for ax in row[len(variants):]:
             ax.set_axis_off()
     return fig

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..claims import QualityJudgement, load_claims, quality_judgement, seed_list
-from ..prose import Context, num
+from ..prose import Context, num, shape_text
 from ..render import Table
 from ..results import variant_order
 
@@ -98,12 +98,27 @@ def summary(study: pd.DataFrame, claim: dict, optimized: list[str]) -> pd.DataFr
     return frame
 
 
+def workload_notes(study: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """One line per label: its study's own workload (volume, T, optimizer steps), smaller than its timed runs', whose
+    volume is named where it differs."""
+    notes = []
+    for gpu, rows in study.groupby("gpu", sort=False) if len(study) else []:
+        first = rows.iloc[0]
+        timed = runs.loc[runs["gpu"] == gpu, "volume_shape"].dropna() if len(runs) else pd.Series(dtype=object)
+        other = f"; its timed runs (tab04, tab07) are {shape_text(timed.iloc[0])}" \
+            if len(timed) and timed.iloc[0] != first["volume_shape"] else ""
+        notes.append(f"{gpu}: the study's workload is {shape_text(first['volume_shape'])} volumes, T = "
+                     f"{int(first['timesteps'])}, {int(first['optimizer_steps']):,} optimizer steps{other}.")
+    return notes
+
+
 def build(job) -> Table:
     claims = load_claims(job.files["claims"])
     claim = next(c for c in claims["claims"] if c["measure"] == "quality_unchanged")
     study = job.results.table("study")
     runs = study.reindex(columns=COLUMNS)
     return Table(summary(study, claim, claims.get("optimized_variants", [])), CAPTION,
+                 notes=workload_notes(study, job.results.table("runs")),
                  extra={"runs": runs, "checks": job.results.table("quality")})
 
 
@@ -112,7 +127,9 @@ ARTICLE_COLUMNS = [("gpu", "label"), ("variant", "variant"), ("seeds", "seeds"),
                    ("wasserstein_vs_real_mean", "W1 real"), ("wasserstein_vs_real_sd", "W1 SD"),
                    ("ssim_vs_real_mean", "SSIM real"), ("mean_difference", "diff. vs base"),
                    ("interval_low", "90 % low"), ("interval_high", "90 % high"), ("margin", "margin"),
-                   ("outcome", "outcome"), ("forward_rel_error_max", "fwd rel. err")]
+                   ("outcome", "outcome")]
+# The label once, above its rows (tab06's notes name each label's study workload).
+ARTICLE_SHOWN_ONCE = ("gpu",)
 
 
 def describe(context: Context) -> str:
@@ -121,11 +138,14 @@ def describe(context: Context) -> str:
     if quality.empty or "forward_rel_error_max" not in quality or quality["forward_rel_error_max"].isna().all():
         return "No numeric check was run."
     errors = quality.dropna(subset=["forward_rel_error_max"])
-    worst = errors.loc[errors["forward_rel_error_max"].astype(float).idxmax()]
-    best = errors.loc[errors["forward_rel_error_max"].astype(float).idxmin()]
-    return (f"The float64 check at the trained weights: the forward pass's relative error ranges from "
-            f"{num(best['forward_rel_error_max'])} ({best['variant']} on {best['gpu']}) to "
-            f"{num(worst['forward_rel_error_max'])} ({worst['variant']} on {worst['gpu']}); fp32 arithmetic stays "
-            "near 1e-7, TF32 and bf16 trade about three orders of magnitude of it for speed. SSIM and PSNR are "
+    said = []
+    for gpu, rows in errors.groupby("gpu", sort=False):  # each label its own study workload: never ranked together
+        worst = rows.loc[rows["forward_rel_error_max"].astype(float).idxmax()]
+        best = rows.loc[rows["forward_rel_error_max"].astype(float).idxmin()]
+        said.append(f"on {gpu} from {num(best['forward_rel_error_max'])} ({best['variant']}) to "
+                    f"{num(worst['forward_rel_error_max'])} ({worst['variant']})")
+    return (f"The float64 check at the trained weights: the forward pass's relative error ranges "
+            f"{'; '.join(said)}; fp32 arithmetic stays near 1e-7, TF32 and bf16 trade about three orders of "
+            "magnitude of it for speed. SSIM and PSNR are "
             "torchmetrics' [@torchmetrics], the Wasserstein distance of the intensities per mask label and the "
             "t-intervals of the paired differences SciPy's [@scipy].")

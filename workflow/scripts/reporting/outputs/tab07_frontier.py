@@ -43,12 +43,23 @@ def frontier_table(bench, runs, load_difference_cores: float = 0.5):
             columns["paired"] = "paired"
         frame = frame.merge(verdict[["gpu", "variant", *columns]].rename(columns=columns), on=["gpu", "variant"],
                             how="left")
-    cache_notes = warm_compile_notes(frame)
+    cache_notes = warm_compile_notes(frame) + no_ceiling_notes(frame)
     frame = frame.reindex(columns=COLUMNS)
     frame["sample_best_batch"] = frame["sample_best_batch"].astype(float).round().astype("Int64")  # a count: 8, not 8.0
     shown = runs[runs["variant"].isin(set(frame["variant"]))]
     return frame, (verdict_notes(shown, load_difference_cores=load_difference_cores) + unmeasured_throughput_notes(frame)
                    + single_size_notes(frame) + cache_notes)
+
+
+def no_ceiling_notes(frame) -> list[str]:
+    """One line per label whose variants run the model's arithmetic faster than its measured bf16 matrix rate (a CPU
+    without bf16 matrix units emulates them): there the rate is no ceiling and its share, above 100 %, no efficiency."""
+    notes = []
+    for gpu, rows in frame.groupby("gpu", sort=False):
+        if (rows["train_fraction_of_bf16_rate"].astype(float) > 1).any():
+            notes.append(f"{gpu}: the model's arithmetic runs faster than the measured bf16 matrix rate (no bf16 "
+                         "matrix units): that rate is no ceiling there, and its share above 100 % no efficiency.")
+    return notes
 
 
 def warm_compile_notes(frame) -> list[str]:
@@ -107,12 +118,13 @@ def build(job) -> Table:
 # The article's table shows these columns, with these headers (the CSV keeps them all).
 ARTICLE_COLUMNS = [("gpu", "label"), ("variant", "variant"), ("train_ms_per_sample", "train ms/sample"),
                    ("train_model_tflops", "TFLOP/s"), ("train_fraction_of_bf16_rate", "of bf16 rate"),
-                   ("sample_step_ms", "sample step ms"), ("sample_volume_s", "s/volume"),
+                   ("sample_volume_s", "s/volume"),
                    ("sample_volumes_per_hour_b1", "vol/h batch 1"), ("sample_volumes_per_hour_best", "vol/h best"),
                    ("sample_best_batch", "best batch"), ("train_peak_gib", "peak GiB"),
                    ("train_compile_s", "compile s"), ("train_speedup_vs_baseline", "speed-up")]
 # Shown as percentages (fractions in the CSV).
 ARTICLE_PERCENT_COLUMNS = {"train_fraction_of_bf16_rate"}
+ARTICLE_SHOWN_ONCE = ("gpu",)  # the label once, above its rows
 
 
 def describe(context: Context) -> str:
@@ -120,9 +132,13 @@ def describe(context: Context) -> str:
     frontier = inputs.table("tab07_frontier")
     if frontier.empty:
         return "The bench table is empty for the same reason."
-    low = frontier.loc[frontier["train_peak_gib"].idxmin()] if "train_peak_gib" in frontier else None
     text = "Per variant: time, model TFLOP/s and their share of the measured bf16 rate, sampling, memory, compilation."
-    if low is not None:
-        text += (f" The smallest training peak is {num(low['train_peak_gib'])} GiB ({low['variant']} on "
-                 f"{low['gpu']}).")
+    # Within each label only: another label is another workload (its title says which), never ranked against it.
+    peaks = frontier.dropna(subset=["train_peak_gib"]) if "train_peak_gib" in frontier else frontier.iloc[:0]
+    said = []
+    for gpu, rows in peaks.groupby("gpu", sort=False):
+        low = rows.loc[rows["train_peak_gib"].astype(float).idxmin()]
+        said.append(f"{num(low['train_peak_gib'])} GiB ({low['variant']}) on {gpu}")
+    if said:
+        text += " The smallest training peak of each label: " + "; ".join(said) + "."
     return text

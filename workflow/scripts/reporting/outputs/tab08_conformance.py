@@ -9,13 +9,16 @@ from ..render import Table
 
 CAPTION = ("Conformance with the shipped reference: per label measured here, variant and metric, the reference value, "
            "the measured value, the deviation, the band of config.yaml (conformance.bands), the verdict (within; "
-           "faster or slower for times; lower or higher for memory, shares and counts; not comparable) and, outside "
-           "the band, the likely reasons from the provenance of both sides. Reported, never failed")
+           "faster or slower for times; lower or higher for memory, shares and counts; not comparable; not measurable "
+           "under this load for a time measured while other processes kept more than "
+           "conformance.max_other_load_cores busy, or whose steps spread wider than its band) and, outside the band, "
+           "the likely reasons from the provenance of both sides. Reported, never failed")
 
 
 def build(job) -> Table:
-    table, classes, notes = conformance_table(job.results, job.settings["conformance"]["bands"],
-                                              job.settings["reference_results"])
+    settings = job.settings["conformance"]
+    table, classes, notes = conformance_table(job.results, settings["bands"], job.settings["reference_results"],
+                                              settings.get("max_other_load_cores"))
     return Table(table, CAPTION, notes=notes, extra={"classes": classes})
 
 
@@ -23,6 +26,7 @@ def build(job) -> Table:
 ARTICLE_COLUMNS = [("gpu", "label"), ("variant", "variant"), ("metric", "metric"), ("unit", "unit"),
                    ("reference", "reference"), ("measured", "measured"), ("deviation", "deviation"),
                    ("band", "band"), ("verdict", "verdict"), ("reasons", "likely reasons")]
+ARTICLE_FORMAT_BY = ("unit",)  # its rows mix units: the numbers of each unit written one way
 
 
 def describe(context: Context) -> str:
@@ -31,7 +35,7 @@ def describe(context: Context) -> str:
     if table.empty:
         return "No label was checked against a reference."
     compared = table[table["variant"].notna()]
-    if compared.empty:
+    if compared.empty or bool((table["verdict"] == "not comparable").all()):  # the table is not shown: say why
         reasons = join_words(sorted({str(r) for r in table["reasons"].dropna()}))
         return (f"Nothing here can be checked against a shipped reference: {reasons}. A label measured here and "
                 "listed in `reference_results` is compared metric by metric, within the configured bands.")
