@@ -176,8 +176,9 @@ def test_no_text_is_printed_smaller_than_6pt(output, inputs):
 
 def data_extents(ax, renderer) -> list:
     """Window extents of what an axes draws as data: its bars and other patches, its lines' points, its scatters'
-    points."""
-    boxes = [patch.get_window_extent(renderer) for patch in ax.patches if patch.get_visible()]
+    points. A patch drawn at zorder 0 or below is background (a band such as fig12's chain +- margin, under the
+    grid), which a legend's frame may lie on."""
+    boxes = [patch.get_window_extent(renderer) for patch in ax.patches if patch.get_visible() and patch.get_zorder() > 0]
     for line in ax.get_lines():
         points = ax.transData.transform(np.column_stack(line.get_data()).astype(float))
         boxes += [matplotlib.transforms.Bbox([p, p]) for p in points if np.isfinite(p).all()]

@@ -746,7 +746,7 @@ def test_a_time_measured_under_load_or_spread_wider_than_its_band_is_not_judged(
 
     def verdict_of(here: dict, ref: dict = None, max_load: float | None = 0.5) -> tuple[str, str]:
         results = conformance_results([slower | quiet | here], [(ref or reference[0])])
-        table, _, _ = conformance.conformance_table(results, BANDS, max_load)
+        table, _, _ = conformance.conformance_table(results, BANDS, max_load=max_load)
         row = table[table["metric"] == "training time per sample"].iloc[0]
         return row["verdict"], row["reasons"]
 
@@ -766,7 +766,7 @@ def test_a_time_measured_under_load_or_spread_wider_than_its_band_is_not_judged(
                                                          "median here")
     # Peak memory is no time: judged whatever the load.
     results = conformance_results([slower | quiet | {"train_other_load_cores": 1.17}], reference)
-    table, _, _ = conformance.conformance_table(results, BANDS, 0.5)
+    table, _, _ = conformance.conformance_table(results, BANDS, max_load=0.5)
     assert table.set_index("metric").loc["peak memory, training", "verdict"] == conformance.WITHIN
 
 
