@@ -5,13 +5,13 @@ conftest.finished_run)."""
 import io
 import os
 import shutil
-import subprocess
 import sys
 
 import pandas as pd
 import pytest
 
 from conftest import RENDERING, TINY, copy_run, file_sha256, job_stats, planned_jobs, snakemake
+from watched import run_watched
 from reporting import render
 from reporting.manifest import read_manifest
 from reporting.registry import BY_ID
@@ -67,12 +67,17 @@ def test_the_command_the_readme_gives_checks_a_run_against_the_set(exporting_run
     readme = (exported / "README.md").read_text()
     command = readme.split("checks it against this set (tab08):\n\n```bash\n", 1)[1].split("\n", 1)[0]
     assert command == "snakemake --cores 1 --configfile data/reference/wholehead/cpu/config.yaml -- paper/figures/all"
-    done = subprocess.run(command.replace("snakemake", f"{sys.executable} -m snakemake", 1), shell=True, cwd=run,
-                          capture_output=True, text=True, timeout=900)
+    done = run_watched(["bash", "-c", command.replace("snakemake", f"{sys.executable} -m snakemake", 1)], run)
     assert done.returncode == 0, done.stderr[-3000:]
     assert not {"train", "sample", "profile_torch"} & set(job_stats(done)), job_stats(done)  # nothing measured again
     conformance = pd.read_csv(run / "paper/tables/tab08_conformance.csv")
-    assert set(conformance["gpu"]) == {"cpu"} and set(conformance["verdict"]) == {"within"}, conformance
+    assert set(conformance["gpu"]) == {"cpu"}, conformance
+    # The run against its own export: the same numbers, within every band; a time the suite's load made while it was
+    # measured (other processes beyond conformance.max_other_load_cores) is not judged, and says why.
+    judged = conformance[conformance["verdict"] != "not measurable under this load"]
+    assert set(judged["verdict"]) == {"within"}, conformance
+    unjudged = conformance[conformance["verdict"] == "not measurable under this load"]
+    assert unjudged["reasons"].str.contains("other processes kept cores busy|quartiles span").all(), unjudged
 
 
 def test_export_then_import_round_trips(finished_run, exported, tmp_path):
