@@ -1,5 +1,5 @@
 """Every metric that a per-architecture Nsight Compute set collects exists on that architecture's chip, as ncu itself
-lists it (data/ncu-metrics/<chip>.txt, written by `python3 -m profiling.metric_lists` on a machine with ncu).
+lists it (data/ncu-metrics/<chip>.txt.gz, written by `python3 -m profiling.metric_lists` on a machine with ncu).
 
 A chip whose list is not shipped is skipped with the command that writes it: no list is invented here. The checker and
 the list writer are tested on their own with lists and an ncu stand-in written by the test.
@@ -7,6 +7,7 @@ the list writer are tested on their own with lists and an ncu stand-in written b
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from snakemake.utils import update_config
 from planning.configcheck import ConfigError
 from planning.ncu import ncu_settings as planned_settings
 from profiling import metric_lists
-from profiling.metric_lists import CHIPS, COMMAND, list_path, missing, parse_listing, shipped_list
+from profiling.metric_lists import CHIPS, COMMAND, list_path, missing, parse_listing, shipped_list, write_list
 from profiling.settings import ncu_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,18 +80,18 @@ def test_a_metric_missing_from_a_chips_list_stops_the_plan_in_one_line(tmp_path,
     override; with the metric listed it plans."""
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     wanted = collected("sm80")["config.yaml, sample step"]
-    lacking = "sm__ops_path_tensor_src_fp16.sum"
+    lacking = "sm__ops_path_tensor_src_fp16_dst_fp32.sum"
     assert lacking in wanted
     monkeypatch.setattr(metric_lists, "FOLDER", tmp_path)
-    (tmp_path / "ga100.txt").write_text("# written by the test\n" + "".join(f"{m}\n" for m in wanted if m != lacking))
+    write_list(tmp_path / "ga100.txt.gz", ["# written by the test", *(m for m in wanted if m != lacking)])
     with pytest.raises(ConfigError) as refused:
         planned_settings(config, REPO, "a100", "sample")
     assert str(refused.value) == (
         f"config: profiling.ncu collects {lacking} in the sample step of a100 (sm80), which ncu does not list for "
-        f"ga100 ({tmp_path / 'ga100.txt'}), so that profile would stop; fix: leave it out for that architecture "
+        f"ga100 ({tmp_path / 'ga100.txt.gz'}), so that profile would stop; fix: leave it out for that architecture "
         "(profiling.ncu.by_architecture.sm80.metrics_remove, or by_phase.sample under it)")
     assert planned_settings(config, REPO, "h200", "sample")["metrics"]  # no gh100 list here: not checked
-    (tmp_path / "ga100.txt").write_text("".join(f"{m}\n" for m in wanted))
+    write_list(tmp_path / "ga100.txt.gz", wanted)
     assert planned_settings(config, REPO, "a100", "sample")["metrics"] == wanted
 
 
@@ -126,11 +127,14 @@ echo "sm__cycles_elapsed.max    cycles"
     fake.chmod(0o755)
     out = tmp_path / "lists"
     said = metric_lists.write_lists(str(fake), out, ["ga100", "gh100", "gv100"])
-    assert (out / "ga100.txt").read_text() == (
+    assert gzip.decompress((out / "ga100.txt.gz").read_bytes()).decode() == (
         "# Version 2025.3.1.0 (build 1): ncu --query-metrics --query-metrics-mode all --chip ga100 (2 metrics)\n"
         "gpu__time_duration.sum\nsm__cycles_elapsed.max\n")
-    assert metric_lists.read_list(out / "gh100.txt") == {"gpu__time_duration.sum", "sm__cycles_elapsed.max"}
-    assert not (out / "gv100.txt").exists()
+    assert metric_lists.read_list(out / "gh100.txt.gz") == {"gpu__time_duration.sum", "sm__cycles_elapsed.max"}
+    assert not (out / "gv100.txt.gz").exists()
+    first = (out / "ga100.txt.gz").read_bytes()  # no time stamp: written again, the same bytes
+    metric_lists.write_lists(str(fake), out, ["ga100"])
+    assert (out / "ga100.txt.gz").read_bytes() == first
     assert said["gv100"].startswith("not written: ncu exited 1 (==ERROR== Invalid chip gv100)")
     assert "Invalid chip gv100" in (out / "gv100.query.txt").read_text()
 
@@ -141,8 +145,8 @@ def test_the_set_check_fails_on_a_chip_list_that_lacks_a_metric(tmp_path, monkey
     every = sorted({metric for metrics in collected("sm90").values() for metric in metrics})
     monkeypatch.setattr(metric_lists, "FOLDER", tmp_path)
     wgmma = "sm__inst_executed_pipe_tensor_op_gmma.sum"
-    (tmp_path / "gh100.txt").write_text("".join(f"{m}\n" for m in every if m != wgmma))
+    write_list(tmp_path / "gh100.txt.gz", [m for m in every if m != wgmma])
     with pytest.raises(AssertionError, match=r"sm__inst_executed_pipe_tensor_op_gmma\.sum"):
         test_every_metric_of_every_set_exists_on_the_chip("sm90")
-    (tmp_path / "gh100.txt").write_text("".join(f"{m}\n" for m in every))
+    write_list(tmp_path / "gh100.txt.gz", every)
     test_every_metric_of_every_set_exists_on_the_chip("sm90")

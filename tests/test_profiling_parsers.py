@@ -1055,6 +1055,23 @@ def test_tidy_table_maps_the_new_counters_and_drops_unrequested_rollups() -> Non
     assert len(tidy.columns) < len(raw.columns)
 
 
+def test_amperes_two_fp16_destinations_add_up_to_the_fp16_column() -> None:
+    """ga100's ncu lists the fp16 tensor operations by destination only (config.yaml's sm80 override collects the
+    two): the real H200 page with its fp16 total split in two (the total's values, 1/3 and 2/3) gives the same
+    fp16 column and the same tensor FLOPs; one destination alone is not a total."""
+    page = parsed("bf16", "sample")
+    whole = tables.from_ncu(page)
+    split = page.drop(columns=[OPS[2]]).copy().assign(**{
+        "sm__ops_path_tensor_src_fp16_dst_fp16.sum": page[OPS[2]] / 3,
+        "sm__ops_path_tensor_src_fp16_dst_fp32.sum": page[OPS[2]] * 2 / 3})
+    ampere = tables.from_ncu(split)
+    assert ampere["tensor_ops_fp16"].to_numpy() == pytest.approx(whole["tensor_ops_fp16"].to_numpy())
+    assert ampere["tensor_flop"].to_numpy() == pytest.approx(whole["tensor_flop"].to_numpy())
+    assert whole["tensor_flop"].notna().all()
+    one = tables.from_ncu(split.drop(columns=["sm__ops_path_tensor_src_fp16_dst_fp32.sum"]))
+    assert "tensor_ops_fp16" not in one.columns and one["tensor_flop"].isna().all()
+
+
 def test_tensor_pipe_pct_prefers_hmma_and_falls_back_to_tensor_all_per_run() -> None:
     raw = raw_csv("tf32", "sample")
     duration = raw["gpu__time_duration.sum"]

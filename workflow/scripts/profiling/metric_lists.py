@@ -1,5 +1,6 @@
 """The metrics that Nsight Compute knows on each GPU chip, as ncu itself lists them: one file per chip,
-``data/ncu-metrics/<chip>.txt`` (a comment line naming the ncu that wrote it, then one full metric name per line).
+``data/ncu-metrics/<chip>.txt.gz`` (a comment line naming the ncu that wrote it, then one full metric name per line;
+gzip, as ncu lists 127,000 to 146,000 full names per chip, 10 MB of text, 0.4 MB compressed).
 
 A metric set names metrics by their full names (``sm__cycles_elapsed.max``); one that a chip lacks stops that chip's
 profile (ncu refuses an unknown name, or 2025.3.1 drops it silently). The lists are written on a machine with ncu,
@@ -15,6 +16,7 @@ out (said on the terminal). Nothing here invents a list.
 from __future__ import annotations
 
 import argparse
+import gzip
 import re
 import subprocess
 import sys
@@ -47,12 +49,19 @@ def parse_listing(text: str) -> list[str]:
 
 def list_path(chip: str, folder: str | Path | None = None) -> Path:
     """Where the list of `chip` lies (default: the shipped folder, FOLDER)."""
-    return Path(folder or FOLDER) / f"{chip}.txt"
+    return Path(folder or FOLDER) / f"{chip}.txt.gz"
+
+
+def write_list(path: str | Path, lines: Iterable[str]) -> None:
+    """A list file, gzip-compressed with no time stamp (the same names give the same bytes)."""
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as packed:
+        packed.write("".join(f"{line}\n" for line in lines).encode())
 
 
 def read_list(path: str | Path) -> set[str]:
     """The metric names of a list file (comment lines left out)."""
-    return {line.strip() for line in Path(path).read_text().splitlines() if line.strip() and not line.startswith("#")}
+    text = gzip.decompress(Path(path).read_bytes()).decode()
+    return {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
 
 
 def shipped_list(architecture: str, folder: str | Path | None = None) -> tuple[str | None, set[str] | None]:
@@ -75,7 +84,7 @@ def _version(ncu: str) -> str:
 
 
 def write_lists(ncu: str, out: str | Path, chips: Sequence[str]) -> dict[str, str]:
-    """Write `out`/<chip>.txt for every chip this ncu lists; returns what happened to each chip (written, or why
+    """Write `out`/<chip>.txt.gz for every chip this ncu lists; returns what happened to each chip (written, or why
     not). A listing without gpu__time_duration.sum is not taken for a list: ncu's output is kept as
     <chip>.query.txt, to be read."""
     out = Path(out)
@@ -92,8 +101,8 @@ def write_lists(ncu: str, out: str | Path, chips: Sequence[str]) -> dict[str, st
             said[chip] = (f"not written: ncu exited {done.returncode} ({first[0]})" if done.returncode else
                           f"not written: its listing holds no {ALWAYS}") + f"; ncu's output: {out / chip}.query.txt"
             continue
-        header = f"# {version}: {' '.join(['ncu', *command[1:]])} ({len(names)} metrics)\n"
-        list_path(chip, out).write_text(header + "".join(f"{name}\n" for name in names))
+        write_list(list_path(chip, out), [f"# {version}: {' '.join(['ncu', *command[1:]])} ({len(names)} metrics)",
+                                          *names])
         said[chip] = f"{len(names)} metrics in {list_path(chip, out)}"
     return said
 

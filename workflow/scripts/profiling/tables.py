@@ -54,6 +54,9 @@ METRIC_COLUMNS = {
     "sm__ops_path_tensor_src_tf32_dst_fp32.sum": "tensor_ops_tf32",
     "sm__ops_path_tensor_src_bf16_dst_fp32.sum": "tensor_ops_bf16",
     "sm__ops_path_tensor_src_fp16.sum": "tensor_ops_fp16",
+    # Ampere's ncu (ga100) has no src_fp16 total: the two destinations, added into tensor_ops_fp16 (from_ncu).
+    "sm__ops_path_tensor_src_fp16_dst_fp16.sum": "tensor_ops_fp16_dst_fp16",
+    "sm__ops_path_tensor_src_fp16_dst_fp32.sum": "tensor_ops_fp16_dst_fp32",
     # Warp-level memory and branch instructions (the _WARP_MIX family would give the same names).
     "smsp__sass_inst_executed_op_global.sum": "inst_global",
     "smsp__sass_inst_executed_op_shared.sum": "inst_shared",
@@ -172,6 +175,9 @@ def _tidy(source: str, device: object, names: pd.Series, instances: object, dura
     return frame
 
 
+FP16_DESTINATIONS = ("tensor_ops_fp16_dst_fp16", "tensor_ops_fp16_dst_fp32")
+
+
 def from_ncu(kernels: pd.DataFrame) -> pd.DataFrame:
     """Tidy table from ncu.parse_raw / ncu.read_report output.
 
@@ -192,6 +198,8 @@ def from_ncu(kernels: pd.DataFrame) -> pd.DataFrame:
     extra = kernels[[c for c in metrics if metrics[c] != "duration_ns"]].rename(columns=metrics)
     frame = pd.concat([frame, extra.reset_index(drop=True)], axis=1)
     units = {metrics[m]: u for m, u in kernels.attrs.get("units", {}).items() if m in metrics}
+    if "tensor_ops_fp16" not in frame.columns and set(FP16_DESTINATIONS) <= set(frame.columns):
+        frame["tensor_ops_fp16"] = frame[list(FP16_DESTINATIONS)].sum(axis=1, min_count=len(FP16_DESTINATIONS))
     frame["tensor_pipe_pct"], frame["tensor_pipe_metric"] = math.nan, ""
     for column, metric in TENSOR_PIPE:
         if column in frame.columns and frame[column].notna().any():
