@@ -100,7 +100,9 @@ def build(job):
                          f"mean of {int(mine['seeds'].max())} seeds", loc="left")
             ax.set_xlabel(x_label or "seconds per volume in the study (log)")
             ax.set_ylabel("distance to the real images")
-            ax.legend(loc="upper right")
+        # One legend per row, beside its last panel: the samplers are the same in every panel, and inside a panel
+        # the legend lay on points wherever they fell (the upper right held them in some runs).
+        row[len(variants) - 1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
         for ax in row[len(variants):]:
             ax.set_axis_off()
     return fig
