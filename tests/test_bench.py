@@ -162,3 +162,36 @@ def test_an_exported_sets_readme_writes_volumes_per_hour_as_measured():
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[5] for line in _measurements(records, list(records))
             if line.startswith("| ") and not line.startswith("| variant")}
     assert rows == {"swept": "720 / 778 (batch 4)", "alone": "725 / batch 1 only", "before": "not measured"}
+
+
+def test_the_bench_gives_the_paired_rounds_interval_and_separate_jobs_none(tmp_path):
+    """The shipped CPU set: with its comparison.json, each speed-up cell of bench.md is the paired rounds' ratio with
+    its interval (the numbers of comparison.json); the reference's own row says 1.00 alone; without the comparison,
+    the ratio of the two jobs' medians, without brackets."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from reporting.bench_files import write_bench
+
+    cpu = Path(__file__).resolve().parents[1] / "data/reference/wholehead/cpu"
+    variants = list(pd.read_csv(cpu / "bench.csv")["variant"])
+    runs = ([cpu / v / "train.json" for v in variants], [cpu / v / "sample.json" for v in variants])
+
+    def rows(comparison):
+        write_bench("cpu", *runs, cpu / "device_rates.json", tmp_path / "bench.csv", tmp_path / "bench.md", comparison)
+        lines = (tmp_path / "bench.md").read_text().splitlines()
+        return {line.split(" | ")[0].strip("| "): line.split(" | ") for line in lines if line.startswith("| ")}
+
+    paired = rows([cpu / "comparison.json"])
+    phases = json.loads((cpu / "comparison.json").read_text())["phases"]
+    train, sample = ({c["variant"]: c for c in phases[p]["comparisons"] if c["reference"] == "baseline"}
+                     for p in ("train", "sample"))
+    other = next(v for v in variants if v != "baseline")
+    expected = " / ".join(f"{c['speedup']:.2f} [{c['low']:.2f}-{c['high']:.2f}]" for c in (train[other], sample[other]))
+    assert expected in paired[other]
+    assert "1.00 / 1.00" in paired["baseline"]
+    separate = rows([])
+    assert not any("[" in cell for row in separate.values() for cell in row[-3:-1])
+    table = pd.read_csv(tmp_path / "bench.csv").set_index("variant")
+    assert table[["train_speedup_vs_baseline_low", "train_speedup_vs_baseline_high"]].isna().all().all()

@@ -11,7 +11,7 @@ snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 def main() -> None:
     inputs, out = snakemake.input, snakemake.output
     write_bench(snakemake.wildcards.gpu, [Path(p) for p in inputs.train], [Path(p) for p in inputs.sample],
-                Path(inputs.rates), Path(out.csv), Path(out.md))
+                Path(inputs.rates), Path(out.csv), Path(out.md), [Path(p) for p in inputs.comparison])
 
 
 run_job(snakemake.log[0], main, snakemake.output)

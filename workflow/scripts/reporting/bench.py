@@ -34,7 +34,8 @@ BENCH_COLUMNS = ("variant", "switches", "train_ms_per_sample", "train_ms_per_sam
                  "train_model_tflops", "train_fraction_of_bf16_rate", "train_executed_tflop_per_sample",
                  "train_peak_gib", "train_compile_s", "train_compile_cache", "bare_loop_ms_per_sample",
                  *SAMPLE_COLUMNS, "memory_kind", *THROUGHPUT,
-                 *(f"{phase}_speedup_vs_{reference}" for reference in SPEEDUP_REFERENCES for phase in ("train", "sample")),
+                 *(f"{phase}_speedup_vs_{reference}{end}" for reference in SPEEDUP_REFERENCES
+                   for phase in ("train", "sample") for end in ("", "_low", "_high")),
                  "bare_loop_gap_pct")
 # The optional switches and their upstream defaults, as medddpm.switches.Variant declares them.
 DEFAULT_SWITCHES = {f.name: f.default for f in fields(Variant) if f.default is not MISSING}
@@ -86,11 +87,17 @@ def bench_rows(runs: pd.DataFrame, rates: dict[str, dict], refuse_uncounted: boo
     for reference in SPEEDUP_REFERENCES:
         for phase, column in (("train", "train_ms_per_sample"), ("sample", "sample_step_ms")):
             # From the label's paired rounds where it has them (medddpm.comparison), else the two jobs' times.
+            # The interval only where the ratio is the paired rounds' own: two separate jobs' medians have none.
             ratio = speedup(frame, column, reference)
+            low = high = pd.Series(math.nan, index=counted.index)
             paired = f"{phase}_vs_{reference}_speedup"
             if paired in counted:
                 ratio = counted[paired].astype(float).fillna(ratio)
+                low = counted[f"{phase}_vs_{reference}_low"].astype(float)
+                high = counted[f"{phase}_vs_{reference}_high"].astype(float)
             frame[f"{phase}_speedup_vs_{reference}"] = ratio.to_numpy()
+            frame[f"{phase}_speedup_vs_{reference}_low"] = low.to_numpy()
+            frame[f"{phase}_speedup_vs_{reference}_high"] = high.to_numpy()
     bare = frame["bare_loop_ms_per_sample"].astype(float)
     frame["bare_loop_gap_pct"] = 100 * (frame["train_ms_per_sample"].astype(float) / bare - 1)  # what the loop adds
     return frame
@@ -164,6 +171,16 @@ def throughput_cells(row) -> list[str]:
     return ["not measured" if _missing(one) else rate_text(one), best_cell]
 
 
+def speedup_text(row, phase: str, reference: str) -> str:
+    """A bench speed-up cell: the ratio, with its interval in brackets where paired rounds measured it."""
+    ratio = getattr(row, f"{phase}_speedup_vs_{reference}")
+    low, high = (getattr(row, f"{phase}_speedup_vs_{reference}_{end}", math.nan) for end in ("low", "high"))
+    text = _fmt(ratio, ".2f")
+    if row.variant == reference or _missing(low) or _missing(high):  # the reference itself: 1 by definition
+        return text
+    return f"{text} [{low:.2f}-{high:.2f}]"
+
+
 def compile_text(seconds, cache) -> str:
     """A compile time as the tables write it, marked where inductor's cache held some or all of it (a cold compile
     of the same graphs takes longer; medddpm.compile_cache)."""
@@ -209,8 +226,8 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
             _fmt(row.sample_volume_s, '.3g'),
             *throughput_cells(row),
             f"{_fmt(row.train_peak_gib, '.2f')} / {_fmt(row.sample_peak_gib, '.2f')}",
-            f"{_fmt(row.train_speedup_vs_baseline, '.2f')} / {_fmt(row.sample_speedup_vs_baseline, '.2f')}",
-            f"{_fmt(row.train_speedup_vs_tf32, '.2f')} / {_fmt(row.sample_speedup_vs_tf32, '.2f')}",
+            *(" / ".join(speedup_text(row, phase, reference) for phase in ("train", "sample"))
+              for reference in SPEEDUP_REFERENCES),
             f"{compile_text(row.train_compile_s, row.train_compile_cache)} / "
             f"{compile_text(row.sample_compile_s, row.sample_compile_cache)}",
         ]
@@ -228,7 +245,10 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
         + ("the CUDA allocator's peak." if kind == "a GPU" else "the process's peak RSS (a CPU).")
         + " Compile: seconds spent compiling (and capturing CUDA graphs) before the timed loops; - = nothing "
         "compiled; (warm cache) = inductor's on-disk cache held every graph compiled, (partly warm cache) some: "
-        "a cold compile of the same graphs takes longer.",
+        "a cold compile of the same graphs takes longer. x baseline, x tf32: the reference's time over the "
+        "variant's (training sample / sampling step), from the label's paired rounds (comparison.json: every "
+        "variant timed in alternating rounds in one process) with their confidence interval in brackets, else the "
+        "two separately timed jobs' medians (no interval).",
         "",
     ]
     return "\n".join(lines)
