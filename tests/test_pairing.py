@@ -266,6 +266,46 @@ def test_the_job_times_every_variant_in_every_round(compared):
     assert "other_load_cores" in rounds and rounds["other_load_cores"].notna().all()
 
 
+def test_each_variant_is_timed_in_a_process_of_its_own_that_ends_with_the_job(compared):
+    """One process per variant, none of them the job's: nothing one variant leaves in a process (cuDNN's plan
+    cache, dynamo's and inductor's caches, process-wide switches) reaches another's steps."""
+    import os
+
+    record, _ = compared
+    pids = [variant["process"] for variant in record["variants"].values()]
+    assert len(set(pids)) == len(pids) == 3 and os.getpid() not in pids
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_variant_whose_process_fails_ends_the_job_in_one_line_and_writes_nothing(tmp_path):
+    """A dataset folder that is not there: the variant's process fails building its side, the job says which
+    variant and why in one line, and neither output exists."""
+    from config_settings import config_section
+    from jobio.errors import ExpectedError
+    from medddpm.build import ModelSpec
+    from medddpm.runs import start_run
+    from medddpm.settings import DeviceSpec, SampleSettings, TrainSettings, from_mapping
+    from medddpm.switches import Variant
+    from conftest import REPO
+
+    config = {name: config_section(name, "tests/tiny.yaml") for name in ("model", "diffusion", "train", "sample",
+                                                                          "variants")}
+    spec = DeviceSpec("cpu", "cpu", None, False)
+    runs = {name: start_run(spec, Variant.from_config(name, config["variants"][name]), REPO, {})
+            for name in ("baseline", "channels_last")}
+    with pytest.raises(ExpectedError) as failed:
+        comparison.run_comparison(ModelSpec.from_params(config["model"], config["diffusion"]),
+                                  from_mapping(TrainSettings, config["train"], "train"),
+                                  from_mapping(SampleSettings, config["sample"], "sample"),
+                                  ComparisonSettings(**SETTINGS), runs, tmp_path / "no-dataset",
+                                  tmp_path / "comparison.json", tmp_path / "comparison_rounds.csv")
+    message = str(failed.value)
+    assert message.startswith("comparison: baseline's process failed: ") and "no-dataset" in message
+    assert "\n" not in message and not list(tmp_path.iterdir())
+
+
 def test_separately_timed_jobs_under_different_load_are_said_to_be_not_comparable():
     from reporting.derived import load_notes
 

@@ -33,8 +33,9 @@ rule bench_table:
         sample=lambda wildcards: PLAN.runs("sample.json", [wildcards.gpu]),
         rates=rules.device_rates.output[0],
         # The paired rounds' speed-ups and intervals where the run variants hold a comparison (compare.smk).
-        comparison=lambda wildcards: [layout.label_file("comparison.json", WORKLOAD, wildcards.gpu)]
-        if PLAN.compares() else [],
+        comparison=lambda wildcards: (
+            [layout.label_file("comparison.json", WORKLOAD, wildcards.gpu)] if PLAN.compares() else []
+        ),
     output:
         csv=layout.label_file("bench.csv"),
         md=layout.label_file("bench.md"),

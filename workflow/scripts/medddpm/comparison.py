@@ -1,14 +1,23 @@
 """The paired comparison job of one hardware label: every variant's training step and sampling step timed in
-alternating rounds in one process, so that a change of load hits every side (measurement.pairing says why and how
-the ratios, intervals and verdicts follow).
+alternating rounds, so that a change of load hits every side (measurement.pairing says why and how the ratios,
+intervals and verdicts follow).
 
-Each variant is built as its own jobs build it (engine.Training from the same seed, engine.Sampling of the same
-initial weights), compiled and warmed up before any round (compilation, CUDA graph capture and cuDNN autotuning stay
-outside). A round times one optimizer step (or one sampling step, at mid-chain) of every variant, in an order that
-rotates from round to round, each between its own timer's start and stop with the variant's process-wide backend
-switches (TF32, cuDNN benchmark) set just before it, the device synchronised after it, and the CPU time other
-processes used meanwhile (measurement.conditions.OtherLoad). Rounds go on until every comparison's interval is
-narrow enough to decide (pairing.StopRule), or the round or time limits end them; what was reached is recorded.
+Each variant runs in a process of its own (medddpm.comparison_worker), built as its own jobs build it (engine.Training
+from the same seed, engine.Sampling of the same initial weights), compiled and warmed up before any round
+(compilation, CUDA graph capture and cuDNN autotuning stay outside). One process for all would share state that
+makes one variant's time depend on the others': PyTorch keeps one cache of cuDNN convolution plans per process, keyed
+by the convolution without the `cudnn.benchmark` switch, so a variant that picks plans by heuristics (bf16) fixed
+them for a later variant that should autotune them (bf16_compile_tuned). Measured so on an H200 at 128^3
+(data/measurements/h200-2026-12-03-paired): in one process with bf16 and bf16_channels_last, the autotuned rungs'
+training steps took 107.8 and 87.9 ms per sample, against 80.5 and 53.7 ms in their own jobs (and 53.9 ms paired
+beside eager rungs that share none of its convolutions). Process-wide switches (TF32), inductor's and dynamo's
+caches and the allocator's pools stay apart the same way.
+
+A round asks every variant's process for one optimizer step (or one sampling step, at mid-chain), in an order that
+rotates from round to round; the others wait, idle, for their turn. Each step runs between its own timer's start and
+stop, the device synchronised after it, with the CPU time other processes used meanwhile
+(measurement.conditions.OtherLoad). Rounds go on until every comparison's interval is narrow enough to decide
+(pairing.StopRule), or the round or time limits end them; what was reached is recorded.
 
 Files, beside the label's runs: comparison.json (per phase: rounds, why they stopped, each comparison's ratio,
 interval, verdict and the reason where it is "not measurable"; the machine's conditions before and after) and
@@ -17,15 +26,21 @@ comparison_rounds.csv (every timed step: phase, round, position in its round, va
 
 from __future__ import annotations
 
+import os
+import secrets
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from multiprocessing.connection import Listener
 from pathlib import Path
 
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-from jobio.errors import write_json, writing
+from jobio.errors import ExpectedError, write_json, writing
 from measurement import conditions, pairing
 from measurement.timing import DeviceTimer, synchronize
 
@@ -35,7 +50,7 @@ from .engine import Sampling, Training
 from .placement import Placement
 from .runs import Run
 from .settings import ComparisonSettings, SampleSettings, TrainSettings, as_dict
-from .variants import apply_backend, raise_recompile_limit, recompile_limit
+from .variants import apply_backend
 
 PHASE_UNITS = {"train": "ms per training sample", "sample": "ms per sampling step"}
 NO_EFFECT = "not measurable here"
@@ -92,11 +107,56 @@ def sampling_side(model_spec: ModelSpec, train: TrainSettings, sample: SampleSet
     return Side(run, step)
 
 
-def _room_for_variants(count: int) -> None:
-    """Every compiled variant adds its graphs to the same U-Net code (dynamo guards on the module instance): raise
-    dynamo's recompile limits so that none falls back to eager silently."""
-    for accumulated in (False, True):
-        raise_recompile_limit(recompile_limit(accumulated) * (1 + count), accumulated)
+class WorkerSide:
+    """A variant's side in its own process (medddpm.comparison_worker): timed() asks it for one step."""
+
+    def __init__(self, name: str, connection):
+        self.name, self.connection = name, connection
+
+    def ask(self, *request):
+        self.connection.send(request)
+        answer = self.connection.recv()
+        if answer[0] == "error":
+            print(answer[2], file=sys.stderr)
+            raise ExpectedError(f"comparison: {self.name}'s process failed: {answer[1]}")
+        return answer[1]
+
+    def timed(self) -> tuple[float, float | None]:
+        return self.ask("time")
+
+
+class Workers:
+    """One process per variant, each connected back through a Unix socket that only this job knows (a random key);
+    stopped and waited for on leaving, whatever happened."""
+
+    def __init__(self, names: list[str]):
+        self.names, self.sides, self.processes = names, {}, []
+
+    def __enter__(self) -> dict[str, WorkerSide]:
+        self.folder = tempfile.TemporaryDirectory(prefix="compare-")
+        address, key = os.path.join(self.folder.name, "socket"), secrets.token_bytes(16)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        with Listener(address, family="AF_UNIX", authkey=key) as listener:
+            for name in self.names:  # one at a time: the connection accepted is that process's
+                self.processes.append(subprocess.Popen(
+                    [sys.executable, "-m", "medddpm.comparison_worker", address, key.hex()], env=env))
+                self.sides[name] = WorkerSide(name, listener.accept())
+        return self.sides
+
+    def __exit__(self, *exc) -> None:
+        for side in self.sides.values():
+            try:
+                side.connection.send(("stop",))
+                side.connection.close()
+            except OSError:
+                pass
+        for process in self.processes:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.folder.cleanup()
 
 
 def pairs(variants: list[str], references: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -172,21 +232,20 @@ def run_comparison(model_spec: ModelSpec, train: TrainSettings, sample: SampleSe
     first = next(iter(runs.values()))
     device = first.device
     before = conditions.snapshot(device)
-    _room_for_variants(len(runs))
-    phases, tables = {}, []
-    for phase in settings.phases:
-        if phase == "train":
-            sides = {name: training_side(model_spec, train, run, dataset_dir) for name, run in runs.items()}
-        else:
-            sides = {name: sampling_side(model_spec, train, sample, run, dataset_dir) for name, run in runs.items()}
-        frame, why, seconds = measure_phase(
-            phase, sides, settings, runs,
-            progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds", mininterval=5))
-        del sides
-        tables.append(frame)
-        phases[phase] = {"unit": PHASE_UNITS[phase], "rounds": int(frame["round"].max()) + 1, "stopped": why,
-                         "seconds": seconds, "median_ms": frame.groupby("variant")["ms"].median().to_dict(),
-                         "other_load_cores": frame.groupby("variant")["others"].median().to_dict()}
+    phases, tables, processes = {}, [], {}
+    with Workers(list(runs)) as sides:
+        for phase in settings.phases:
+            for name, run in runs.items():  # one after another: a build (compilation) is never beside a round
+                common = {"model_spec": model_spec, "train": train, "run": run, "dataset_dir": dataset_dir}
+                processes[name] = sides[name].ask("build", phase,
+                                                  common if phase == "train" else {**common, "sample": sample})
+            frame, why, seconds = measure_phase(
+                phase, sides, settings, runs,
+                progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds", mininterval=5))
+            tables.append(frame)
+            phases[phase] = {"unit": PHASE_UNITS[phase], "rounds": int(frame["round"].max()) + 1, "stopped": why,
+                             "seconds": seconds, "median_ms": frame.groupby("variant")["ms"].median().to_dict(),
+                             "other_load_cores": frame.groupby("variant")["others"].median().to_dict()}
     after = conditions.snapshot(device)
     changed = conditions.changes(before, after)
     for phase, table in zip(settings.phases, tables):
@@ -199,7 +258,8 @@ def run_comparison(model_spec: ModelSpec, train: TrainSettings, sample: SampleSe
         "provenance": {key: value for key, value in first.provenance.items()
                        if key not in ("variant", "switches", "switches_effective", "backend_flags")},
         "variants": {name: {"switches": run.provenance["switches"],
-                            "switches_effective": run.provenance["switches_effective"]} for name, run in runs.items()},
+                            "switches_effective": run.provenance["switches_effective"],
+                            "process": processes[name]} for name, run in runs.items()},
         "settings": {"comparison": as_dict(settings), "train": as_dict(train), "sample": as_dict(sample)},
         "conditions": {"before": before, "after": after, "changes": changed},
         "phases": phases,

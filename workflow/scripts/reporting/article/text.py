@@ -186,8 +186,9 @@ def timing_text(inputs: Inputs, settings: dict) -> str:
             f"{train['gradient_accumulation']} micro-batches each, and for sampling {chain} after "
             f"{sample.get('warmup_steps', 1)} warm-up step(s). A run is reported as the median step and its "
             "quartiles. A speed-up over the baseline comes from paired rounds: one job per hardware label times "
-            "every variant's step in rotating rounds, so that a change of load hits both sides; the speed-up is the "
-            "median of the rounds' ratios with the sign test's exact interval, and is called within noise where the "
+            "every variant's step in rotating rounds, each variant in a process of its own (no cache of one reaches "
+            "another's steps), so that a change of load hits both sides; the speed-up is the median of the rounds' "
+            "ratios with the sign test's exact interval, and is called within noise where the "
             f"whole interval lies within {band_text(settings)} of 1, faster or slower where it lies wholly beyond, "
             "and not measurable under this load where it reaches across that band's edge, the rounds disagree or the "
             "machine's conditions changed (a shipped set of separately timed jobs is marked unpaired). Peak memory is the CUDA allocator's maximum on a GPU and the resident set on a CPU.")

@@ -1,0 +1,50 @@
+"""One variant's side of a paired comparison, in a process of its own (medddpm.comparison says why).
+
+Started by `Workers` with the address of the comparing process's listener; it builds the side of each phase when
+asked, times one step per request, and answers each request with ("ok", value: its process id for a build, (ms, others) for a step) or ("error", one line, traceback).
+Nothing else passes between the processes: the side's model, caches and backend state stay in this one.
+
+    python3 -m medddpm.comparison_worker <unix socket> <authkey in hex>
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import traceback
+from multiprocessing.connection import Client
+
+
+def serve(address: str, authkey: bytes) -> None:
+    from .comparison import sampling_side, training_side
+    from .variants import raise_recompile_limit, recompile_limit
+
+    # Two phases compile the same U-Net code for two module instances (dynamo guards on the instance): room for
+    # both, so that the second never falls back to eager silently.
+    for accumulated in (False, True):
+        raise_recompile_limit(recompile_limit(accumulated) * 2, accumulated)
+    builders = {"train": training_side, "sample": sampling_side}
+    with Client(address, family="AF_UNIX", authkey=authkey) as connection:
+        side = None
+        while True:
+            request, *arguments = connection.recv()
+            try:
+                if request == "build":  # the phase's side, the previous phase's freed first
+                    phase, kwargs = arguments
+                    side = None
+                    gc.collect()
+                    side = builders[phase](**kwargs)
+                    connection.send(("ok", os.getpid()))
+                elif request == "time":
+                    connection.send(("ok", side.timed()))
+                else:
+                    connection.send(("ok", None))
+                    return
+            except Exception as error:  # told to the comparing process, which ends the job with it
+                connection.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
+                return
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], bytes.fromhex(sys.argv[2]))
