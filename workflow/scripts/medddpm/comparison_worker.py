@@ -1,8 +1,9 @@
 """One variant's side of a paired comparison, in a process of its own (medddpm.comparison says why).
 
 Started by `Workers` with the address of the comparing process's listener; it builds the side of each phase when
-asked, times one step per request, and answers each request with ("ok", value: its process id for a build, (ms, others) for a step) or ("error", one line, traceback).
-Nothing else passes between the processes: the side's model, caches and backend state stay in this one.
+asked, times one step per request, and answers each request with ("ok", value) (its process id for a build, (ms,
+others) for a step) or ("error", one line, traceback). Nothing else passes between the processes: the side's model,
+caches and backend state stay in this one.
 
     python3 -m medddpm.comparison_worker <unix socket> <authkey in hex>
 """
@@ -18,12 +19,9 @@ from multiprocessing.connection import Client
 
 def serve(address: str, authkey: bytes) -> None:
     from .comparison import sampling_side, training_side
-    from .variants import raise_recompile_limit, recompile_limit
+    from .variants import raise_recompile_limits
 
-    # Two phases compile the same U-Net code for two module instances (dynamo guards on the instance): room for
-    # both, so that the second never falls back to eager silently.
-    for accumulated in (False, True):
-        raise_recompile_limit(recompile_limit(accumulated) * 2, accumulated)
+    raise_recompile_limits(2)  # two phases compile the U-Net for two module instances (dynamo guards on the instance)
     builders = {"train": training_side, "sample": sampling_side}
     with Client(address, family="AF_UNIX", authkey=authkey) as connection:
         side = None

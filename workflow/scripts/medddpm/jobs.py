@@ -25,7 +25,7 @@ from .prepare import file_shape
 from .runs import Run, peak_memory, reset_peak_memory
 from .settings import SampleSettings, TrainSettings, as_dict
 from .unet import parameter_count
-from .variants import raise_recompile_limit, recompile_limit
+from .variants import raise_recompile_limits
 
 
 TRAINING_PHASES = {"warmup": "warm-up steps", "measured": "measured steps"}  # the progress bars' names
@@ -280,8 +280,7 @@ def room_for_batch_shapes(batch_sizes: int) -> None:
     """A compiled evaluation compiles one static-shape graph per shape (the U-Net's, or each fused norm's); every
     batch size adds as many as the chains needed. Raise dynamo's per-function and total recompile limits to match, so
     that no batch falls back to eager silently."""
-    for accumulated in (False, True):
-        raise_recompile_limit(recompile_limit(accumulated) * (1 + batch_sizes), accumulated)
+    raise_recompile_limits(1 + batch_sizes)
 
 
 def free_memory(device: torch.device) -> None:

@@ -91,6 +91,14 @@ def raise_recompile_limit(limit: int, accumulated: bool = False) -> None:
             setattr(config, name, limit)
 
 
+def raise_recompile_limits(factor: int) -> None:
+    """Both of dynamo's recompile limits (per function and over all) to `factor` times their defaults, so that a
+    process that compiles the same code `factor` times over (batch shapes, module instances) never falls back to eager
+    silently."""
+    for accumulated in (False, True):
+        raise_recompile_limit(recompile_limit(accumulated) * factor, accumulated)
+
+
 @functools.cache
 def compiled_group_norm_silu():
     """`group_norm_silu` compiled on its own (static shapes, no graph break): one fused kernel per norm site."""
