@@ -97,6 +97,34 @@ def test_no_text_overlaps_another_or_leaves_the_canvas(output, inputs):
     assert not collisions, f"{output.id}: overlapping texts: {collisions[:8]}"
 
 
+@pytest.mark.parametrize("low", [0.0123, 0.29, 0.9, 3.1, 47.0, 180.0])
+@pytest.mark.parametrize("decades", [0.05, 0.15, 0.4, 0.9, 1.3, 2.2, 4.5])
+def test_log_ticks_never_write_on_one_another_in_a_narrow_panel(low, decades):
+    """Whatever range a log axis spans (a sampler's seconds per volume cover a few percent or four decades, by run),
+    its tick labels in a panel of a three-panel row lie apart and at least two are in view."""
+    from reporting.panels import log_ticks
+    from reporting.style import PRINT_WIDTH_IN, apply_style
+
+    apply_style()  # the figures' fonts and resolution, as rendering sets them
+    fig, ax = plt.subplots(figsize=(PRINT_WIDTH_IN / 3.6, 2.0), dpi=plt.rcParams["savefig.dpi"])
+    try:
+        ax.plot([low, low * 10 ** decades], [0.0, 1.0])
+        ax.set_xscale("log")
+        ax.margins(x=0.1)
+        log_ticks(ax)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        start, end = ax.get_xlim()
+        shown = [t for t in ax.get_xticklabels() if start <= t.get_position()[0] <= end and t.get_text()]
+        assert len(shown) >= 2, [t.get_text() for t in ax.get_xticklabels()]
+        boxes = [t.get_window_extent(renderer) for t in shown]
+        clashes = [(shown[k].get_text(), shown[k + 1].get_text()) for k in range(len(boxes) - 1)
+                   if boxes[k + 1].x0 - boxes[k].x1 < 2.0]
+        assert not clashes, clashes
+    finally:
+        plt.close(fig)
+
+
 def opaque_box(text: Text) -> bool:
     """A text drawn on its own (nearly) opaque box: it stays legible over whatever line runs under it."""
     patch = text.get_bbox_patch()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import Locator
 import numpy as np
 import pandas as pd
 
@@ -204,12 +205,39 @@ def significant(value: float) -> str:
 
 
 def log_ticks(ax) -> None:
-    """Ticks at 1, 2 and 5 times each power of ten of a log x axis, written as plain numbers."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    """A log x axis ticked for its width in decades (LogTicks), written as plain numbers without exponents."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
-    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_major_locator(LogTicks())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: compact(value)))
     ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _log_tick_values(low: float, high: float) -> list[float]:
+    """Ticks of a log axis from `low` to `high`: 1, 2 and 5 times each power of ten up to two decades, the powers of
+    ten alone over more (a panel is narrow); where that leaves one or none in view, three plain steps. (matplotlib's
+    LogLocator falls back to its linear locator there, which wrote 0.3 and 0.325 on one another in a narrow panel.)"""
+    from matplotlib.ticker import MaxNLocator
+
+    subs = (1, 2, 5) if np.log10(high / low) <= 2 else (1,)
+    powers = range(int(np.floor(np.log10(low))) - 1, int(np.ceil(np.log10(high))) + 1)
+    ticks = [m * 10.0 ** p for p in powers for m in subs]
+    if sum(low <= t <= high for t in ticks) >= 2:
+        return ticks
+    return [t for t in MaxNLocator(nbins=3).tick_values(low, high) if t > 0]
+
+
+class LogTicks(Locator):
+    """A locator choosing `_log_tick_values` from the axis's view when it is drawn, not when it is set (limits set
+    afterwards would otherwise keep ticks chosen for others)."""
+
+    def __call__(self):
+        low, high = sorted(self.axis.get_view_interval())
+        return self.tick_values(low, high)
+
+    def tick_values(self, vmin, vmax):
+        return _log_tick_values(float(vmin), float(vmax))
 
 
 def compact(value: float) -> str:

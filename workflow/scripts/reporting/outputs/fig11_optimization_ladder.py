@@ -12,7 +12,7 @@ from profiling.kernels import CLASS_NAMES
 from measurement.throughput import single_size_sweep
 
 from ..bench import rate_text
-from ..panels import (BAR_LABEL_SIZE, LABEL_BOX, OWN_SCALES, bars_height, class_legend, compact, label_room,
+from ..panels import (BAR_LABEL_SIZE, LABEL_BOX, OWN_SCALES, bars_height, class_legend, label_room, log_ticks,
                       panel_title, rows_figure, say, significant, stacked_shares, variant_barh)
 from ..prose import Context, num, pct, present, speedup_words
 from ..results import preferred_tool
@@ -46,23 +46,8 @@ def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, 
             floor_text = "; no FLOP floor"
     if values.notna().any():
         written[values.idxmin()].set_fontweight("bold")
-    _log_ticks(ax)
+    log_ticks(ax)
     ax.set_xlabel(f"{unit} (log){floor_text}")
-
-
-def _log_ticks(ax) -> None:
-    """Log ticks at 1, 2 and 5 times each power of ten over up to two decades, at the powers of ten alone over more
-    (a panel is narrow; a CPU's tiny volumes reach hundreds of thousands per hour), written compactly."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
-
-    low, high = ax.get_xlim()
-    decades = np.log10(high / low)
-    # Under a decade the 1-2-5 ticks leave one or none in view: a few plain ones instead.
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=3) if decades < 1 else LogLocator(subs=(1, 2, 5) if decades <= 2
-                                                                                     else (1,)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: compact(value)))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.xaxis.set_minor_locator(NullLocator())
 
 
 def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
@@ -107,7 +92,7 @@ def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
     low = float(np.nanmin(np.concatenate([bar.to_numpy(), one.to_numpy()])))
     ax.set_xlim(low / 1.5, max(ends) * 1.05)
     label_room(ax, ends, texts, log=True, axis_in=1.4)
-    _log_ticks(ax)
+    log_ticks(ax)
     ax.set_xlabel(f"volumes/h (log){ceiling_text}")
 
 
