@@ -1,0 +1,127 @@
+"""The CUDA graph paths on a CPU (tests/cpu_graphs.py records a capture and replays its operations): a replayed
+optimizer step (training.StepGraph) trains exactly as the eager step does, with fresh draws and batches copied in
+before every replay and no gradient carried over from before the capture; a replayed sampling evaluation
+(sampling.UNetEvaluation) gives the plain evaluation's output for every input and timestep copied into it. The same
+paths run natively in tests/test_gpu_paths.py and tests/test_study_ensemble.py on a GPU."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import cpu_graphs
+from config_settings import configured
+from medddpm.diffusion import GaussianDiffusion
+from medddpm.placement import Placement
+from medddpm.sampling import UNetEvaluation
+from medddpm.settings import TrainSettings
+from medddpm.switches import Variant
+from medddpm.training import StepGraph, Trainer
+from unet_helpers import TINY, TINY_SHAPE, tiny_unet
+
+BASELINE = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
+STEPS = 4
+
+
+def _batches(seed: int):
+    """An endless stream of different (condition, target) batches, the same for every trainer of one seed."""
+    generator = torch.Generator().manual_seed(seed)
+    while True:
+        yield {"input": torch.randn(1, TINY.in_channels - TINY.out_channels, *TINY_SHAPE, generator=generator),
+               "target": torch.randn(1, TINY.out_channels, *TINY_SHAPE, generator=generator)}
+
+
+def _trainer(captures: bool) -> Trainer:
+    """The tiny network's trainer with a capturing placement (capturable Adam, autocast without its cast cache):
+    `captures` replays from a graph after the first step, else every step stays eager, from the same weights."""
+    settings = configured(TrainSettings, "train", gradient_accumulation=2, lr=1e-3, ema_start_step=0,
+                          ema_update_every=1)
+    diffusion = GaussianDiffusion(tiny_unet(), timesteps=10)
+    trainer = Trainer(diffusion, _batches(7), Placement(Variant.from_config("baseline", BASELINE),
+                                                          torch.device("cpu"), graph_capture=True),
+                      settings, torch.Generator().manual_seed(41))
+    trainer.captures = captures
+    return trainer
+
+
+def _train_steps(trainer: Trainer, steps: int = STEPS) -> list[list[float]]:
+    return [[float(loss) for loss in trainer.step()] for _ in range(steps)]
+
+
+@pytest.fixture
+def graphs(monkeypatch):
+    cpu_graphs.install(monkeypatch)
+
+
+def test_a_replayed_optimizer_step_trains_as_the_eager_step(graphs):
+    eager, replayed = _trainer(captures=False), _trainer(captures=True)
+    eager_losses, replayed_losses = _train_steps(eager), _train_steps(replayed)
+    assert eager.graph is None and isinstance(replayed.graph, StepGraph)
+    assert replayed.graph.graph.replays == STEPS - 1  # the first step eager, its graph captured after it
+    assert replayed_losses == eager_losses
+    assert len({loss for step in eager_losses for loss in step}) == 2 * STEPS  # every micro-batch its own loss
+    for (name, weight), same in zip(eager.diffusion.named_parameters(), replayed.diffusion.parameters()):
+        assert torch.equal(weight, same), name
+    for weight, same in zip(eager.ema_model.parameters(), replayed.ema_model.parameters()):
+        assert torch.equal(weight, same)
+    assert replayed.step_index == eager.step_index == STEPS
+
+
+def test_a_graph_captured_over_leftover_gradients_still_trains_as_the_eager_step(graphs):
+    """StepGraph starts its capture from no gradients, whatever the step before it left: a gradient present at capture
+    would be added into by every replay."""
+    eager, replayed = _trainer(captures=False), _trainer(captures=False)
+    assert _train_steps(eager, 1) == _train_steps(replayed, 1)
+    for weight in replayed.diffusion.parameters():
+        weight.grad = torch.ones_like(weight)
+    replayed.graph = StepGraph(replayed)
+    assert _train_steps(replayed, 2) == _train_steps(eager, 2)
+    for weight, same in zip(eager.diffusion.parameters(), replayed.diffusion.parameters()):
+        assert torch.equal(weight, same)
+
+
+def test_the_fake_graph_replays_only_what_was_captured(graphs):
+    """The stand-in is a graph, not a second eager step: a capture leaves the parameters it updated as they were, a
+    replay reads its static input as it is then and adds into the gradient the capture left, and a read to the host
+    inside a capture fails."""
+    weight = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    static = torch.tensor([3.0, 4.0])
+    optimizer = torch.optim.SGD([weight], lr=0.5)
+    recorded = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(recorded):
+        (weight * static * 2.0).sum().backward()
+        optimizer.step()
+    assert torch.equal(weight.detach(), torch.tensor([1.0, 2.0]))  # the capture computed nothing that lasts
+    recorded.replay()
+    # The gradient existed after the capture (autograd set it there): the replay adds into the captured one.
+    assert torch.allclose(weight.detach(), torch.tensor([1.0, 2.0]) - 0.5 * 2.0 * static)
+    static.copy_(torch.tensor([10.0, 10.0]))
+    before = weight.detach().clone()
+    recorded.replay()
+    assert torch.allclose(weight.detach(), before - 0.5 * 2.0 * torch.tensor([10.0, 10.0]))
+    with pytest.raises(RuntimeError, match="read to the host"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            weight.sum().item()
+
+
+@pytest.mark.parametrize("shape", [TINY_SHAPE])
+def test_a_replayed_sampling_evaluation_gives_the_plain_output_for_every_input_and_timestep(graphs, shape):
+    diffusion = GaussianDiffusion(tiny_unet(), timesteps=10).eval()
+    evaluation = UNetEvaluation(diffusion, Variant.from_config("graphs", BASELINE | {"cuda_graphs": True}),
+                                torch.device("cpu"))
+    evaluation.graphs = True  # what the variant gives on a CUDA device
+    generator = torch.Generator().manual_seed(3)
+    condition = torch.randn(1, TINY.in_channels - TINY.out_channels, *shape, generator=generator)
+    outputs = []
+    for step, seed in itertools.product((9, 4, 0), (0, 1)):
+        x = torch.randn(1, TINY.out_channels, *shape, generator=torch.Generator().manual_seed(seed))
+        t = torch.tensor([step])
+        with torch.no_grad():
+            expected = diffusion.denoise(x, condition, t)
+        got = evaluation(x, condition, t).clone()
+        assert torch.equal(got, expected), (step, seed)
+        outputs.append(got)
+    assert evaluation.captures == 1  # one shape: captured once, replayed for every later call
+    assert len({tuple(o.flatten()[:4].tolist()) for o in outputs}) == len(outputs)  # every call its own output
