@@ -323,3 +323,11 @@ def test_separately_timed_jobs_under_different_load_are_said_to_be_not_comparabl
         "h200 tf32: the machine changed during its train job (the GPU throttled (hardware slowdown)).",
     ]  # the sample jobs' 1.0 and 1.4 cores lie within 0.5 of each other
     assert load_notes(runs, load_difference_cores=0.3)[2].startswith("cpu: the sample jobs ran under different load")
+
+
+def test_the_workers_stop_without_a_word_in_the_jobs_log(capfd):
+    """Leaving the comparison stops each variant's process, which ends without writing anything: the job's log of a
+    comparison that went well holds no traceback (the processes write to the job's stderr, its log)."""
+    with comparison.Workers(["baseline", "channels_last"]) as sides:
+        assert set(sides) == {"baseline", "channels_last"}
+    assert capfd.readouterr().err == ""

@@ -33,6 +33,14 @@ def test_outputs_are_listed_with_their_hashes(finished_run):
     assert check.returncode == 0  # the manifest is sha256sum's format; the section comments are skipped
 
 
+def test_the_logs_of_a_run_that_went_well_hold_no_traceback(finished_run):
+    """A job that succeeded leaves no traceback in its log (nor a process it started: the comparison's workers write
+    to its log), where a reader of the log would take it for the failure."""
+    logs = [*finished_run.glob("results/**/logs/*.log"), *finished_run.glob("paper/logs/*.log")]
+    assert len(logs) >= 40, len(logs)
+    assert [log.relative_to(finished_run) for log in logs if "Traceback" in log.read_text(errors="replace")] == []
+
+
 def test_measurements_and_profiles_of_every_variant(finished_run):
     train = json.loads((finished_run / "results/wholehead/cpu/channels_last/train.json").read_text())
     assert train["provenance"]["switches"]["channels_last"] is True

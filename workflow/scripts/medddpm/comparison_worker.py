@@ -2,8 +2,8 @@
 
 Started by `Workers` with the address of the comparing process's listener; it builds the side of each phase when
 asked, times one step per request, and answers each request with ("ok", value) (its process id for a build, (ms,
-others) for a step) or ("error", one line, traceback). Nothing else passes between the processes: the side's model,
-caches and backend state stay in this one.
+others) for a step) or ("error", one line, traceback); "stop" ends it without an answer. Nothing else passes between
+the processes: the side's model, caches and backend state stay in this one.
 
     python3 -m medddpm.comparison_worker <unix socket> <authkey in hex>
 """
@@ -36,8 +36,7 @@ def serve(address: str, authkey: bytes) -> None:
                     connection.send(("ok", os.getpid()))
                 elif request == "time":
                     connection.send(("ok", side.timed()))
-                else:
-                    connection.send(("ok", None))
+                else:  # "stop": unanswered, the comparing process has closed its end already
                     return
             except Exception as error:  # told to the comparing process, which ends the job with it
                 connection.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
