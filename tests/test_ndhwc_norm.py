@@ -7,6 +7,7 @@ program. The interpreter rounds float32 to bfloat16 by truncation where the GPU 
 checked tightly only on the GPU (the `on_gpu` tests below); float64 and float32 are exact checks on both."""
 
 import copy
+import math
 
 import pytest
 import torch
@@ -82,17 +83,19 @@ def test_values_and_gradients_equal_groupnorm32_then_silu(channels, spatial, dty
             assert relative(grad, exact_grad) < 2 * relative(expected_grad, exact_grad) + 1e-7
 
 
-@pytest.mark.parametrize("tile_elements, programs, parts, chunk", [(4096, 4, 2, 2), (64, 1024, 270, 32)],
+@pytest.mark.parametrize("tile_elements, programs, spatial, parts, chunk",
+                         [(4096, 4, (5, 6, 9), 2, 2), (64, 1024, (2, 5, 7), 70, 32)],
                          ids=["programs-loop-over-tiles", "statistics-loop-over-programs"])
 @pytest.mark.parametrize("dtype, bound", [(torch.float64, 1e-12), (torch.float32, 1e-4)], ids=["fp64", "fp32"])
-def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs, parts, chunk, dtype, bound,
+def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs, spatial, parts, chunk, dtype, bound,
                                                          monkeypatch):
-    """The reduction programs loop over tiles (5 tiles on 2 programs per sample: 3 and 2), and the per-group passes
-    loop over the programs' partial sums (270 programs' in chunks of 32, the last one partial)."""
+    """The reduction programs loop over tiles (270 rows, 5 tiles on 2 programs per sample: 3 and 2), and the
+    per-group passes loop over the programs' partial sums (70 programs' in chunks of 32: 32, 32 and a partial 6; each
+    program is one tile of one row here, so the interpreter runs 70 per sample)."""
     monkeypatch.setattr(ndhwc_norm, "TILE_ELEMENTS", tile_elements)
     monkeypatch.setattr(ndhwc_norm, "PROGRAMS", programs)
-    channels, spatial = 64, (5, 6, 9)
-    assert _plan(2, channels, 270)[3] == parts
+    channels = 64
+    assert _plan(2, channels, math.prod(spatial))[3] == parts
     assert ndhwc_norm._group_blocks(channels, 32, parts)["BLOCK_P"] == chunk
     reference, kernel = reference_and_kernel(channels, dtype)
     x, grad_out = offset_activation(channels, spatial, dtype)
