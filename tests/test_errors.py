@@ -31,7 +31,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, Files, Params, copy_workflow, random_prepared_dataset, run_script, snakemake
+from conftest import REPO, Files, Params, copy_run, copy_workflow, random_prepared_dataset, run_script, snakemake
 from watched import run_watched
 from test_data import BAD_INPUTS
 from planning.configcheck import ConfigError, check_config, check_files, read_mapping
@@ -1369,15 +1369,14 @@ def test_a_reference_set_in_the_layout_before_workloads_is_refused_with_a_move_t
 
 
 @pytest.mark.workflow
-def test_the_command_a_truncated_checkpoint_names_trains_again(tmp_path):
+def test_the_command_a_truncated_checkpoint_names_trains_again(finished_run, tmp_path):
     """Doing what the line says: a checkpoint cut in half, with its time kept (everything downstream looks up to
     date, so deleting it alone gives "Nothing to be done"), stops the sampling job that reads it; the command in the
-    line (the same one with --forcerun of the checkpoint) trains that variant again and samples from it."""
-    workdir = copy_workflow(tmp_path / "wf")
+    line (the same one with --forcerun of the checkpoint) trains that variant again and samples from it. (In a copy
+    of the tiny run, with its configuration as a file of the checkout's top folder, as a user would keep one.)"""
+    workdir = copy_run(finished_run, tmp_path / "wf")
     shutil.copy(REPO / "tests" / "tiny.yaml", workdir / "tiny.yaml")
     target = "results/wholehead/cpu/baseline/sample.json"
-    built = snakemake(workdir, "--cores", "1", "--configfile", "tiny.yaml", "--", target)
-    assert built.returncode == 0, built.stderr[-2000:]
     saved = workdir / "results/wholehead/cpu/baseline/checkpoint.pt"
     times = saved.stat()
     data = saved.read_bytes()
