@@ -24,6 +24,39 @@ def test_cpu_rates_are_measured_and_say_they_are_a_cpus():
     assert rates["copy"]["bytes_moved"] == 2 * 2**20 and rates["copy_gb_per_s"] > 0
 
 
+def test_cpu_rates_agree_with_the_same_operations_timed_with_numpy():
+    """The fp32 matrix-product rate and the copy bandwidth against numpy's BLAS product and memory copy of the same
+    sizes, timed here with a clock (best of several, so load slows both alike or this side): within a factor of 10
+    either way. A rate written in another unit (GFLOP/s as TFLOP/s, MB/s as GB/s) is off by 1000."""
+    import time
+
+    import numpy as np
+
+    n, mib = 256, 16
+    settings = configured(RateSettings, "bench", cpu_matmul_size=n, cpu_copy_mib=mib, warmup=2, repeats=5)
+    rates = device_rates(torch.device("cpu"), settings)
+
+    def best_seconds(fn, repeats=7):
+        fn()
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    numpy_tflops = 2 * n**3 / best_seconds(lambda: a @ b) / 1e12
+    fp32 = next(m for m in rates["matmul"] if m["dtype"] == "float32")
+    assert numpy_tflops / 10 < fp32["tflops"] < numpy_tflops * 10, (fp32["tflops"], numpy_tflops)
+    src = rng.random(mib * 2**20 // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    numpy_gb_per_s = 2 * src.nbytes / best_seconds(lambda: np.copyto(dst, src)) / 1e9
+    assert numpy_gb_per_s / 10 < rates["copy_gb_per_s"] < numpy_gb_per_s * 10, (rates["copy_gb_per_s"],
+                                                                                numpy_gb_per_s)
+
+
 def _flops(shape, checkpointing):
     extra = {"none": 0, "attention": 1e9, "all": 4e9}[checkpointing]
     return {"forward": {"total": 5e12}, "train_micro_batch": {"total": 16e12 + extra}, "shape": shape,
