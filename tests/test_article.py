@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from printed_numbers import agrees
 from reporting.article import compose, references, typesetting
 from reporting.article import text as article_text
 from reporting.derived import speedup_verdict
@@ -259,3 +260,33 @@ def test_every_page_is_legible_at_print_size_and_filled(finished_run):
         assert smallest[0] >= typesetting.SMALLEST_PRINTED_PT - 0.05, f"page {number}: {smallest}"
     shares = [round(filled_share(page), 2) for page in pages]
     assert all(share >= 0.65 for share in shares[:-1]), shares
+
+
+def test_the_abstract_holds_tab04s_numbers(finished_run):
+    """Every time and speed-up the abstract prints is tab04's (as rounded there): the baseline's time per training
+    sample of each label, each variant's speed-up ("slower" as the inverse) and the paired interval where it has one;
+    a changed cell of the table fails here."""
+    abstract = squeezed(page_texts(finished_run / "paper/article.pdf")[0]).split(" 1 Introduction")[0]
+    tab04 = pd.read_csv(finished_run / "paper/tables/tab04_optimization.csv")
+    parts = re.split(r"Measured on (\w+) \(|; on (\w+) \(", abstract)
+    by_label = {}
+    for k in range(1, len(parts) - 1, 3):
+        by_label[parts[k] or parts[k + 1]] = parts[k + 2]
+    assert set(by_label) == set(tab04["gpu"]), list(by_label)
+    checked = 0
+    for gpu, text in by_label.items():
+        rows = tab04[tab04["gpu"] == gpu].set_index("variant")
+        baseline = re.search(r"baseline trains in ([\d,.]+) ms per sample", text).group(1)
+        assert agrees(baseline, rows.loc["baseline", "train_ms_per_sample"]), (gpu, baseline)
+        for match in re.finditer(r"(?:the fastest variant measured, )?(\w+),? ([\d.]+)x(?: (faster|slower)|, "
+                                 r"[a-z ]*[a-z](?: \(interval ([\d.]+)-([\d.]+)\))?)", text):
+            variant, x, direction, low, high = match.groups()
+            row = rows.loc[variant]
+            speedup = row["train_speedup_vs_baseline"]
+            assert agrees(x, 1 / speedup if direction == "slower" else speedup), (gpu, variant, x, speedup)
+            assert (direction or "") == ("" if row["train_verdict"] not in ("faster", "slower") else
+                                         row["train_verdict"]), (gpu, variant, direction, row["train_verdict"])
+            if low is not None:
+                assert agrees(low, row["train_speedup_low"]) and agrees(high, row["train_speedup_high"])
+            checked += 1
+    assert checked >= 4, abstract

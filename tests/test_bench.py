@@ -3,6 +3,7 @@
 import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -228,3 +229,61 @@ def test_the_bench_gives_the_paired_rounds_interval_and_separate_jobs_none(tmp_p
     assert not any("[" in cell for row in separate.values() for cell in row[-3:-1])
     table = pd.read_csv(tmp_path / "bench.csv").set_index("variant")
     assert table[["train_speedup_vs_baseline_low", "train_speedup_vs_baseline_high"]].isna().all().all()
+
+
+# bench.md's columns: the bench.csv columns each cell prints, in order ("a / b" cells print two, the training's then
+# the sampling's; a bracket after a value holds its interval or quartiles).
+BENCH_MD_CELLS = {
+    "train ms/sample (q1-q3)": ["train_ms_per_sample", "train_ms_per_sample_q1", "train_ms_per_sample_q3"],
+    "TFLOP/s": ["train_model_tflops"],
+    "of bf16": ["train_fraction_of_bf16_rate"],
+    "bare ms/sample": ["bare_loop_ms_per_sample"],
+    "sample step ms": ["sample_step_ms"],
+    "s/volume": ["sample_volume_s"],
+    "volumes/h batch 1": ["sample_volumes_per_hour_b1"],
+    "volumes/h best batch": ["sample_volumes_per_hour_best", "sample_best_batch"],
+    "peak GiB train/sample": ["train_peak_gib", "sample_peak_gib"],
+    "x baseline train/sample": ["train_speedup_vs_baseline", "train_speedup_vs_baseline_low",
+                                "train_speedup_vs_baseline_high", "sample_speedup_vs_baseline",
+                                "sample_speedup_vs_baseline_low", "sample_speedup_vs_baseline_high"],
+    "x tf32 train/sample": ["train_speedup_vs_tf32", "train_speedup_vs_tf32_low", "train_speedup_vs_tf32_high",
+                            "sample_speedup_vs_tf32", "sample_speedup_vs_tf32_low", "sample_speedup_vs_tf32_high"],
+}
+
+
+@pytest.mark.parametrize("label", ["h200", "cpu"])
+def test_every_number_bench_md_prints_is_bench_csvs(label):
+    """Each shipped set's bench.md holds its bench.csv's numbers, cell by cell, as rounded there (a percentage as
+    100 x the share; a missing value as "-" or the words the page gives), so a page that drifted from its table or a
+    cell printed from another column fails."""
+    import re
+
+    from conftest import REPO
+    from printed_numbers import agrees
+
+    folder = REPO / "data" / "reference" / "wholehead" / label
+    bench = pd.read_csv(folder / "bench.csv").set_index("variant")
+    lines = [line for line in (folder / "bench.md").read_text().splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert set(BENCH_MD_CELLS) <= set(header), header
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
+    assert [row[0] for row in rows] == list(bench.index)
+    checked = 0
+    for row in rows:
+        values = bench.loc[row[0]]
+        for title, columns in BENCH_MD_CELLS.items():
+            cell = row[header.index(title)]
+            numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", cell)
+            if title.startswith(f"x {row[0]} "):  # the reference's own row: 1.00, no interval with itself
+                columns = [c for c in columns if not c.endswith(("_low", "_high"))]
+            expected = [values[c] for c in columns if c in values.index and pd.notna(values[c])]
+            if title == "of bf16":
+                expected = [100 * v for v in expected]
+            if title == "volumes/h best batch" and "only" in cell:  # "batch 1 only": no sweep beyond batch 1
+                expected = []
+                numbers = []
+            assert len(numbers) == len(expected), (label, row[0], title, cell, expected)
+            for printed, value in zip(numbers, expected):
+                assert agrees(printed, value), (label, row[0], title, cell, value)
+                checked += 1
+    assert checked >= 10 * len(rows)
