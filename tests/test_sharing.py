@@ -109,7 +109,7 @@ def test_a_shared_reference_set_joins_the_comparison_by_listing_it(exporting_run
     merged = tmp_path / "merged"
     copy_run(exporting_run, merged)
     shutil.copytree(exported, merged / "data/reference/wholehead/a100")
-    # The set is the same run: its times are judged whatever the load the tests put on the machine.
+    # The set is the same run: its times are not refused for the load the tests put on the machine beside them.
     (merged / "imported.yaml").write_text("reference_results: [h200, a100, cpu]\n"
                                           "conformance: {max_other_load_cores: null}\n")
     args = ("--configfile", "tests/tiny.yaml", "imported.yaml", "--")
@@ -123,8 +123,14 @@ def test_a_shared_reference_set_joins_the_comparison_by_listing_it(exporting_run
     assert optimization.loc[("a100", "baseline"), "train_ms_per_sample"] == \
         optimization.loc[("cpu", "baseline"), "train_ms_per_sample"]
     conformance = pd.read_csv(merged / "paper/tables/tab08_conformance.csv")
-    assert set(conformance["gpu"]) == {"cpu"} and set(conformance["verdict"]) == {"within"}, conformance
-    assert len(conformance) == 2 * 5  # three end-to-end metrics and two profiled steps' shares per variant
+    assert set(conformance["gpu"]) == {"cpu"} and len(conformance) == 2 * 5, conformance  # three end-to-end metrics
+    # and two profiled steps' shares per variant. Every judged row is within (the set is the run itself); with the
+    # load limit off, a time is left unjudged only where its own steps spread wider than the band (under the suite's
+    # load the tiny steps of 8^3 can), and says so.
+    judged = conformance[conformance["verdict"] != "not measurable under this load"]
+    assert set(judged["verdict"]) == {"within"} and len(judged) >= 2 * 3, conformance
+    unjudged = conformance[conformance["verdict"] == "not measurable under this load"]
+    assert all("quartiles span more than the band" in str(why) for why in unjudged["reasons"]), unjudged
 
 
 def test_result_trees_of_two_machines_merge_by_copying(finished_run, tmp_path):
