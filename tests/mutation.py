@@ -87,6 +87,20 @@ GROUPS: dict[str, tuple] = {
                  "runs_table or tab04 or tab07 or fig08 or bench or verdict or same or derived"],
                 ["gather", "_runs", "_tag", "_flop_columns", "_rates", "relative_to", "speedup", "speedup_verdict",
                  "bench_rows", "_bench_row"]),
+    # The CUDA graph paths, under tests/cpu_graphs.py's recorded graphs on the CPU: the optimizer step's capture and
+    # replay, and the sampling evaluation's.
+    "graphs": (["medddpm/training.py", "medddpm/sampling.py"], ["tests/test_graphs_on_cpu.py"],
+               ["*StepGraph*", "*UNetEvaluation*"]),
+    # Where a result was measured, against sources other than this code (tests/test_provenance.py, the PCI address
+    # against nvidia-smi's recorded line); the device's clocks and driver come from nvidia-smi on a GPU only.
+    "provenance": (["measurement/provenance.py"],
+                   ["tests/test_provenance.py", "tests/test_devices.py",
+                    "tests/test_reporting.py::test_clocks_are_read_from_nvidia_smi_as_far_as_the_board_reports_them"],
+                   ["config_digest", "workflow_commit", "_pci_address", "parse_clocks", "cpu_name", "device_record",
+                    "provenance"]),
+    # The device's measured ceilings, against numpy's product and copy timed by the test.
+    "rates": (["measurement/rates.py"], ["tests/test_bench.py", "-k", "cpu_rates"]),
+    "flops": (["medddpm/flops.py"], ["tests/test_flops.py"]),
     # Not mutmut: the module-level tables (kernel-class patterns, unit factors), see tests/mutation_tables.py.
     "constants": (["profiling/kernels.py (patterns)", "profiling/units.py (factors)"],
                   ["tests/test_kernel_classes.py", "tests/test_profiling_units.py", "tests/test_profiling_parsers.py"]),

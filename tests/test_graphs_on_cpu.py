@@ -60,6 +60,7 @@ def test_a_replayed_optimizer_step_trains_as_the_eager_step(graphs):
     eager_losses, replayed_losses = _train_steps(eager), _train_steps(replayed)
     assert eager.graph is None and isinstance(replayed.graph, StepGraph)
     assert replayed.graph.graph.replays == STEPS - 1  # the first step eager, its graph captured after it
+    assert 0 < replayed.graph.capture_seconds < 600
     assert replayed_losses == eager_losses
     assert len({loss for step in eager_losses for loss in step}) == 2 * STEPS  # every micro-batch its own loss
     for (name, weight), same in zip(eager.diffusion.named_parameters(), replayed.diffusion.parameters()):
@@ -106,22 +107,34 @@ def test_the_fake_graph_replays_only_what_was_captured(graphs):
             weight.sum().item()
 
 
-@pytest.mark.parametrize("shape", [TINY_SHAPE])
-def test_a_replayed_sampling_evaluation_gives_the_plain_output_for_every_input_and_timestep(graphs, shape):
+def test_a_replayed_sampling_evaluation_gives_the_plain_output_for_every_input_and_timestep(graphs):
     diffusion = GaussianDiffusion(tiny_unet(), timesteps=10).eval()
     evaluation = UNetEvaluation(diffusion, Variant.from_config("graphs", BASELINE | {"cuda_graphs": True}),
                                 torch.device("cpu"))
-    evaluation.graphs = True  # what the variant gives on a CUDA device
+    assert evaluation.graphs is False  # CUDA graphs are for a CUDA device
+    evaluation.graphs = True  # what the variant gives on one
     generator = torch.Generator().manual_seed(3)
-    condition = torch.randn(1, TINY.in_channels - TINY.out_channels, *shape, generator=generator)
     outputs = []
-    for step, seed in itertools.product((9, 4, 0), (0, 1)):
-        x = torch.randn(1, TINY.out_channels, *shape, generator=torch.Generator().manual_seed(seed))
-        t = torch.tensor([step])
-        with torch.no_grad():
-            expected = diffusion.denoise(x, condition, t)
-        got = evaluation(x, condition, t).clone()
-        assert torch.equal(got, expected), (step, seed)
-        outputs.append(got)
-    assert evaluation.captures == 1  # one shape: captured once, replayed for every later call
+    # Two shapes one after the other, then the first again: one graph is kept, of the last shape, so each change of
+    # shape captures anew and the calls of one shape replay.
+    for shape, captures in ((TINY_SHAPE, 1), ((8, 8, 16), 2), (TINY_SHAPE, 3)):
+        condition = torch.randn(1, TINY.in_channels - TINY.out_channels, *shape, generator=generator)
+        for step, seed in itertools.product((9, 4, 0), (0, 1)):
+            x = torch.randn(1, TINY.out_channels, *shape, generator=torch.Generator().manual_seed(seed))
+            t = torch.tensor([step])
+            with torch.no_grad():
+                expected = diffusion.denoise(x, condition, t)
+            got = evaluation(x, condition, t).clone()
+            assert torch.equal(got, expected), (shape, step, seed)
+            outputs.append(got)
+        assert evaluation.captures == captures, shape
     assert len({tuple(o.flatten()[:4].tolist()) for o in outputs}) == len(outputs)  # every call its own output
+
+
+def test_only_a_cuda_device_replays_the_evaluation_from_a_graph():
+    diffusion = GaussianDiffusion(tiny_unet(), timesteps=10)
+    graphs = Variant.from_config("graphs", BASELINE | {"cuda_graphs": True})
+    plain = Variant.from_config("baseline", BASELINE)
+    assert UNetEvaluation(diffusion, graphs, torch.device("cuda")).graphs is True  # decided, nothing run on it
+    assert UNetEvaluation(diffusion, plain, torch.device("cuda")).graphs is False
+    assert UNetEvaluation(diffusion, graphs, torch.device("cpu")).graphs is False

@@ -7,14 +7,20 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import importlib.metadata
+import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from measurement import provenance
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_config_digest_is_the_sha256_of_the_canonical_json():
@@ -22,6 +28,8 @@ def test_the_config_digest_is_the_sha256_of_the_canonical_json():
     expected = hashlib.sha256(text.encode()).hexdigest()
     assert provenance.config_digest({"b": {"d": 0.5, "c": "x"}, "a": [1, 2]}) == expected
     assert provenance.config_digest({"a": [1, 2], "b": {"c": "x", "d": 0.25}}) != expected
+    # A value JSON has no type for (a path in a rule's params) is digested as its text.
+    assert provenance.config_digest({"p": PurePosixPath("data/x")}) == hashlib.sha256(b'{"p": "data/x"}').hexdigest()
 
 
 def _git(repo, *args) -> str:
@@ -60,3 +68,38 @@ def test_a_cpu_runs_record_names_the_versions_and_the_processor_as_the_system_do
     assert record["cuda"] is None and record["cudnn"] is None and record["driver"] is None
     assert record["hardware_label"] == "cpu" and record["emulated_on_cpu"] is False
     assert before <= dt.datetime.fromisoformat(record["measured_at"]) <= after
+    assert record["config_digest"] == hashlib.sha256(b'{"x": 1}').hexdigest()
+    assert record["workflow_commit"] == "unknown" and record["gpu_lease"] is None  # no repository, no GPU held
+
+
+def test_a_gpus_record_reads_torchs_properties_and_nvidia_smis_answers(tmp_path, monkeypatch):
+    """The H200's record as the shipped set holds it (data/reference/wholehead/h200/baseline/train.json), made here
+    from the properties torch gave there and the answers nvidia-smi gave (a stand-in on PATH that prints them)."""
+    props = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
+                            total_memory=150109880320, L2_cache_size=62914560, pci_domain_id=0, pci_bus_id=0,
+                            pci_device_id=6)
+    asked = tmp_path / "asked"
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"""#!/bin/sh
+echo "$@" >> {asked}
+case "$*" in
+  *driver_version*) echo "580.159.04" ;;
+  *clocks.max.sm*) echo "1980, 1980, 700.00" ;;
+esac
+""")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    record = provenance.device_record(torch.device("cuda", 0))
+    assert record["device_type"] == "cuda" and record["device_name"] == "NVIDIA H200"
+    assert record["compute_capability"] == "9.0" and record["multiprocessors"] == 132
+    assert record["memory_bytes"] == 150109880320 and record["l2_cache_bytes"] == 62914560
+    assert record["driver"] == "580.159.04"
+    assert record["clocks"] == {"sm_max_mhz": 1980.0, "sm_application_mhz": 1980.0, "power_limit_w": 700.0}
+    assert record["cuda"] == torch.version.cuda and record["cudnn"] == torch.backends.cudnn.version()
+    assert "-i 00000000:00:06.0" in asked.read_text()  # the clocks of this GPU, by its PCI address
+    shipped = json.loads((REPO / "data/reference/wholehead/h200/baseline/train.json").read_text())["provenance"]
+    for key in ("device_name", "compute_capability", "multiprocessors", "memory_bytes", "l2_cache_bytes", "driver",
+                "clocks"):
+        assert record[key] == shipped[key], key
