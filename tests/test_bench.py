@@ -21,8 +21,20 @@ def test_cpu_rates_are_measured_and_say_they_are_a_cpus():
     assert [m["dtype"] for m in rates["matmul"]] == ["bfloat16", "float32"]  # a CPU: fp32 too
     first = rates["matmul"][0]
     assert first["n"] == 64 and first["time"]["n"] == 3 and first["flop"] == 2 * 64**3
-    assert rates["bf16_matmul_tflops"] == pytest.approx(first["flop"] / first["time"]["median_ms"] / 1e9)
-    assert rates["copy"]["bytes_moved"] == 2 * 2**20 and rates["copy_gb_per_s"] > 0
+    # Every rate from its own times, written out here: FLOP / ms / 1e9 = TFLOP/s, bytes / ms / 1e6 = GB/s; the
+    # slower quartile of times gives the lower rate.
+    for matmul in rates["matmul"]:
+        time = matmul["time"]
+        assert matmul["tflops"] == pytest.approx(matmul["flop"] / time["median_ms"] / 1e9, rel=1e-12)
+        assert matmul["tflops_q1_time"] == pytest.approx(matmul["flop"] / time["q3_ms"] / 1e9, rel=1e-12)
+        assert matmul["tflops_q3_time"] == pytest.approx(matmul["flop"] / time["q1_ms"] / 1e9, rel=1e-12)
+    assert rates["bf16_matmul_tflops"] == first["tflops"]
+    copy = rates["copy"]
+    assert copy["bytes_copied"] == 2**20 and copy["bytes_moved"] == 2 * 2**20 and copy["time"]["n"] == 3
+    assert rates["copy_gb_per_s"] == copy["gb_per_s"] == pytest.approx(2 * 2**20 / copy["time"]["median_ms"] / 1e6,
+                                                                       rel=1e-12)
+    assert rates["settings"] == {"warmup": 1, "repeats": 3}
+    assert rates["note"] == "these ceilings are the CPU's (this label's device), not a GPU's"
 
 
 def test_cpu_rates_agree_with_the_same_operations_timed_with_numpy():

@@ -66,6 +66,8 @@ def test_a_cpu_runs_record_names_the_versions_and_the_processor_as_the_system_do
         assert record["host_cpu"] == grep.stdout.split(":", 1)[1].strip()
     assert record["device_type"] == "cpu" and record["device_name"] == record["host_cpu"]
     assert record["cuda"] is None and record["cudnn"] is None and record["driver"] is None
+    assert record["cpu_threads"] == torch.get_num_threads() >= 1
+    assert record["mkldnn"] is torch.backends.mkldnn.is_available()
     assert record["hardware_label"] == "cpu" and record["emulated_on_cpu"] is False
     assert before <= dt.datetime.fromisoformat(record["measured_at"]) <= after
     assert record["config_digest"] == hashlib.sha256(b'{"x": 1}').hexdigest()
