@@ -94,7 +94,7 @@ GROUPS: dict[str, tuple] = {
     # Where a result was measured, against sources other than this code (tests/test_provenance.py, the PCI address
     # against nvidia-smi's recorded line); the device's clocks and driver come from nvidia-smi on a GPU only.
     "provenance": (["measurement/provenance.py"],
-                   ["tests/test_provenance.py", "tests/test_devices.py",
+                   ["tests/test_provenance.py",
                     "tests/test_reporting.py::test_clocks_are_read_from_nvidia_smi_as_far_as_the_board_reports_them"],
                    ["config_digest", "workflow_commit", "_pci_address", "parse_clocks", "cpu_name", "device_record",
                     "provenance"]),

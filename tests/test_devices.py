@@ -13,8 +13,7 @@ from measurement import devices
 from measurement.devices import DeviceMismatch, resolve_device
 from jobio.job import run_job
 
-REPO = Path(__file__).resolve().parents[1]
-HARDWARE = yaml.safe_load((REPO / "config.yaml").read_text())["hardware"]
+HARDWARE = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())["hardware"]
 
 
 @pytest.fixture
@@ -124,24 +123,3 @@ def test_a_job_on_the_wrong_gpu_ends_with_that_one_line_in_its_log(gpu, tmp_path
     assert "Traceback" not in log.read_text()
     print("after the job")  # the job's streams are given back
     assert "after the job" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("domain, bus, device, expected", [
-    (0, 0x00, 0x06, None),  # the H200 the shipped sets were measured on: nvidia-smi's own line, read below
-    (0, 0x1B, 0x00, "00000000:1B:00.0"),  # a second board of a multi-GPU host: bus and device told apart
-    (1, 0xC1, 0x1F, "00000001:C1:1F.0"),
-])
-def test_the_pci_address_is_written_as_nvidia_smi_writes_it(domain, bus, device, expected):
-    """torch's PCI domain, bus and device of a GPU become nvidia-smi's `pci.bus_id` (domain:bus:device.function, in
-    hexadecimal): the key by which a job asks nvidia-smi for its own GPU's clocks."""
-    from types import SimpleNamespace
-
-    from measurement.provenance import _pci_address
-
-    if expected is None:  # nvidia-smi's line recorded beside the H200 measurements
-        recorded = (REPO / "data/measurements/h200-2026-12-03-paired/gpu_state.csv").read_text().splitlines()
-        expected = recorded[1].split(", ")[recorded[0].split(", ").index("pci.bus_id")]
-        assert expected == "00000000:00:06.0"
-    props = SimpleNamespace(pci_domain_id=domain, pci_bus_id=bus, pci_device_id=device)
-    assert _pci_address(props) == expected
-    assert _pci_address(SimpleNamespace(name="a GPU torch gives no PCI ids for")) is None
