@@ -1028,6 +1028,13 @@ def case_even_ssim_kernel(tmp_path):
     return config_with(tmp_path, {"quality": {"ssim_kernel": 8}})
 
 
+@case(r"config: comparison\.processes_at_once 2 \(set in \S+overlay\.yaml\) leaves no process beside the references "
+      r"\['baseline', 'tf32'\], which every group of the paired rounds holds; fix: set it to 3 or more, or null")
+def case_comparison_groups_without_room_beside_the_references(tmp_path):
+    return config_with(tmp_path, {"run_variants": ["baseline", "tf32", "channels_last"],
+                                  "comparison": {"references": ["baseline", "tf32"], "processes_at_once": 2}})
+
+
 @case(r"config: sample\.masks \(3\) exceeds dataset\.heldout \(2\) \(set in \S+overlay\.yaml\); fix: lower "
       r"sample\.masks or hold out more cases")
 def case_more_masks_than_held_out_cases(tmp_path):

@@ -217,7 +217,9 @@ def test_a_comparison_under_a_load_that_hits_one_side_says_so():
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
-    """The comparison job on a tiny workload on the CPU: baseline, channels_last, and tf32 (no effect on a CPU)."""
+    """The comparison job on a tiny workload on the CPU: baseline, channels_last, and tf32 (no effect on a CPU), two
+    processes at once: baseline beside channels_last, then baseline beside tf32 (the one-group job runs in the
+    tiny workflow's run)."""
     from config_settings import config_section
     from medddpm.build import ModelSpec
     from medddpm.runs import start_run
@@ -232,7 +234,7 @@ def compared(tmp_path_factory):
     runs = {name: start_run(spec, Variant.from_config(name, config["variants"][name]), REPO, {})
             for name in ("baseline", "channels_last", "tf32")}
     folder = tmp_path_factory.mktemp("compared")
-    settings = ComparisonSettings(**SETTINGS)
+    settings = ComparisonSettings(**SETTINGS, processes_at_once=2)
     comparison.run_comparison(ModelSpec.from_params(config["model"], config["diffusion"]),
                               from_mapping(TrainSettings, config["train"], "train"),
                               from_mapping(SampleSettings, config["sample"], "sample"), settings, runs, dataset,
@@ -240,18 +242,24 @@ def compared(tmp_path_factory):
     return json.loads((folder / "comparison.json").read_text()), pd.read_csv(folder / "comparison_rounds.csv")
 
 
-def test_the_job_times_every_variant_in_every_round(compared):
+def test_the_job_times_every_variant_in_every_round_of_its_group(compared):
     record, rounds = compared
     for phase in ("train", "sample"):
         mine = rounds[rounds["phase"] == phase]
-        count = record["phases"][phase]["rounds"]
-        assert SETTINGS["min_rounds"] <= count <= SETTINGS["max_rounds"]
-        assert record["phases"][phase]["stopped"] in ("settled", "budget", "max_rounds")
-        assert sorted(mine.groupby("round")["variant"].apply(sorted).iloc[0]) == ["baseline", "channels_last", "tf32"]
-        assert (mine.groupby("round").size() == 3).all() and (mine["step_ms"] > 0).all()
+        groups = record["phases"][phase]["groups"]
+        assert [group["variants"] for group in groups] == [["baseline", "channels_last"], ["baseline", "tf32"]]
+        for number, group in enumerate(groups):
+            own = mine[mine["group"] == number]
+            assert SETTINGS["min_rounds"] <= group["rounds"] == own["round"].nunique() <= SETTINGS["max_rounds"]
+            assert group["stopped"] in ("settled", "budget", "max_rounds")
+            members = own.groupby("round")["variant"].apply(sorted).tolist()
+            assert members == [sorted(group["variants"])] * group["rounds"]
+        assert record["phases"][phase]["rounds"] == max(group["rounds"] for group in groups)
+        assert (mine["step_ms"] > 0).all()
         judged = {c["variant"]: c for c in record["phases"][phase]["comparisons"]}
         assert set(judged) == {"channels_last", "tf32"}
-        by_round = mine.pivot(index="round", columns="variant", values="step_ms")
+        assert (judged["channels_last"]["group"], judged["tf32"]["group"]) == (0, 1)
+        by_round = mine[mine["group"] == 0].pivot(index="round", columns="variant", values="step_ms")
         logs = sorted(math.log(a / b) for a, b in zip(by_round["baseline"], by_round["channels_last"]))
         n = len(logs)
         middle = (logs[(n - 1) // 2] + logs[n // 2]) / 2
@@ -272,11 +280,39 @@ def test_each_variant_is_timed_in_a_process_of_its_own_that_ends_with_the_job(co
     import os
 
     record, _ = compared
-    pids = [variant["process"] for variant in record["variants"].values()]
-    assert len(set(pids)) == len(pids) == 3 and os.getpid() not in pids
+    pids = [pid for variant in record["variants"].values() for pid in variant["processes"]]
+    assert len(set(pids)) == len(pids) == 4 and os.getpid() not in pids  # baseline's in each of the two groups
+    assert [len(variant["processes"]) for variant in record["variants"].values()] == [2, 1, 1]
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("variants, at_once, expected", [
+    (list("RTabcde"), None, [list("RTabcde")]),
+    (list("RTabcde"), 7, [list("RTabcde")]),
+    (list("RTabcde"), 4, [list("RTab"), list("RTcd"), list("RTe")]),
+    (list("RTabcde"), 5, [list("RTabc"), list("RTde")]),  # even: 3 + 2, not 3 + 3 - 1
+    (list("aRbcTde"), 6, [list("RTabc"), list("RTde")]),  # references first, the others in their order
+    (list("abcde"), 3, [list("abc"), list("de")]),  # no reference among the variants
+])
+def test_processes_at_once_splits_the_variants_into_even_groups_each_with_every_reference(variants, at_once,
+                                                                                          expected):
+    assert comparison.groups(variants, ("R", "T", "X"), at_once) == expected
+
+
+def test_each_comparison_is_decided_in_one_group_and_references_against_each_other_in_the_first():
+    assert comparison.group_pairs(list("RTab"), ("R", "T"), True) == [("R", "T"), ("R", "a"), ("R", "b"),
+                                                                      ("T", "R"), ("T", "a"), ("T", "b")]
+    assert comparison.group_pairs(list("RTc"), ("R", "T"), False) == [("R", "c"), ("T", "c")]
+
+
+def test_processes_at_once_without_room_beside_the_references_is_refused_in_one_line():
+    from jobio.errors import ExpectedError
+
+    with pytest.raises(ExpectedError, match=r"^comparison: processes_at_once 2 leaves no room beside the 2 "
+                                            r"reference\(s\) \['R', 'T'\]; fix: set it above 2, or null$"):
+        comparison.groups(list("RTab"), ("R", "T"), 2)
 
 
 def test_a_variant_whose_process_fails_ends_the_job_in_one_line_and_writes_nothing(tmp_path):

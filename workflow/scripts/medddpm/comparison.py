@@ -19,9 +19,13 @@ stop, the device synchronised after it, with the CPU time other processes used m
 (measurement.conditions.OtherLoad). Rounds go on until every comparison's interval is narrow enough to decide
 (pairing.StopRule), or the round or time limits end them; what was reached is recorded.
 
+Where the variants' processes do not fit on the GPU together, they run in consecutive groups (`groups`), every
+reference in each: each comparison is paired within one group's rounds.
+
 Files, beside the label's runs: comparison.json (per phase: rounds, why they stopped, each comparison's ratio,
-interval, verdict and the reason where it is "not measurable"; the machine's conditions before and after) and
-comparison_rounds.csv (every timed step: phase, round, position in its round, variant, ms, other processes' cores).
+interval, verdict, group and the reason where it is "not measurable"; each group's variants, rounds and seconds; the
+machine's conditions before and after) and comparison_rounds.csv (every timed step: group, phase, round, position in
+its round, variant, ms, other processes' cores).
 """
 
 from __future__ import annotations
@@ -165,6 +169,39 @@ def pairs(variants: list[str], references: tuple[str, ...]) -> list[tuple[str, s
             for variant in variants if variant != reference]
 
 
+def groups(variants: list[str], references: tuple[str, ...], at_once: int | None) -> list[list[str]]:
+    """The variants whose processes run together, group after group: every reference present in each group, the
+    other variants in their order, split into groups as even as `at_once` processes allow (None: one group).
+
+    Each process keeps its caching allocator's GPU memory through the rounds (releasing it between turns would put
+    cudaMalloc calls inside the timed steps), so the processes alive together must fit on the GPU: the thirteen rungs
+    of config/frontier.yaml hold about 140 GiB of peaks at 128^3, more than an H200's memory. A reference timed in
+    two groups is paired with each group's variants in that group's rounds."""
+    present = [reference for reference in references if reference in variants]
+    others = [variant for variant in variants if variant not in present]
+    if at_once is None or len(variants) <= at_once:
+        return [list(variants)]
+    room = at_once - len(present)
+    if room < 1:
+        raise ExpectedError(f"comparison: processes_at_once {at_once} leaves no room beside the {len(present)} "
+                            f"reference(s) {present}; fix: set it above {len(present)}, or null")
+    count = -(-len(others) // room)
+    size, extra = divmod(len(others), count)
+    chunks, start = [], 0
+    for index in range(count):
+        end = start + size + (index < extra)
+        chunks.append(others[start:end])
+        start = end
+    return [present + chunk for chunk in chunks]
+
+
+def group_pairs(members: list[str], references: tuple[str, ...], first: bool) -> list[tuple[str, str]]:
+    """The comparisons a group's rounds decide: its references against its other variants, and the references
+    against each other in the first group only (each comparison once in the job's record)."""
+    return [(reference, variant) for reference, variant in pairs(members, references)
+            if first or variant not in references]
+
+
 def judge(reference: str, variant: str, rounds: pd.DataFrame, settings: ComparisonSettings, runs: dict[str, Run],
           changed: list[str]) -> dict:
     """One comparison's ratio, interval and verdict from its rounds (a frame of round, variant, ms, others)."""
@@ -232,26 +269,43 @@ def run_comparison(model_spec: ModelSpec, train: TrainSettings, sample: SampleSe
     first = next(iter(runs.values()))
     device = first.device
     before = conditions.snapshot(device)
-    phases, tables, processes = {}, [], {}
-    with Workers(list(runs)) as sides:
-        for phase in settings.phases:
-            for name, run in runs.items():  # one after another: a build (compilation) is never beside a round
-                common = {"model_spec": model_spec, "train": train, "run": run, "dataset_dir": dataset_dir}
-                processes[name] = sides[name].ask("build", phase,
-                                                  common if phase == "train" else {**common, "sample": sample})
-            frame, why, seconds = measure_phase(
-                phase, sides, settings, runs,
-                progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds", mininterval=5))
-            tables.append(frame)
-            phases[phase] = {"unit": PHASE_UNITS[phase], "rounds": int(frame["round"].max()) + 1, "stopped": why,
-                             "seconds": seconds, "median_ms": frame.groupby("variant")["ms"].median().to_dict(),
-                             "other_load_cores": frame.groupby("variant")["others"].median().to_dict()}
+    phases = {phase: {"unit": PHASE_UNITS[phase], "groups": []} for phase in settings.phases}
+    tables, processes = [], {}
+    grouped = groups(list(runs), settings.references, settings.processes_at_once)
+    for number, members in enumerate(grouped):
+        label = "" if len(grouped) == 1 else f", group {number + 1} of {len(grouped)}"
+        with Workers(members) as sides:
+            for phase in settings.phases:
+                for name in members:  # one after another: a build (compilation) is never beside a round
+                    run = runs[name]
+                    common = {"model_spec": model_spec, "train": train, "run": run, "dataset_dir": dataset_dir}
+                    pid = sides[name].ask("build", phase, common if phase == "train" else {**common, "sample": sample})
+                    processes.setdefault(name, {})[pid] = None  # a reference's process in each group
+                frame, why, seconds = measure_phase(
+                    phase, sides, settings, {name: runs[name] for name in members},
+                    progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds{label}",
+                                                mininterval=5))
+                frame.insert(0, "group", number)
+                tables.append(frame)
+                phases[phase]["groups"].append({
+                    "variants": members, "rounds": int(frame["round"].max()) + 1, "stopped": why, "seconds": seconds,
+                    "comparisons": group_pairs(members, settings.references, number == 0)})
     after = conditions.snapshot(device)
     changed = conditions.changes(before, after)
-    for phase, table in zip(settings.phases, tables):
-        phases[phase]["comparisons"] = [judge(r, v, table, settings, runs, changed)
-                                        for r, v in pairs(list(runs), settings.references)]
-    rounds = pd.concat(tables, ignore_index=True).rename(columns={"ms": "step_ms", "others": "other_load_cores"})
+    rounds = pd.concat(tables, ignore_index=True)
+    for phase, record in phases.items():
+        mine = rounds[rounds["phase"] == phase]
+        record["comparisons"] = [{**judge(reference, variant, mine[mine["group"] == number], settings, runs, changed),
+                                  "group": number}
+                                 for number, group in enumerate(record["groups"])
+                                 for reference, variant in group.pop("comparisons")]
+        # One group: its own numbers; several: the most rounds any ran, every reason, the phase's whole time.
+        record["rounds"] = max(group["rounds"] for group in record["groups"])
+        record["stopped"] = ", ".join(dict.fromkeys(group["stopped"] for group in record["groups"]))
+        record["seconds"] = sum(group["seconds"] for group in record["groups"])
+        record["median_ms"] = mine.groupby("variant")["ms"].median().to_dict()
+        record["other_load_cores"] = mine.groupby("variant")["others"].median().to_dict()
+    rounds = rounds.rename(columns={"ms": "step_ms", "others": "other_load_cores"})
     with writing(out_rounds):
         rounds.to_csv(out_rounds, index=False, float_format="%.6g")
     write_json(out_json, {
@@ -259,7 +313,7 @@ def run_comparison(model_spec: ModelSpec, train: TrainSettings, sample: SampleSe
                        if key not in ("variant", "switches", "switches_effective", "backend_flags")},
         "variants": {name: {"switches": run.provenance["switches"],
                             "switches_effective": run.provenance["switches_effective"],
-                            "process": processes[name]} for name, run in runs.items()},
+                            "processes": list(processes[name])} for name, run in runs.items()},
         "settings": {"comparison": as_dict(settings), "train": as_dict(train), "sample": as_dict(sample)},
         "conditions": {"before": before, "after": after, "changes": changed},
         "phases": phases,

@@ -285,6 +285,12 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
                                     "every quality check and speed-up is relative to it")
     if problem:
         return problem
+    at_once = config["comparison"]["processes_at_once"]
+    references = [name for name in config["comparison"]["references"] if name in config["run_variants"]]
+    if at_once is not None and at_once <= len(references) < len(config["run_variants"]):
+        return (f"config: comparison.processes_at_once {at_once}{origin('comparison', 'processes_at_once')} leaves "
+                f"no process beside the references {references}, which every group of the paired rounds holds; fix: "
+                f"set it to {len(references) + 1} or more, or null")
     kernel = config["quality"]["ssim_kernel"]
     if kernel % 2 == 0:
         return (f"config: quality.ssim_kernel must be odd (a centred Gaussian window), got {kernel}"
