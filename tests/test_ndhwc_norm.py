@@ -11,6 +11,8 @@ import math
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from torch import nn
 
 from medddpm import ndhwc_norm
@@ -297,6 +299,35 @@ def test_on_the_gpu_a_batch_beyond_2_31_elements_is_addressed_right():
         expected = GroupNormSiLU(copy.deepcopy(reference[0]))(x[-1:])
     assert float((last != expected).float().mean()) < 0.01
     assert relative(last, expected) < 4e-3
+
+
+@triton.jit
+def _tile_offsets_kernel(out_ptr, n, tile, S, C, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+    """The offsets and mask `_tile_at` gives for sample n's tile, written out (one program)."""
+    offsets, mask = ndhwc_norm._tile_at(n, tile, S, C, BLOCK_S, BLOCK_C)
+    where = tl.arange(0, BLOCK_S)[:, None] * BLOCK_C + tl.arange(0, BLOCK_C)[None, :]
+    tl.store(out_ptr + where, tl.where(mask, offsets, -1))
+
+
+@pytest.mark.parametrize("n, tile, S, C", [
+    (8, 0, 128**3, 128),          # the first row of sample 8: 2^31 exactly, where 32 bits wrap to -2^31
+    (8, 32767, 128**3, 128),      # sample 8's last tile of 64 rows at 128^3 (9 samples: the GPU test's batch)
+    (16, 5, 64**3, 512),          # another shape past 2^31, and past 2^32 (8.6e9 elements)
+    (0, 2, 40, 6),                # a partial last tile: the rows beyond S masked
+])
+def test_tile_offsets_are_64_bit_past_2_31_elements(n, tile, S, C):
+    """Every kernel addresses the activation through `_tile_at`: its offsets, computed by Triton (the interpreter on
+    a CPU, the compiled kernel on a GPU), equal Python's integers for samples that start at or beyond 2^31 elements,
+    without the memory such a batch needs (the GPU test above runs one whole)."""
+    block_s, block_c = 64, triton.next_power_of_2(C)
+    out = torch.empty(block_s, block_c, dtype=torch.int64, device=DEVICE)
+    _tile_offsets_kernel[(1,)](out, n, tile, S, C, BLOCK_S=block_s, BLOCK_C=block_c)
+    expected = torch.full((block_s, block_c), -1, dtype=torch.int64)
+    for row in range(block_s):
+        if tile * block_s + row < S:
+            expected[row, :C] = torch.tensor([(n * S + tile * block_s + row) * C + col for col in range(C)])
+    assert torch.equal(out.cpu(), expected)
+    assert n * S * C < 2**31 or int(out.max()) >= 2**31
 
 
 def layout_conversions(kernels: list[str]) -> int:
