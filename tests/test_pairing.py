@@ -4,6 +4,7 @@ from stand-in /proc and nvidia-smi output, and the comparison job on real steps 
 
 import json
 import math
+import os
 from types import SimpleNamespace
 
 import pandas as pd
@@ -340,6 +341,35 @@ def test_a_variant_whose_process_fails_ends_the_job_in_one_line_and_writes_nothi
     message = str(failed.value)
     assert message.startswith("comparison: baseline's process failed: ") and "no-dataset" in message
     assert "\n" not in message and not list(tmp_path.iterdir())
+
+
+def test_the_variants_processes_start_together_and_each_side_is_its_own(tmp_path):
+    """The processes connect in any order: each side answers for the process it names (its build gives its process
+    id), and they are handed back in the order of the variants."""
+    import socket
+    import struct
+
+    def peer_pid(connection) -> int:  # the kernel's word for who is at the other end of a Unix socket
+        with socket.socket(fileno=os.dup(connection.fileno())) as sock:
+            return struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+
+    workers = comparison.Workers(["a", "b", "c"])
+    with workers as sides:
+        assert list(sides) == ["a", "b", "c"]
+        started = {process.pid: name for process, name in zip(workers.processes, ["a", "b", "c"])}
+        assert {name: started[peer_pid(side.connection)] for name, side in sides.items()} == {n: n for n in "abc"}
+
+
+def test_a_process_that_ends_before_it_connects_ends_the_job_in_one_line(monkeypatch):
+    """A worker that cannot start (here an interpreter that exits at once with status 1) ends the job with its
+    variant's name instead of leaving it waiting for a connection that never comes."""
+    from jobio.errors import ExpectedError
+
+    monkeypatch.setattr(comparison.sys, "executable", "false")
+    with pytest.raises(ExpectedError, match=r"^comparison: a's process ended \(exit status 1\) before it connected; "
+                                            r"its error is above in this log$"):
+        with comparison.Workers(["a", "b"]):
+            pass
 
 
 def test_separately_timed_jobs_under_different_load_are_said_to_be_not_comparable():

@@ -130,23 +130,48 @@ class WorkerSide:
 
 
 class Workers:
-    """One process per variant, each connected back through a Unix socket that only this job knows (a random key);
-    stopped and waited for on leaving, whatever happened."""
+    """One process per variant, each connected back through a Unix socket that only this job knows (a random key)
+    and naming itself by its process id first; stopped and waited for on leaving, whatever happened. The processes
+    start together: each spends seconds importing torch before it connects."""
 
     def __init__(self, names: list[str]):
         self.names, self.sides, self.processes = names, {}, []
 
     def __enter__(self) -> dict[str, WorkerSide]:
         self.folder = tempfile.TemporaryDirectory(prefix="compare-")
+        try:
+            return self._start()
+        except BaseException:
+            self.__exit__(None, None, None)  # the processes started so far stopped, the socket's folder removed
+            raise
+
+    def _start(self) -> dict[str, WorkerSide]:
         address, key = os.path.join(self.folder.name, "socket"), secrets.token_bytes(16)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(Path(__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])}
-        with Listener(address, family="AF_UNIX", authkey=key) as listener:
-            for name in self.names:  # one at a time: the connection accepted is that process's
-                self.processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "medddpm.comparison_worker", address, key.hex()], env=env))
-                self.sides[name] = WorkerSide(name, listener.accept())
-        return self.sides
+        with Listener(address, family="AF_UNIX", backlog=len(self.names), authkey=key) as listener:
+            names = {}
+            for name in self.names:
+                process = subprocess.Popen([sys.executable, "-m", "medddpm.comparison_worker", address, key.hex()],
+                                           env=env)
+                self.processes.append(process)
+                names[process.pid] = name
+            # Accept with a timeout, so that a process that ends before it connects (an import that fails) ends the
+            # job instead of leaving it waiting for ever (Listener has no timeout of its own).
+            listener._listener._socket.settimeout(1.0)
+            while len(self.sides) < len(self.names):
+                try:
+                    connection = listener.accept()
+                except TimeoutError:
+                    for process in self.processes:
+                        if process.poll() is not None and names[process.pid] not in self.sides:
+                            raise ExpectedError(f"comparison: {names[process.pid]}'s process ended (exit status "
+                                                f"{process.returncode}) before it connected; its error is above in "
+                                                "this log") from None
+                    continue
+                name = names[connection.recv()]  # in the order they connect, each known by the id it sends first
+                self.sides[name] = WorkerSide(name, connection)
+        return {name: self.sides[name] for name in self.names}
 
     def __exit__(self, *exc) -> None:
         for side in self.sides.values():

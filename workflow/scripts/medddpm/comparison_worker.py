@@ -1,8 +1,9 @@
 """One variant's side of a paired comparison, in a process of its own (medddpm.comparison says why).
 
-Started by `Workers` with the address of the comparing process's listener; it builds the side of each phase when
-asked, times one step per request, and answers each request with ("ok", value) (its process id for a build, (ms,
-others) for a step) or ("error", one line, traceback); "stop" ends it without an answer. Nothing else passes between
+Started by `Workers` with the address of the comparing process's listener; it sends its process id first (the
+processes start together and connect in any order), builds the side of each phase when asked, times one step per
+request, and answers each request with ("ok", value) (its process id for a build, (ms, others) for a step) or
+("error", one line, traceback); "stop" ends it without an answer. Nothing else passes between
 the processes: the side's model, caches and backend state stay in this one.
 
     python3 -m medddpm.comparison_worker <unix socket> <authkey in hex>
@@ -24,6 +25,7 @@ def serve(address: str, authkey: bytes) -> None:
     raise_recompile_limits(2)  # two phases compile the U-Net for two module instances (dynamo guards on the instance)
     builders = {"train": training_side, "sample": sampling_side}
     with Client(address, family="AF_UNIX", authkey=authkey) as connection:
+        connection.send(os.getpid())  # which variant's process this is: they connect in any order
         side = None
         while True:
             request, *arguments = connection.recv()
