@@ -246,9 +246,9 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
         + " Compile: seconds spent compiling (and capturing CUDA graphs) before the timed loops; - = nothing "
         "compiled; (warm cache) = inductor's on-disk cache held every graph compiled, (partly warm cache) some: "
         "a cold compile of the same graphs takes longer. x baseline, x tf32: the reference's time over the "
-        "variant's (training sample / sampling step), from the label's paired rounds (comparison.json: every "
-        "variant timed in alternating rounds in one process) with their confidence interval in brackets, else the "
-        "two separately timed jobs' medians (no interval).",
+        "variant's (training sample / sampling step), from the label's paired rounds (comparison.json: the "
+        "variants timed in alternating rounds, each in a process of its own) with their confidence interval in "
+        "brackets, else the two separately timed jobs' medians (no interval).",
         "",
     ]
     return "\n".join(lines)
