@@ -148,13 +148,14 @@ def test_the_bench_rows_come_from_one_gpu_in_one_sitting():
 
 
 def test_the_shipped_bench_is_what_the_bench_job_makes_of_the_shipped_runs(tmp_path):
-    """bench.csv and bench.md, byte for byte, from the rungs' train.json and sample.json and the device's rates by
-    the bench job's own code (the runs through reporting.results, reporting.bench): the shipped bench is its runs."""
+    """bench.csv and bench.md, byte for byte, from the rungs' train.json and sample.json, the device's rates and the
+    paired comparison by the bench job's own code (the runs through reporting.results, reporting.bench): the shipped
+    bench is its runs."""
     from reporting.bench_files import write_bench
 
     variants = list(pd.read_csv(H200 / "bench.csv")["variant"])
     write_bench("h200", [H200 / v / "train.json" for v in variants], [H200 / v / "sample.json" for v in variants],
-                H200 / "device_rates.json", tmp_path / "bench.csv", tmp_path / "bench.md")
+                H200 / "device_rates.json", tmp_path / "bench.csv", tmp_path / "bench.md", [H200 / "comparison.json"])
     assert (tmp_path / "bench.csv").read_bytes() == (H200 / "bench.csv").read_bytes()
     assert (tmp_path / "bench.md").read_text() == (H200 / "bench.md").read_text()
 

@@ -134,8 +134,16 @@ def test_tables_and_figures_agree_on_every_shipped_h200_number(h200):
             assert seven.loc[variant, column] == pytest.approx(four.loc[variant, column], rel=1e-9), (variant, column)
         assert seven.loc[variant, "train_verdict"] == four.loc[variant, "train_verdict"]
         assert seven.loc[variant, "sample_step_ms"] == pytest.approx(four.loc[variant, "sample_step_median_ms"])
-    assert four.loc["tf32", "train_speedup_vs_baseline"] == pytest.approx(
-        train_json["baseline"]["train_ms_per_sample"] / train_json["tf32"]["train_ms_per_sample"], rel=1e-9)
+    # A speed-up from the paired rounds where comparison.json has the rung, else from the two jobs' medians.
+    paired = {c["variant"]: c for c in json.loads((H200 / "comparison.json").read_text())["phases"]["train"][
+        "comparisons"] if c["reference"] == "baseline"}
+    for variant in ("tf32", "frontier_graphed"):
+        assert four.loc[variant, "train_speedup_vs_baseline"] == pytest.approx(paired[variant]["speedup"], rel=1e-9)
+        assert (four.loc[variant, "train_speedup_low"], four.loc[variant, "train_speedup_high"]) == pytest.approx(
+            (paired[variant]["low"], paired[variant]["high"]), rel=1e-9)
+    assert "bf16_compile" not in paired
+    assert four.loc["bf16_compile", "train_speedup_vs_baseline"] == pytest.approx(
+        train_json["baseline"]["train_ms_per_sample"] / train_json["bf16_compile"]["train_ms_per_sample"], rel=1e-9)
     # The ladder's bench rows are its runs (one measurement of the bench, 2026-12-02): no other run to state.
     bench = pd.read_csv(H200 / "bench.csv").set_index("variant")
     for variant in bench.index:
@@ -191,8 +199,15 @@ def test_the_ladder_page_quotes_the_shipped_bench():
         variant, train, base, tf32, share, step, volume, rate, peak = (cell.strip() for cell in cells)
         row = bench.loc[variant.strip("`")]
         assert float(train) == round(row["train_ms_per_sample"], 1), variant
-        assert float(base) == round(row["train_speedup_vs_baseline"], 2), variant
-        assert float(tf32) == round(row["train_speedup_vs_tf32"], 2), variant
+        for cell, reference in ((base, "baseline"), (tf32, "tf32")):  # "5.31 [5.30-5.32]" where paired
+            value, *interval = cell.replace("[", " ").replace("]", " ").replace("-", " ").split()
+            column = f"train_speedup_vs_{reference}"
+            assert float(value) == round(row[column], 2), variant
+            if pd.notna(row[f"{column}_low"]) and row[column] != 1.0:
+                assert [float(x) for x in interval] == [round(row[f"{column}_low"], 2),
+                                                         round(row[f"{column}_high"], 2)], variant
+            else:
+                assert interval == [], variant
         assert float(share.rstrip(" %")) == round(100 * row["train_fraction_of_bf16_rate"], 1), variant
         assert float(step) == round(row["sample_step_ms"], 2) and float(volume) == round(row["sample_volume_s"], 2)
         assert float(peak) == round(row["train_peak_gib"], 2), variant
