@@ -120,8 +120,12 @@ def test_the_record_names_its_volume_batch_and_recomputation_and_counts_per_samp
 
 
 @pytest.mark.parametrize("checkpointing", ["none", "all"])
-def test_a_training_jobs_flops_are_the_models_and_those_executed_under_its_recomputation(checkpointing):
+def test_a_training_jobs_flops_are_the_models_and_those_executed_under_its_recomputation(checkpointing, monkeypatch):
+    """Counted once where nothing is recomputed (the model's count is then the executed one), twice otherwise."""
+    counts = []
+    monkeypatch.setattr(flops, "unet_flops", lambda *args: counts.append(args[2]) or unet_flops(*args))
     recorded = step_flops(TINY, TINY_SHAPE, checkpointing)
+    assert counts == (["none"] if checkpointing == "none" else ["none", checkpointing])
     model, executed = _independent_count(TINY, TINY_SHAPE, "none"), _independent_count(TINY, TINY_SHAPE,
                                                                                          checkpointing)
     for name, expected in (("model", model), ("executed", executed)):
