@@ -11,7 +11,10 @@ the same tensors. What makes a real CUDA graph hard to use right holds here too:
   that existed at capture is added into by every replay;
 - a capture computes nothing that lasts: the parameters and optimizer state it updated are put back as they were
   (a real capture only records kernels);
-- reading a value to the host inside a capture fails, as on a GPU (it would be a constant of the graph).
+- reading a value to the host inside a capture fails, as on a GPU (it would be a constant of the graph);
+- streams belong to a device, which has a default stream and a current one; a capture on a default stream fails, and
+  a capture given no stream runs on a side stream of the current device (the CUDA device code gets when it names
+  none: not the CPU the tests' tensors are on).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class RecordedGraph:
     def __init__(self, *args, **kwargs):
         self.operations: list[tuple] = []
         self.replays = 0
+        self.capture_stream = None
 
     def replay(self) -> None:
         now: dict[int, torch.Tensor] = {}  # id of a tensor the capture made -> this replay's
@@ -83,45 +87,99 @@ class RecordedGraph:
         self.replays += 1
 
 
-@contextlib.contextmanager
-def graph(recorded: RecordedGraph, pool=None, stream=None, **kwargs):
-    """Stand-in for torch.cuda.graph: records the body into `recorded`, then undoes what it wrote."""
-    recorder = _Recorder()
-    with recorder:
-        yield recorded
-    with torch.no_grad():
-        for tensor, before in recorder.saved:
-            tensor.copy_(before)
-    recorded.operations = recorder.operations
+CURRENT_DEVICE = torch.device("cuda", 0)
+
+
+def _device(device) -> torch.device:
+    """The device a stream is asked for, as torch.cuda reads its argument: None is the current device."""
+    if device is None:
+        return CURRENT_DEVICE
+    device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    return torch.device(device.type, 0) if device.type == "cuda" and device.index is None else device
 
 
 class _Stream:
-    """A stream that is always done."""
+    """A stream of one device that is always done. Each device has its own default stream and a current stream (the
+    default one until `stream(...)` makes another current)."""
+
+    def __init__(self, device, default: bool = False):
+        self.device = _device(device)
+        self.default = default
 
     def synchronize(self) -> None:
         pass
 
     def wait_stream(self, other) -> None:
-        pass
+        # torch's wait_stream records an event on `other`: anything but a stream fails there.
+        if not isinstance(other, _Stream):
+            raise AttributeError(f"{type(other).__name__!r} object has no attribute 'record_event'")
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _Stream)
-
-    __hash__ = object.__hash__
-
-
-_STREAM = _Stream()
+    def __repr__(self) -> str:
+        return f"<{'default' if self.default else 'side'} stream of {self.device} {id(self):#x}>"
 
 
-def install(monkeypatch) -> None:
-    """Graphs, streams and capturable Adam on the CPU for the rest of the test (monkeypatch undoes it)."""
+class _Streams:
+    """The default and current streams of every device asked for."""
+
+    def __init__(self):
+        self.defaults: dict[torch.device, _Stream] = {}
+        self.now: dict[torch.device, _Stream] = {}
+
+    def default_stream(self, device=None) -> _Stream:
+        device = _device(device)
+        return self.defaults.setdefault(device, _Stream(device, default=True))
+
+    def current_stream(self, device=None) -> _Stream:
+        device = _device(device)
+        return self.now.get(device) or self.default_stream(device)
+
+    @contextlib.contextmanager
+    def stream(self, stream):
+        """torch.cuda.stream: `stream` current on its device for the block (None: changes nothing, as in torch)."""
+        if stream is None:
+            yield
+            return
+        before = self.now.get(stream.device)
+        self.now[stream.device] = stream
+        try:
+            yield
+        finally:
+            if before is None:
+                self.now.pop(stream.device)
+            else:
+                self.now[stream.device] = before
+
+    @contextlib.contextmanager
+    def graph(self, recorded: RecordedGraph, pool=None, stream=None, **kwargs):
+        """Stand-in for torch.cuda.graph: records the body into `recorded`, then undoes what it wrote. The body runs on
+        `stream` (current for the capture), or where none is given on a side stream of the current device, as in
+        torch; a default stream cannot capture (CUDA refuses it). `recorded.capture_stream` says which it was."""
+        capture = stream if stream is not None else _Stream(None)
+        if capture.default:
+            raise RuntimeError(f"a CUDA graph cannot be captured on {capture}")
+        recorded.capture_stream = capture
+        recorder = _Recorder()
+        with self.stream(capture), recorder:
+            yield recorded
+        with torch.no_grad():
+            for tensor, before in recorder.saved:
+                tensor.copy_(before)
+        recorded.operations = recorder.operations
+
+
+def install(monkeypatch) -> _Streams:
+    """Graphs, streams and capturable Adam on the CPU for the rest of the test (monkeypatch undoes it). The current
+    CUDA device is CURRENT_DEVICE, which no tensor of the tests is on: code that asks for a stream without naming the
+    device its work runs on gets that device's."""
     adam = importlib.import_module("torch.optim.adam")  # the module (torch.optim.adam is also a function's name)
     supported = adam._get_capturable_supported_devices
     monkeypatch.setattr(adam, "_get_capturable_supported_devices",
                         lambda *args, **kwargs: [*supported(*args, **kwargs), "cpu"])
+    streams = _Streams()
     monkeypatch.setattr(torch.cuda, "CUDAGraph", RecordedGraph)
-    monkeypatch.setattr(torch.cuda, "graph", graph)
-    monkeypatch.setattr(torch.cuda, "Stream", lambda *args, **kwargs: _STREAM)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda *args, **kwargs: _STREAM)
-    monkeypatch.setattr(torch.cuda, "default_stream", lambda *args, **kwargs: _STREAM)
-    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "graph", streams.graph)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None, *args, **kwargs: _Stream(device))
+    monkeypatch.setattr(torch.cuda, "current_stream", streams.current_stream)
+    monkeypatch.setattr(torch.cuda, "default_stream", streams.default_stream)
+    monkeypatch.setattr(torch.cuda, "stream", streams.stream)
+    return streams

@@ -87,8 +87,8 @@ GROUPS: dict[str, tuple] = {
                  "runs_table or tab04 or tab07 or fig08 or bench or verdict or same or derived"],
                 ["gather", "_runs", "_tag", "_flop_columns", "_rates", "relative_to", "speedup", "speedup_verdict",
                  "bench_rows", "_bench_row"]),
-    # The CUDA graph paths, under tests/cpu_graphs.py's recorded graphs on the CPU: the optimizer step's capture and
-    # replay, and the sampling evaluation's.
+    # The CUDA graph paths, under tests/cpu_graphs.py's recorded graphs and per-device streams on the CPU: the
+    # optimizer step's capture and replay, and the sampling evaluation's.
     "graphs": (["medddpm/training.py", "medddpm/sampling.py"], ["tests/test_graphs_on_cpu.py"],
                ["*StepGraph*", "*UNetEvaluation*"]),
     # Where a result was measured, against sources other than this code (tests/test_provenance.py, the PCI address
@@ -98,8 +98,10 @@ GROUPS: dict[str, tuple] = {
                     "tests/test_reporting.py::test_clocks_are_read_from_nvidia_smi_as_far_as_the_board_reports_them"],
                    ["config_digest", "workflow_commit", "_pci_address", "parse_clocks", "cpu_name", "device_record",
                     "provenance"]),
-    # The device's measured ceilings, against numpy's product and copy timed by the test.
+    # The device's measured ceilings, against numpy's product and copy timed by the test; the sizes and precisions
+    # asked of a GPU and of a CPU, with the measurements replaced by stand-ins.
     "rates": (["measurement/rates.py"], ["tests/test_bench.py", "-k", "cpu_rates"]),
+    # FLOPs per kernel class, against a count from the layer shapes and FLOPs written out per operation.
     "flops": (["medddpm/flops.py"], ["tests/test_flops.py"]),
     # Not mutmut: the module-level tables (kernel-class patterns, unit factors), see tests/mutation_tables.py.
     "constants": (["profiling/kernels.py (patterns)", "profiling/units.py (factors)"],

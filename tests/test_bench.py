@@ -2,13 +2,15 @@
 
 import json
 import math
+import warnings
 
 import pandas as pd
 import pytest
 import torch
 
 from config_settings import configured
-from measurement.rates import RateSettings, device_rates
+from measurement import rates as rates_module
+from measurement.rates import RateSettings, device_rates, matmul_rate
 from reporting.bench import bench_markdown, bench_rows, describe_switches
 from reporting.results import collect
 from medddpm.switches import Variant
@@ -68,6 +70,50 @@ def test_cpu_rates_agree_with_the_same_operations_timed_with_numpy():
     numpy_gb_per_s = 2 * src.nbytes / best_seconds(lambda: np.copyto(dst, src)) / 1e9
     assert numpy_gb_per_s / 10 < rates["copy_gb_per_s"] < numpy_gb_per_s * 10, (rates["copy_gb_per_s"],
                                                                                 numpy_gb_per_s)
+
+
+def test_cpu_rates_and_a_gpus_are_measured_at_their_own_sizes_and_precisions(monkeypatch):
+    """What device_rates asks of each measurement, by device kind (the measurements replaced by stand-ins that
+    record their arguments): a GPU the large sizes and bf16 only, a CPU the small sizes, bf16 and fp32, and the
+    note saying the ceilings are a CPU's."""
+    settings = RateSettings(gpu_matmul_size=8192, cpu_matmul_size=64, gpu_copy_mib=1024, cpu_copy_mib=2, warmup=2,
+                            repeats=5)
+    asked = []
+
+    def matmul(device, n, dtype, warmup, repeats):
+        asked.append(("matmul", device.type, n, dtype, warmup, repeats))
+        return {"dtype": dtype, "tflops": {"bfloat16": 700.0, "float32": 50.0}[dtype]}
+
+    def copy(device, mib, warmup, repeats):
+        asked.append(("copy", device.type, mib, warmup, repeats))
+        return {"gb_per_s": 4000.0}
+
+    monkeypatch.setattr(rates_module, "matmul_rate", matmul)
+    monkeypatch.setattr(rates_module, "copy_bandwidth", copy)
+    gpu = device_rates(torch.device("cuda", 0), settings)
+    assert asked == [("matmul", "cuda", 8192, "bfloat16", 2, 5), ("copy", "cuda", 1024, 2, 5)]
+    assert gpu["device_kind"] == "cuda" and gpu["note"] is None
+    assert gpu["bf16_matmul_tflops"] == 700.0 and gpu["copy_gb_per_s"] == 4000.0
+    asked.clear()
+    cpu = device_rates(torch.device("cpu"), settings)
+    assert asked == [("matmul", "cpu", 64, "bfloat16", 2, 5), ("matmul", "cpu", 64, "float32", 2, 5),
+                     ("copy", "cpu", 2, 2, 5)]
+    assert cpu["device_kind"] == "cpu" and cpu["bf16_matmul_tflops"] == 700.0
+    assert cpu["note"] == "these ceilings are the CPU's (this label's device), not a GPU's"
+
+
+def test_cpu_rates_draw_their_operands_from_their_own_seed_into_a_product_of_the_right_shape():
+    """The operands come from the measurement's own seeded generator: torch's global generator (a job's seeded
+    draws) is left where it was. The product is written into an n x n tensor made for it: nothing is resized (torch
+    warns where an output is), and the byte counts of the copy are whole numbers (as JSON writes them)."""
+    torch.manual_seed(11)
+    before = torch.get_rng_state()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        matmul_rate(torch.device("cpu"), 16, "float32", warmup=1, repeats=2)
+    assert torch.equal(torch.get_rng_state(), before)
+    copy = rates_module.copy_bandwidth(torch.device("cpu"), 1, warmup=0, repeats=1)
+    assert json.dumps([copy["bytes_copied"], copy["bytes_moved"]]) == "[1048576, 2097152]"
 
 
 def _flops(shape, checkpointing):

@@ -19,7 +19,7 @@ from medddpm.sampling import UNetEvaluation
 from medddpm.settings import TrainSettings
 from medddpm.switches import Variant
 from medddpm.training import StepGraph, Trainer
-from unet_helpers import TINY, TINY_SHAPE, tiny_unet
+from unet_helpers import TINY, TINY_SHAPE, tiny_inputs, tiny_unet
 
 BASELINE = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
 STEPS = 4
@@ -83,6 +83,24 @@ def test_a_graph_captured_over_leftover_gradients_still_trains_as_the_eager_step
         assert torch.equal(weight, same)
 
 
+def test_a_step_graph_is_captured_on_the_stream_the_trainer_works_on_and_draws_nothing_of_its_own(graphs):
+    """A trainer working on a stream of its own device (the study's ensemble gives every run one) has its step
+    captured on that stream (on the default stream, which cannot capture, a side stream is the graph's: the tests
+    above). Capturing takes its throw-away draws from a generator of its own: torch's global one (a job's seeded
+    draws) is left where it was."""
+    trainer = _trainer(captures=False)
+    _train_steps(trainer, 1)
+    own = torch.cuda.Stream(torch.device("cpu"))
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    with torch.cuda.stream(own):
+        trainer.graph = StepGraph(trainer)
+        assert torch.equal(torch.get_rng_state(), before)
+        assert trainer.graph.graph.capture_stream is own
+        _train_steps(trainer, 1)
+    assert trainer.graph.graph.replays == 1
+
+
 def test_the_fake_graph_replays_only_what_was_captured(graphs):
     """The stand-in is a graph, not a second eager step: a capture leaves the parameters it updated as they were, a
     replay reads its static input as it is then and adds into the gradient the capture left, and a read to the host
@@ -129,6 +147,32 @@ def test_a_replayed_sampling_evaluation_gives_the_plain_output_for_every_input_a
             outputs.append(got)
         assert evaluation.captures == captures, shape
     assert len({tuple(o.flatten()[:4].tolist()) for o in outputs}) == len(outputs)  # every call its own output
+
+
+def test_the_evaluation_warms_up_on_a_side_stream_before_it_captures(graphs):
+    """The warm-up runs (cuDNN autotuning, compilation) happen on a side stream that waited for the current one, the
+    capture on a stream of the graph's own, never on the default stream."""
+    diffusion = GaussianDiffusion(tiny_unet(), timesteps=10).eval()
+    evaluation = UNetEvaluation(diffusion, Variant.from_config("graphs", BASELINE | {"cuda_graphs": True}),
+                                torch.device("cpu"))
+    evaluation.graphs = True
+    plain, streams = diffusion.denoise, []
+
+    def denoise(*args):
+        streams.append(torch.cuda.current_stream())
+        return plain(*args)
+
+    diffusion.denoise = denoise
+    x, _ = tiny_inputs(shape=TINY_SHAPE)
+    condition, x = x[:, TINY.out_channels:], x[:, :TINY.out_channels]
+    with torch.no_grad():
+        evaluation(x, condition, torch.tensor([3]))
+        evaluation(x, condition, torch.tensor([5]))  # a replay: no evaluation of its own
+    warm_up, capture = streams[:UNetEvaluation.WARMUP_RUNS], streams[UNetEvaluation.WARMUP_RUNS:]
+    assert len(warm_up) == UNetEvaluation.WARMUP_RUNS and len(capture) == 1
+    assert len(set(warm_up)) == 1 and not warm_up[0].default
+    assert not capture[0].default and capture[0] is not warm_up[0]
+    assert torch.cuda.current_stream().default  # the side stream only for the warm-up
 
 
 def test_only_a_cuda_device_replays_the_evaluation_from_a_graph():

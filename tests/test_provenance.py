@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from measurement import provenance
+from measurement import gpus, provenance
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,18 +92,22 @@ esac
 """)
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
-    record = provenance.device_record(torch.device("cuda", 0))
+    shipped = json.loads((REPO / "data/reference/wholehead/h200/baseline/train.json").read_text())["provenance"]
+    # The job's own GPU (the second here), not the current one; torch's CUDA and cuDNN as that run reported them.
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: props if device == torch.device("cuda", 1) else None)
+    monkeypatch.setattr(torch.version, "cuda", shipped["cuda"])
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: shipped["cudnn"])
+    record = provenance.device_record(torch.device("cuda", 1))
     assert record["device_type"] == "cuda" and record["device_name"] == "NVIDIA H200"
     assert record["compute_capability"] == "9.0" and record["multiprocessors"] == 132
     assert record["memory_bytes"] == 150109880320 and record["l2_cache_bytes"] == 62914560
     assert record["driver"] == "580.159.04"
     assert record["clocks"] == {"sm_max_mhz": 1980.0, "sm_application_mhz": 1980.0, "power_limit_w": 700.0}
-    assert record["cuda"] == torch.version.cuda and record["cudnn"] == torch.backends.cudnn.version()
     assert "-i 00000000:00:06.0" in asked.read_text()  # the clocks of this GPU, by its PCI address
-    shipped = json.loads((REPO / "data/reference/wholehead/h200/baseline/train.json").read_text())["provenance"]
+    assert shipped["cuda"] is not None and shipped["cudnn"] is not None
     for key in ("device_name", "compute_capability", "multiprocessors", "memory_bytes", "l2_cache_bytes", "driver",
-                "clocks"):
+                "clocks", "cuda", "cudnn"):
         assert record[key] == shipped[key], key
 
 
@@ -122,3 +126,84 @@ def test_the_pci_address_is_written_as_nvidia_smi_writes_it(domain, bus, device,
     props = SimpleNamespace(pci_domain_id=domain, pci_bus_id=bus, pci_device_id=device)
     assert provenance._pci_address(props) == expected
     assert provenance._pci_address(SimpleNamespace(name="a GPU torch gives no PCI ids for")) is None
+
+
+def test_a_gpu_torch_gives_no_l2_size_for_is_recorded_without_one(monkeypatch):
+    props = SimpleNamespace(name="a GPU", major=8, minor=0, multi_processor_count=108, total_memory=2**34)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    monkeypatch.setattr(provenance, "_nvidia_driver", lambda: None)
+    monkeypatch.setattr(provenance, "_nvidia_clocks", lambda props: None)
+    record = provenance.device_record(torch.device("cuda", 0))
+    assert record["l2_cache_bytes"] is None and record["memory_bytes"] == 2**34
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_workflow_commit_is_unknown_where_git_cannot_say_what_is_checked_out_or_whether_it_changed(tmp_path):
+    """A repository without a commit (git rev-parse fails there while git status answers) and one whose index
+    cannot be read (git status fails while rev-parse answers): neither is a commit that results could name."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _git(empty, "init", "-q")
+    (empty / "Snakefile").write_text("rule all:\n")
+    _git(empty, "add", "Snakefile")
+    assert _git(empty, "status", "--porcelain", "--untracked-files=no") == "A  Snakefile"
+    assert provenance.workflow_commit(empty) == "unknown"
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    _git(broken, "init", "-q")
+    (broken / "Snakefile").write_text("rule all:\n")
+    _git(broken, "add", "Snakefile")
+    _git(broken, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "first")
+    (broken / ".git" / "index").write_bytes(b"not an index")
+    assert subprocess.run(["git", "-C", str(broken), "status"], capture_output=True).returncode != 0
+    assert len(_git(broken, "rev-parse", "HEAD")) == 40
+    assert provenance.workflow_commit(broken) == "unknown"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_results_provenance_names_the_commit_of_the_repository_it_is_given_and_the_gpu_it_held(tmp_path,
+                                                                                               monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "Snakefile").write_text("rule all:\n")
+    _git(repo, "add", "Snakefile")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "first")
+    lease = gpus.Lease(gpus.Gpu("1", "GPU-0f2b"), tmp_path / "locks" / "GPU-0f2b.lock", 2.5)
+    monkeypatch.setattr(gpus, "_HELD", [lease])
+    record = provenance.provenance(torch.device("cpu"), {}, repo, "cpu", True)
+    assert record["workflow_commit"] == _git(repo, "log", "-1", "--format=%H")
+    assert record["gpu_lease"] == {"gpu_index": "1", "gpu_uuid": "GPU-0f2b",
+                                   "gpu_lock": f"{tmp_path}/locks/GPU-0f2b.lock", "gpu_wait_seconds": 2.5}
+    assert record["emulated_on_cpu"] is True
+
+
+class _CpuInfo:
+    """Stands in for pathlib.Path in measurement.provenance: /proc/cpuinfo with the given text, or unreadable."""
+
+    text: str | None = None
+
+    def __init__(self, path):
+        assert str(path) == "/proc/cpuinfo"
+
+    def read_text(self):
+        if self.text is None:
+            raise FileNotFoundError("/proc/cpuinfo")
+        return self.text
+
+
+@pytest.mark.parametrize("cpuinfo, processor, expected", [
+    # A model name with a colon of its own: everything after the field's first colon.
+    ("processor\t: 0\nmodel name\t: Example CPU: rev 2 @ 3.0GHz\nflags\t\t: fpu\n", "x86_64",
+     "Example CPU: rev 2 @ 3.0GHz"),
+    # No model name (many ARM kernels): the platform's processor, else its machine.
+    ("processor\t: 0\nBogoMIPS\t: 50.00\n", "", "aarch64"),
+    ("processor\t: 0\nBogoMIPS\t: 50.00\n", "arm", "arm"),
+    (None, "", "aarch64"),  # no /proc/cpuinfo (macOS)
+])
+def test_the_cpu_name_is_the_model_name_else_what_the_platform_says(monkeypatch, cpuinfo, processor, expected):
+    monkeypatch.setattr(_CpuInfo, "text", cpuinfo)
+    monkeypatch.setattr(provenance, "Path", _CpuInfo)
+    monkeypatch.setattr(provenance.platform, "processor", lambda: processor)
+    monkeypatch.setattr(provenance.platform, "machine", lambda: "aarch64")
+    assert provenance.cpu_name() == expected
