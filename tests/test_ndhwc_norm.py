@@ -85,6 +85,30 @@ def test_values_and_gradients_equal_groupnorm32_then_silu(channels, spatial, dty
             assert relative(grad, exact_grad) < 2 * relative(expected_grad, exact_grad) + 1e-7
 
 
+def test_the_sums_passes_store_nothing_past_their_buffer(monkeypatch):
+    """The (2, N, PARTS, C) buffer of partial sums with guard elements after it: both directions' sums passes store
+    each program's C channels and nothing beyond (96 channels in 128 lanes: the lanes past C are masked at the
+    store, also the last program's, whose row ends the buffer), so the guard keeps its sentinel."""
+    passes, buffers = ndhwc_norm._passes, []
+
+    def guarded(x, groups, compute):
+        run = passes(x, groups, compute)
+        buffers.append(torch.full((run.sums.numel() + 256,), -7.0, dtype=compute, device=x.device))
+        return run._replace(sums=buffers[-1][:run.sums.numel()].view(run.sums.shape))
+
+    monkeypatch.setattr(ndhwc_norm, "_passes", guarded)
+    reference, kernel = reference_and_kernel(96, torch.float64)
+    x, grad_out = offset_activation(96, (4, 3, 5), torch.float64)
+    expected, expected_grads = values_and_gradients(reference, x, grad_out)
+    out, grads = values_and_gradients(kernel, x, grad_out)
+    assert len(buffers) == 2
+    for buffer in buffers:
+        assert bool((buffer[-256:] == -7.0).all())
+    assert relative(out, expected) < 1e-12
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert relative(grad, expected_grad) < 1e-12
+
+
 @pytest.mark.parametrize("tile_elements, programs, spatial, parts, chunk",
                          [(4096, 4, (5, 6, 9), 2, 2), (64, 1024, (2, 5, 7), 70, 32)],
                          ids=["programs-loop-over-tiles", "statistics-loop-over-programs"])
@@ -313,6 +337,7 @@ def _tile_offsets_kernel(out_ptr, n, tile, S, C, BLOCK_S: tl.constexpr, BLOCK_C:
     (8, 0, 128**3, 128),          # the first row of sample 8: 2^31 exactly, where 32 bits wrap to -2^31
     (8, 32767, 128**3, 128),      # sample 8's last tile of 64 rows at 128^3 (9 samples: the GPU test's batch)
     (16, 5, 64**3, 512),          # another shape past 2^31, and past 2^32 (8.6e9 elements)
+    (0, 16384, 2**21, 2048),      # one sample past 2^31: its row offsets alone reach 2^31 (the rows in 64 bits too)
     (0, 2, 40, 6),                # a partial last tile: the rows beyond S masked
 ])
 def test_tile_offsets_are_64_bit_past_2_31_elements(n, tile, S, C):
