@@ -157,6 +157,30 @@ def test_bfloat16_keeps_dtype_and_layout_and_is_within_rounding():
         assert relative(grad, expected_grad) < 1.5e-2
 
 
+def truncated_to_bfloat16(t: torch.Tensor) -> torch.Tensor:
+    """float32 values cut to bfloat16's 8 bits of mantissa, as Triton's interpreter casts them (in float32)."""
+    return (t.float().contiguous().view(torch.int32) & -65536).view(torch.float32)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU rounds to nearest (the on_gpu bfloat16 test)")
+def test_bfloat16_rounds_the_norms_output_before_silu_under_the_interpreter():
+    """The output cast to bfloat16 before SiLU and after it, as the plain function does, with the interpreter's
+    truncating casts written out by hand on the float64 GroupNorm: the same values but where float32 arithmetic in
+    another order puts the norm's output across a truncation edge (2 of 26880 here); without the first cast about
+    half of them differ."""
+    reference, kernel = reference_and_kernel(64, torch.float32)
+    torch.manual_seed(1)
+    x = (torch.randn(2, 64, 5, 6, 7, device=DEVICE) * 3 + 5).to(torch.bfloat16).contiguous(memory_format=CL)
+    norm = reference[0]
+    with torch.no_grad():
+        out = kernel(x)
+        z = torch.nn.functional.group_norm(x.double(), 32, norm.weight.double(), norm.bias.double(), norm.eps)
+        zr = truncated_to_bfloat16(z)
+        expected = truncated_to_bfloat16(zr * torch.sigmoid(zr))
+    assert out.dtype == torch.bfloat16
+    assert float((out.float() != expected).float().mean()) < 1e-3
+
+
 def test_other_inputs_take_the_plain_function():
     """A contiguous activation is not what the kernels read: it goes through group_norm_silu, unchanged."""
     reference, kernel = reference_and_kernel(64, torch.float32)
