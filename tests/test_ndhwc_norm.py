@@ -85,23 +85,41 @@ def test_values_and_gradients_equal_groupnorm32_then_silu(channels, spatial, dty
             assert relative(grad, exact_grad) < 2 * relative(expected_grad, exact_grad) + 1e-7
 
 
-def test_the_sums_passes_store_nothing_past_their_buffer(monkeypatch):
-    """The (2, N, PARTS, C) buffer of partial sums with guard elements after it: both directions' sums passes store
-    each program's C channels and nothing beyond (96 channels in 128 lanes: the lanes past C are masked at the
-    store, also the last program's, whose row ends the buffer), so the guard keeps its sentinel."""
+def test_the_passes_store_nothing_past_their_buffers(monkeypatch):
+    """The (2, N, PARTS, C) buffer of partial sums, y and dx, each with guard elements after it: the sums passes store
+    each program's C channels and the apply passes each row's C channels, nothing beyond (96 channels in 128 lanes:
+    the lanes past C are masked at every store, also in the last program, whose last row ends the buffer; on a GPU
+    a row's lane C would race with the next row's channel 0), so every guard keeps its sentinel."""
     passes, buffers = ndhwc_norm._passes, []
 
-    def guarded(x, groups, compute):
-        run = passes(x, groups, compute)
-        buffers.append(torch.full((run.sums.numel() + 256,), -7.0, dtype=compute, device=x.device))
-        return run._replace(sums=buffers[-1][:run.sums.numel()].view(run.sums.shape))
+    def guard(numel, dtype, device):
+        buffers.append(torch.full((numel + 256,), -7.0, dtype=dtype, device=device))
+        return buffers[-1][:numel]
 
-    monkeypatch.setattr(ndhwc_norm, "_passes", guarded)
+    def guarded_passes(x, groups, compute):
+        run = passes(x, groups, compute)
+        return run._replace(sums=guard(run.sums.numel(), compute, x.device).view(run.sums.shape))
+
+    class GuardedTorch:
+        """torch, but empty_like in channels-last (y and dx) gives a tensor with a guard after it."""
+
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def empty_like(t, memory_format=None, **kwargs):
+            if memory_format is not CL:
+                return torch.empty_like(t, memory_format=memory_format, **kwargs)
+            n, c, *spatial = t.shape
+            return guard(t.numel(), t.dtype, t.device).view(n, *spatial, c).permute(0, 4, 1, 2, 3)
+
+    monkeypatch.setattr(ndhwc_norm, "_passes", guarded_passes)
+    monkeypatch.setattr(ndhwc_norm, "torch", GuardedTorch())
     reference, kernel = reference_and_kernel(96, torch.float64)
     x, grad_out = offset_activation(96, (4, 3, 5), torch.float64)
     expected, expected_grads = values_and_gradients(reference, x, grad_out)
     out, grads = values_and_gradients(kernel, x, grad_out)
-    assert len(buffers) == 2
+    assert len(buffers) == 4  # sums and y, sums and dx
     for buffer in buffers:
         assert bool((buffer[-256:] == -7.0).all())
     assert relative(out, expected) < 1e-12
