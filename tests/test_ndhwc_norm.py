@@ -127,6 +127,18 @@ def test_the_passes_store_nothing_past_their_buffers(monkeypatch):
         assert relative(grad, expected_grad) < 1e-12
 
 
+def test_a_variance_below_one_is_normalised_as_by_the_reference():
+    """A group variance of 0.01 (the other tests' are about 4): the variance is clamped at zero, not at one."""
+    reference, kernel = reference_and_kernel(64, torch.float64)
+    x = (torch.randn(2, 64, 2, 3, 4, dtype=torch.float64, device=DEVICE) * 0.1 + 3).contiguous(memory_format=CL)
+    grad_out = torch.randn(x.shape, dtype=torch.float64, device=DEVICE).contiguous(memory_format=CL)
+    expected, expected_grads = values_and_gradients(reference, x, grad_out)
+    out, grads = values_and_gradients(kernel, x, grad_out)
+    assert relative(out, expected) < 1e-12
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert relative(grad, expected_grad) < 1e-12
+
+
 @pytest.mark.parametrize("tile_elements, programs, spatial, parts, chunk",
                          [(4096, 4, (5, 6, 9), 2, 2), (64, 1024, (2, 5, 7), 70, 32)],
                          ids=["programs-loop-over-tiles", "statistics-loop-over-programs"])
