@@ -13,6 +13,8 @@ surviving mutants are listed by name (see one with `cd <workdir> && python3 -m m
 mutmut mutates the bodies of functions and methods, not module-level tables; the group "constants" mutates the two
 tables the numbers depend on, in memory (tests/mutation_tables.py): each kernel-class pattern of profiling/kernels.py
 removed in turn, and each unit factor of profiling/units.py multiplied by 1000 in turn, against the table tests.
+Nor can it mutate Triton kernels (Triton's jit cannot parse its trampolines); the group "ndhwc" mutates the @triton.jit
+functions of medddpm/ndhwc_norm.py with a mutator of its own, under Triton's interpreter (tests/mutation_kernels.py).
 """
 
 from __future__ import annotations
@@ -103,9 +105,14 @@ GROUPS: dict[str, tuple] = {
     "rates": (["measurement/rates.py"], ["tests/test_bench.py", "-k", "cpu_rates"]),
     # FLOPs per kernel class, against a count from the layer shapes and FLOPs written out per operation.
     "flops": (["medddpm/flops.py"], ["tests/test_flops.py"]),
+    # The samplers: the respacing, each fast solver's coefficients and update, the chain, x_T (medddpm/sampling.py
+    # holds only UNetEvaluation, which the group "graphs" mutates).
+    "sampling": (["medddpm/samplers.py"], ["tests/test_samplers.py"]),
     # Not mutmut: the module-level tables (kernel-class patterns, unit factors), see tests/mutation_tables.py.
     "constants": (["profiling/kernels.py (patterns)", "profiling/units.py (factors)"],
                   ["tests/test_kernel_classes.py", "tests/test_profiling_units.py", "tests/test_profiling_parsers.py"]),
+    # Not mutmut: the NDHWC Triton kernels under Triton's interpreter, see tests/mutation_kernels.py.
+    "ndhwc": (["medddpm/ndhwc_norm.py (@triton.jit functions)"], ["tests/test_ndhwc_norm.py (a fast selection)"]),
 }
 COPIED = ["workflow", "tests", "data", "config", "config.yaml"]
 PYPROJECT = """\
@@ -113,7 +120,8 @@ PYPROJECT = """\
 pythonpath = ["{scripts}"]
 testpaths = ["tests"]
 addopts = "-p no:cacheprovider --strict-markers"
-markers = ["workflow: end to end", "slurm: a local SLURM"]
+markers = ["workflow: end to end", "slurm: a local SLURM", "cuda: a CUDA GPU",
+           "on_gpu_when_present: the GPU where there is one"]
 
 [tool.mutmut]
 source_paths = ["{scripts}"]
@@ -208,6 +216,11 @@ def main() -> int:
             env = {**os.environ, "HYPOTHESIS_EXAMPLES": os.environ.get("HYPOTHESIS_EXAMPLES", "15")}
             failed |= subprocess.run([sys.executable, str(REPO / "tests" / "mutation_tables.py")], cwd=REPO,
                                      env=env).returncode != 0
+            continue
+        if group == "ndhwc":
+            failed |= subprocess.run([sys.executable, str(REPO / "tests" / "mutation_kernels.py"), "--workdir",
+                                      str(args.workdir / group), *(["--survivors"] if args.survivors else [])],
+                                     cwd=REPO).returncode != 0
             continue
         workdir = args.workdir / group
         names = mutant_globs(group)

@@ -85,6 +85,60 @@ def test_values_and_gradients_equal_groupnorm32_then_silu(channels, spatial, dty
             assert relative(grad, exact_grad) < 2 * relative(expected_grad, exact_grad) + 1e-7
 
 
+def test_the_passes_store_nothing_past_their_buffers(monkeypatch):
+    """The (2, N, PARTS, C) buffer of partial sums, y and dx, each with guard elements after it: the sums passes store
+    each program's C channels and the apply passes each row's C channels, nothing beyond (96 channels in 128 lanes:
+    the lanes past C are masked at every store, also in the last program, whose last row ends the buffer; on a GPU
+    a row's lane C would race with the next row's channel 0), so every guard keeps its sentinel."""
+    passes, buffers = ndhwc_norm._passes, []
+
+    def guard(numel, dtype, device):
+        buffers.append(torch.full((numel + 256,), -7.0, dtype=dtype, device=device))
+        return buffers[-1][:numel]
+
+    def guarded_passes(x, groups, compute):
+        run = passes(x, groups, compute)
+        return run._replace(sums=guard(run.sums.numel(), compute, x.device).view(run.sums.shape))
+
+    class GuardedTorch:
+        """torch, but empty_like in channels-last (y and dx) gives a tensor with a guard after it."""
+
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def empty_like(t, memory_format=None, **kwargs):
+            if memory_format is not CL:
+                return torch.empty_like(t, memory_format=memory_format, **kwargs)
+            n, c, *spatial = t.shape
+            return guard(t.numel(), t.dtype, t.device).view(n, *spatial, c).permute(0, 4, 1, 2, 3)
+
+    monkeypatch.setattr(ndhwc_norm, "_passes", guarded_passes)
+    monkeypatch.setattr(ndhwc_norm, "torch", GuardedTorch())
+    reference, kernel = reference_and_kernel(96, torch.float64)
+    x, grad_out = offset_activation(96, (4, 3, 5), torch.float64)
+    expected, expected_grads = values_and_gradients(reference, x, grad_out)
+    out, grads = values_and_gradients(kernel, x, grad_out)
+    assert len(buffers) == 4  # sums and y, sums and dx
+    for buffer in buffers:
+        assert bool((buffer[-256:] == -7.0).all())
+    assert relative(out, expected) < 1e-12
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert relative(grad, expected_grad) < 1e-12
+
+
+def test_a_variance_below_one_is_normalised_as_by_the_reference():
+    """A group variance of 0.01 (the other tests' are about 4): the variance is clamped at zero, not at one."""
+    reference, kernel = reference_and_kernel(64, torch.float64)
+    x = (torch.randn(2, 64, 2, 3, 4, dtype=torch.float64, device=DEVICE) * 0.1 + 3).contiguous(memory_format=CL)
+    grad_out = torch.randn(x.shape, dtype=torch.float64, device=DEVICE).contiguous(memory_format=CL)
+    expected, expected_grads = values_and_gradients(reference, x, grad_out)
+    out, grads = values_and_gradients(kernel, x, grad_out)
+    assert relative(out, expected) < 1e-12
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert relative(grad, expected_grad) < 1e-12
+
+
 @pytest.mark.parametrize("tile_elements, programs, spatial, parts, chunk",
                          [(4096, 4, (5, 6, 9), 2, 2), (64, 1024, (2, 5, 7), 70, 32)],
                          ids=["programs-loop-over-tiles", "statistics-loop-over-programs"])
@@ -131,6 +185,30 @@ def test_bfloat16_keeps_dtype_and_layout_and_is_within_rounding():
     assert relative(out, expected) < 1.5e-2
     for grad, expected_grad in zip(grads, expected_grads):
         assert relative(grad, expected_grad) < 1.5e-2
+
+
+def truncated_to_bfloat16(t: torch.Tensor) -> torch.Tensor:
+    """float32 values cut to bfloat16's 8 bits of mantissa, as Triton's interpreter casts them (in float32)."""
+    return (t.float().contiguous().view(torch.int32) & -65536).view(torch.float32)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU rounds to nearest (the on_gpu bfloat16 test)")
+def test_bfloat16_rounds_the_norms_output_before_silu_under_the_interpreter():
+    """The output cast to bfloat16 before SiLU and after it, as the plain function does, with the interpreter's
+    truncating casts written out by hand on the float64 GroupNorm: the same values but where float32 arithmetic in
+    another order puts the norm's output across a truncation edge (2 of 26880 here); without the first cast about
+    half of them differ."""
+    reference, kernel = reference_and_kernel(64, torch.float32)
+    torch.manual_seed(1)
+    x = (torch.randn(2, 64, 5, 6, 7, device=DEVICE) * 3 + 5).to(torch.bfloat16).contiguous(memory_format=CL)
+    norm = reference[0]
+    with torch.no_grad():
+        out = kernel(x)
+        z = torch.nn.functional.group_norm(x.double(), 32, norm.weight.double(), norm.bias.double(), norm.eps)
+        zr = truncated_to_bfloat16(z)
+        expected = truncated_to_bfloat16(zr * torch.sigmoid(zr))
+    assert out.dtype == torch.bfloat16
+    assert float((out.float() != expected).float().mean()) < 1e-3
 
 
 def test_other_inputs_take_the_plain_function():
@@ -313,6 +391,7 @@ def _tile_offsets_kernel(out_ptr, n, tile, S, C, BLOCK_S: tl.constexpr, BLOCK_C:
     (8, 0, 128**3, 128),          # the first row of sample 8: 2^31 exactly, where 32 bits wrap to -2^31
     (8, 32767, 128**3, 128),      # sample 8's last tile of 64 rows at 128^3 (9 samples: the GPU test's batch)
     (16, 5, 64**3, 512),          # another shape past 2^31, and past 2^32 (8.6e9 elements)
+    (0, 16384, 2**21, 2048),      # one sample past 2^31: its row offsets alone reach 2^31 (the rows in 64 bits too)
     (0, 2, 40, 6),                # a partial last tile: the rows beyond S masked
 ])
 def test_tile_offsets_are_64_bit_past_2_31_elements(n, tile, S, C):

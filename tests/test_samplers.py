@@ -332,6 +332,58 @@ def test_fast_samplers_draw_x_T_as_the_diffusion_does(diffusion):
 
 
 @pytest.mark.parametrize("name", list(SAMPLERS))
+def test_every_sampler_gives_the_unet_the_condition_and_one_timestep_per_sample(name):
+    """What the U-Net is given at each step of `sample_steps`, as the jobs call it: x_T drawn from the generator in
+    the condition's batch and layout with the diffusion's channels (two here: with one channel a tensor is both
+    contiguous and channels-last, and the batch differs from the channel counts), the condition itself, and the
+    step's timestep as a LongTensor of one entry per sample."""
+    diffusion = GaussianDiffusion(nn.Identity(), timesteps=T, channels=2)
+    condition = torch.randn(3, 4, 2, 3, 4).to(memory_format=torch.channels_last_3d)
+    sampler = build_sampler(name, diffusion, T if name == "ddpm" else 10)
+    calls = []
+
+    def eps(x, c, t):
+        calls.append((x.clone(memory_format=torch.preserve_format), c, t))
+        return torch.tanh(x)
+
+    list(sample_steps(sampler, diffusion, condition, torch.Generator().manual_seed(7), max_steps=3, denoise=eps))
+    assert len(calls) == 3
+    torch.testing.assert_close(calls[0][0], torch.randn(3, 2, 2, 3, 4, generator=torch.Generator().manual_seed(7)),
+                               rtol=0, atol=0)
+    for (x, c, t), step in zip(calls, getattr(sampler, "unet_timesteps", sampler.timesteps)[:3]):
+        assert x.shape == (3, 2, 2, 3, 4)
+        assert x.is_contiguous(memory_format=torch.channels_last_3d) and not x.is_contiguous()
+        assert c is condition
+        assert t.dtype == torch.long and t.device == x.device and t.tolist() == [step] * 3
+    # The sampler's own trajectory too (for ddpm sample_steps takes the diffusion's chain instead).
+    calls.clear()
+    next(iter(sampler.trajectory(torch.zeros(3, 2, 2, 3, 4), condition, eps, torch.Generator().manual_seed(0))))
+    assert calls[0][1] is condition
+
+
+def test_the_solvers_compute_in_float64_from_a_float32_schedule(schedule):
+    """The schedule is taken in float64 whatever it comes in (the diffusion's buffers are float32): the coefficients
+    from a float32 copy are those of the same values in float64."""
+    single = schedule.astype(np.float32)
+    for solver in ODE_SOLVERS:
+        taken, exact = solver(single, 10), solver(single.astype(np.float64), 10)
+        assert taken.alphas_cumprod.dtype == np.float64
+        assert taken._x0_from_x == exact._x0_from_x and taken._x0_from_eps == exact._x0_from_eps
+
+
+def test_deis_ipndm_clips_alpha_bar_below_one_as_upstreams_vp_sde():
+    """alpha_bar is clipped to 1 - 1e-7 at the top as at the bottom (the cosine schedule of 250 steps never reaches
+    it; a schedule of two steps with alpha_bar = 1 - 1e-9 at t = 0 does): the first step's coefficients by hand,
+    with a' = 1 - 1e-7, and the last step's (from k = 0 to k = 0) keeping x and adding no noise."""
+    solver = DeisIPNDM([1 - 1e-9, 0.5], 2)
+    a, a_next = 0.5, 1 - 1e-7
+    keep = math.sqrt(a_next / a)
+    assert solver.coefficients[0] == pytest.approx((keep, math.sqrt(1 - a_next) - keep * math.sqrt(1 - a), 0, 0, 0),
+                                                   rel=1e-12, abs=0)
+    assert solver.coefficients[1] == (1.0, 0.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("name", list(SAMPLERS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_dtype_and_channels_last_3d_kept(diffusion, name, dtype):
     """channels_last_3d in, channels_last_3d out at every step, in the input's dtype, also where the noise
