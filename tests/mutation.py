@@ -142,18 +142,24 @@ def mutant_globs(group: str) -> list[str]:
             for function in functions[0] for sep in ("_", "ǁ")]
 
 
-def prepare(group: str, workdir: Path) -> None:
-    modules, selection, *_ = GROUPS[group]
+def scratch_copy(workdir: Path, paths: list[str], *ignored: str) -> None:
+    """A fresh workdir holding the repository's `paths` (caches and `ignored` patterns left out)."""
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
-    for path in COPIED:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", *ignored)
+    for path in paths:
         source = REPO / path
         if source.is_dir():
             shutil.copytree(source, workdir / path, ignore=ignore)
         else:
             shutil.copy2(source, workdir / path)
+
+
+def prepare(group: str, workdir: Path) -> None:
+    modules, selection, *_ = GROUPS[group]
+    scratch_copy(workdir, COPIED)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     shutil.copytree(REPO / "workflow" / "scripts", workdir / SCRIPTS, ignore=ignore)
     (workdir / "pyproject.toml").write_text(PYPROJECT.format(
         scripts=SCRIPTS, only=json.dumps([f"{SCRIPTS}/{m}" for m in modules]),

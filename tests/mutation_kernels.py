@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mutation import scratch_copy  # tests/mutation.py, beside this file
+
 REPO = Path(__file__).resolve().parents[1]
 MODULE = Path("workflow/scripts/medddpm/ndhwc_norm.py")
 COPIED = ["workflow", "tests", "data", "config", "config.yaml", "pyproject.toml"]
@@ -152,16 +154,7 @@ def diff(original: str, mutant: Mutant) -> str:
 
 
 def prepare(workdir: Path) -> None:
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "results", ".snakemake")
-    for path in COPIED:
-        source = REPO / path
-        if source.is_dir():
-            shutil.copytree(source, workdir / path, ignore=ignore)
-        else:
-            shutil.copy2(source, workdir / path)
+    scratch_copy(workdir, COPIED, "results", ".snakemake")
 
 
 def run_tests(workdir: Path, source: str, timeout: float, log: Path) -> tuple[str, float]:

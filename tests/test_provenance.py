@@ -36,14 +36,20 @@ def _git(repo, *args) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _repository(path, commit: bool = True):
+    """A git repository at path holding a Snakefile, added and (commit=True) committed."""
+    path.mkdir()
+    _git(path, "init", "-q")
+    (path / "Snakefile").write_text("rule all:\n")
+    _git(path, "add", "Snakefile")
+    if commit:
+        _git(path, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "first")
+    return path
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_the_workflow_commit_is_the_checked_out_one_and_says_dirty_for_changed_tracked_files(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "Snakefile").write_text("rule all:\n")
-    _git(repo, "add", "Snakefile")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "first")
+    repo = _repository(tmp_path / "repo")
     first = _git(repo, "log", "-1", "--format=%H")
     assert len(first) == 40 and provenance.workflow_commit(repo) == first
     (repo / "notes.txt").write_text("an untracked file changes nothing measured")
@@ -141,19 +147,10 @@ def test_a_gpu_torch_gives_no_l2_size_for_is_recorded_without_one(monkeypatch):
 def test_the_workflow_commit_is_unknown_where_git_cannot_say_what_is_checked_out_or_whether_it_changed(tmp_path):
     """A repository without a commit (git rev-parse fails there while git status answers) and one whose index
     cannot be read (git status fails while rev-parse answers): neither is a commit that results could name."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    _git(empty, "init", "-q")
-    (empty / "Snakefile").write_text("rule all:\n")
-    _git(empty, "add", "Snakefile")
+    empty = _repository(tmp_path / "empty", commit=False)
     assert _git(empty, "status", "--porcelain", "--untracked-files=no") == "A  Snakefile"
     assert provenance.workflow_commit(empty) == "unknown"
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    _git(broken, "init", "-q")
-    (broken / "Snakefile").write_text("rule all:\n")
-    _git(broken, "add", "Snakefile")
-    _git(broken, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "first")
+    broken = _repository(tmp_path / "broken")
     (broken / ".git" / "index").write_bytes(b"not an index")
     assert subprocess.run(["git", "-C", str(broken), "status"], capture_output=True).returncode != 0
     assert len(_git(broken, "rev-parse", "HEAD")) == 40
@@ -163,12 +160,7 @@ def test_the_workflow_commit_is_unknown_where_git_cannot_say_what_is_checked_out
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_a_results_provenance_names_the_commit_of_the_repository_it_is_given_and_the_gpu_it_held(tmp_path,
                                                                                                monkeypatch):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "Snakefile").write_text("rule all:\n")
-    _git(repo, "add", "Snakefile")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "first")
+    repo = _repository(tmp_path / "repo")
     lease = gpus.Lease(gpus.Gpu("1", "GPU-0f2b"), tmp_path / "locks" / "GPU-0f2b.lock", 2.5)
     monkeypatch.setattr(gpus, "_HELD", [lease])
     record = provenance.provenance(torch.device("cpu"), {}, repo, "cpu", True)
