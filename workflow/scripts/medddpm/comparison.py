@@ -313,8 +313,7 @@ def run_comparison(model_spec: ModelSpec, train: TrainSettings, sample: SampleSe
                 frame.insert(0, "group", number)
                 tables.append(frame)
                 phases[phase]["groups"].append({
-                    "variants": members, "rounds": int(frame["round"].max()) + 1, "stopped": why, "seconds": seconds,
-                    "comparisons": group_pairs(members, settings.references, number == 0)})
+                    "variants": members, "rounds": int(frame["round"].max()) + 1, "stopped": why, "seconds": seconds})
     after = conditions.snapshot(device)
     changed = conditions.changes(before, after)
     rounds = pd.concat(tables, ignore_index=True)
@@ -323,7 +322,8 @@ def run_comparison(model_spec: ModelSpec, train: TrainSettings, sample: SampleSe
         record["comparisons"] = [{**judge(reference, variant, mine[mine["group"] == number], settings, runs, changed),
                                   "group": number}
                                  for number, group in enumerate(record["groups"])
-                                 for reference, variant in group.pop("comparisons")]
+                                 for reference, variant in group_pairs(group["variants"], settings.references,
+                                                                       number == 0)]
         # One group: its own numbers; several: the most rounds any ran, every reason, the phase's whole time.
         record["rounds"] = max(group["rounds"] for group in record["groups"])
         record["stopped"] = ", ".join(dict.fromkeys(group["stopped"] for group in record["groups"]))
