@@ -1,6 +1,7 @@
-"""Paired comparisons (measurement.pairing, measurement.conditions, medddpm.comparison): the sign-test interval against
-binomial sums written out by hand, the verdict at each of its edges, the stop rule, the machine's conditions read
-from stand-in /proc and nvidia-smi output, and the comparison job on real steps and on scripted loads."""
+"""Paired comparisons (measurement.pairing, measurement.conditions, medddpm.comparison, measurement.verdicts,
+planning.comparison_groups): the sign-test interval against binomial sums written out by hand, the verdict at each of
+its edges, the stop rule, the machine's conditions read from stand-in /proc and nvidia-smi output, and the comparison
+jobs (a job per group, one that judges them) on real steps and on scripted loads."""
 
 import json
 import math
@@ -11,8 +12,9 @@ import pandas as pd
 import pytest
 from conftest import random_prepared_dataset
 
-from measurement import conditions, pairing
+from measurement import conditions, pairing, verdicts
 from medddpm import comparison
+from planning import comparison_groups
 from medddpm.settings import ComparisonSettings
 
 
@@ -189,13 +191,12 @@ def test_paired_rounds_recover_the_effect_under_a_load_that_would_flip_separate_
         return 1.0 if next(step) < 8 else 3.0
 
     sides = {"baseline": Scripted(100.0, load), "fast": Scripted(80.0, load)}
-    runs = {name: SimpleNamespace(variant=SimpleNamespace(switches=lambda: {"x": name}),
-                                  provenance={"switches_effective": {"x": True}}) for name in sides}
+    switches = {name: {"switches": {"x": name}, "switches_effective": {"x": True}} for name in sides}
     settings = ComparisonSettings(**(SETTINGS | {"max_rounds": 12, "min_rounds": 12}))
-    frame, why, _ = comparison.measure_phase("train", sides, settings, runs)
+    frame, why, _ = comparison.measure_phase("train", sides, settings)
     assert why == "max_rounds" and len(frame) == 24
     assert list(frame["variant"][:4]) == ["baseline", "fast", "fast", "baseline"]  # the leader rotates
-    judged = comparison.judge("baseline", "fast", frame, settings, runs, [])
+    judged = verdicts.judge("baseline", "fast", frame, settings, switches, [])
     assert judged["speedup"] == pytest.approx(1.25) and judged["verdict"] == pairing.FASTER
     assert judged["halves_disagree"] is False and judged["load_difference_cores"] == 0.0
     separate = 100.0 * 1.0 / (80.0 * 3.0)  # the baseline's job before the load, the variant's after it
@@ -206,13 +207,13 @@ def test_a_comparison_under_a_load_that_hits_one_side_says_so():
     """Another process that runs only while the baseline's steps run (one core more) would make an equal variant
     look twice as fast, with a narrow interval: the recorded load tells the two sides apart."""
     sides = {"baseline": Scripted(100.0, lambda: 2.0), "other": Scripted(100.0, lambda: 1.0)}
-    runs = {name: SimpleNamespace(variant=SimpleNamespace(switches=lambda: {"x": name}),
-                                  provenance={"switches_effective": {"x": True}}) for name in sides}
+    switches = {name: {"switches": {"x": name}, "switches_effective": {"x": True}} for name in sides}
     settings = ComparisonSettings(**SETTINGS)
-    frame, _, _ = comparison.measure_phase("train", sides, settings, runs)
-    judged = comparison.judge("baseline", "other", frame, settings, runs, [])
+    frame, _, _ = comparison.measure_phase("train", sides, settings)
+    judged = verdicts.judge("baseline", "other", frame, settings, switches, [])
     assert judged["verdict"] == pairing.UNMEASURABLE and "different load" in judged["why"]
-    changed = comparison.judge("baseline", "other", frame, settings, runs, ["other processes started on the GPU: x"])
+    changed = verdicts.judge("baseline", "other", frame, settings, switches,
+                             ["other processes started on the GPU: x"])
     assert changed["verdict"] == pairing.UNMEASURABLE and changed["why"] == "other processes started on the GPU: x"
 
 
@@ -236,15 +237,20 @@ def compared(tmp_path_factory):
             for name in ("baseline", "channels_last", "tf32")}
     folder = tmp_path_factory.mktemp("compared")
     settings = ComparisonSettings(**SETTINGS, processes_at_once=2)
-    comparison.run_comparison(ModelSpec.from_params(config["model"], config["diffusion"]),
+    planned = comparison_groups.groups(list(runs), settings.references, settings.processes_at_once)
+    files = [(folder / f"{number}.json", folder / f"{number}.csv") for number in range(1, len(planned) + 1)]
+    for number, (members, (summary, rounds)) in enumerate(zip(planned, files)):
+        comparison.time_group(number, members, ModelSpec.from_params(config["model"], config["diffusion"]),
                               from_mapping(TrainSettings, config["train"], "train"),
                               from_mapping(SampleSettings, config["sample"], "sample"), settings, runs, dataset,
-                              folder / "comparison.json", folder / "comparison_rounds.csv")
-    return json.loads((folder / "comparison.json").read_text()), pd.read_csv(folder / "comparison_rounds.csv")
+                              summary, rounds, count=len(planned))
+    verdicts.merge_groups(files, planned, settings, folder / "comparison.json", folder / "comparison_rounds.csv")
+    return (json.loads((folder / "comparison.json").read_text()), pd.read_csv(folder / "comparison_rounds.csv"),
+            files, planned, settings)
 
 
 def test_the_job_times_every_variant_in_every_round_of_its_group(compared):
-    record, rounds = compared
+    record, rounds, *_ = compared
     for phase in ("train", "sample"):
         mine = rounds[rounds["phase"] == phase]
         groups = record["phases"][phase]["groups"]
@@ -268,7 +274,7 @@ def test_the_job_times_every_variant_in_every_round_of_its_group(compared):
         assert judged["channels_last"]["verdict"] in (pairing.FASTER, pairing.SLOWER, pairing.WITHIN,
                                                       pairing.UNMEASURABLE)
         # TF32 does nothing on a CPU: its comparison says so instead of comparing noise with noise.
-        assert judged["tf32"]["verdict"] == comparison.NO_EFFECT and "cudnn_tf32" in judged["tf32"]["why"]
+        assert judged["tf32"]["verdict"] == verdicts.NO_EFFECT and "cudnn_tf32" in judged["tf32"]["why"]
     assert record["settings"]["comparison"]["band"] == 0.10
     assert set(record["variants"]) == {"baseline", "channels_last", "tf32"}
     assert record["conditions"]["before"]["cpu_set"] and record["conditions"]["changes"] == []
@@ -280,13 +286,73 @@ def test_each_variant_is_timed_in_a_process_of_its_own_that_ends_with_the_job(co
     cache, dynamo's and inductor's caches, process-wide switches) reaches another's steps."""
     import os
 
-    record, _ = compared
+    record, *_ = compared
     pids = [pid for variant in record["variants"].values() for pid in variant["processes"]]
     assert len(set(pids)) == len(pids) == 4 and os.getpid() not in pids  # baseline's in each of the two groups
     assert [len(variant["processes"]) for variant in record["variants"].values()] == [2, 1, 1]
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_the_record_keeps_each_groups_conditions_and_names_the_group_of_a_change(compared, tmp_path):
+    """Another process on the GPU while the second group ran: the record says so under that group; the first
+    group's verdicts stay as they were, and tf32 (no effect on a CPU) still says that first."""
+    record, _, files, planned, settings = compared
+    changed = json.loads(files[1][0].read_text())
+    changed["conditions"]["changes"] = ["other processes started on the GPU: 4242 python3"]
+    copied = [files[0], (tmp_path / "2.json", files[1][1])]
+    copied[1][0].write_text(json.dumps(changed))
+    verdicts.merge_groups(copied, planned, settings, tmp_path / "comparison.json", tmp_path / "rounds.csv")
+    merged = json.loads((tmp_path / "comparison.json").read_text())
+    for phase in ("train", "sample"):
+        before = {c["variant"]: c for c in record["phases"][phase]["comparisons"]}
+        after = {c["variant"]: c for c in merged["phases"][phase]["comparisons"]}
+        assert after["channels_last"] == before["channels_last"]  # group 1
+        assert after["tf32"]["verdict"] == verdicts.NO_EFFECT  # a switch that does nothing here says so first
+    assert merged["conditions"]["changes"] == ["group 2: other processes started on the GPU: 4242 python3"]
+    assert [group["conditions"]["changes"] for group in merged["groups"]] == [
+        [], ["other processes started on the GPU: 4242 python3"]]
+
+
+def test_a_change_on_the_machine_makes_only_its_groups_comparisons_not_measurable(compared, tmp_path):
+    record, _, files, planned, settings = compared
+    first = json.loads(files[0][0].read_text())
+    first["conditions"]["changes"] = ["the GPU throttled (hardware slowdown)"]
+    (tmp_path / "1.json").write_text(json.dumps(first))
+    verdicts.merge_groups([(tmp_path / "1.json", files[0][1]), files[1]], planned, settings,
+                          tmp_path / "comparison.json", tmp_path / "rounds.csv")
+    merged = json.loads((tmp_path / "comparison.json").read_text())
+    for phase in ("train", "sample"):
+        after = {c["variant"]: c for c in merged["phases"][phase]["comparisons"]}
+        assert after["channels_last"]["verdict"] == pairing.UNMEASURABLE
+        assert after["channels_last"]["why"] == "the GPU throttled (hardware slowdown)"
+        before = {c["variant"]: c for c in record["phases"][phase]["comparisons"]}
+        assert after["tf32"] == before["tf32"]  # group 2
+
+
+def test_a_group_timed_for_other_variants_is_refused_in_one_line(compared, tmp_path):
+    """A group's file kept from a configuration that planned other groups is not judged as this one's."""
+    from jobio.errors import ExpectedError
+
+    _, _, files, planned, settings = compared
+    with pytest.raises(ExpectedError, match=r"^\S+/2\.json: timed group 1 of \['baseline', 'tf32'\], but the "
+                                            r"configuration plans group 1 of \['baseline', 'bf16'\]; fix: delete it "
+                                            r"and run the workflow again$"):
+        verdicts.merge_groups(files, [planned[0], ["baseline", "bf16"]], settings, tmp_path / "c.json",
+                              tmp_path / "c.csv")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_group_file_that_is_not_json_is_refused_in_one_line(compared, tmp_path):
+    from jobio.errors import ExpectedError
+
+    _, _, files, planned, settings = compared
+    (tmp_path / "1.json").write_text(files[0][0].read_text()[:50])  # cut short
+    with pytest.raises(ExpectedError, match=r"1\.json: not a comparison group's record \(JSONDecodeError"):
+        verdicts.merge_groups([(tmp_path / "1.json", files[0][1]), files[1]], planned, settings,
+                              tmp_path / "c.json", tmp_path / "c.csv")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["1.json"]
 
 
 @pytest.mark.parametrize("variants, at_once, expected", [
@@ -299,13 +365,13 @@ def test_each_variant_is_timed_in_a_process_of_its_own_that_ends_with_the_job(co
 ])
 def test_processes_at_once_splits_the_variants_into_even_groups_each_with_every_reference(variants, at_once,
                                                                                           expected):
-    assert comparison.groups(variants, ("R", "T", "X"), at_once) == expected
+    assert comparison_groups.groups(variants, ("R", "T", "X"), at_once) == expected
 
 
 def test_each_comparison_is_decided_in_one_group_and_references_against_each_other_in_the_first():
-    assert comparison.group_pairs(list("RTab"), ("R", "T"), True) == [("R", "T"), ("R", "a"), ("R", "b"),
+    assert comparison_groups.group_pairs(list("RTab"), ("R", "T"), True) == [("R", "T"), ("R", "a"), ("R", "b"),
                                                                       ("T", "R"), ("T", "a"), ("T", "b")]
-    assert comparison.group_pairs(list("RTc"), ("R", "T"), False) == [("R", "c"), ("T", "c")]
+    assert comparison_groups.group_pairs(list("RTc"), ("R", "T"), False) == [("R", "c"), ("T", "c")]
 
 
 def test_processes_at_once_without_room_beside_the_references_is_refused_in_one_line():
@@ -313,7 +379,7 @@ def test_processes_at_once_without_room_beside_the_references_is_refused_in_one_
 
     with pytest.raises(ExpectedError, match=r"^comparison: processes_at_once 2 leaves no room beside the 2 "
                                             r"reference\(s\) \['R', 'T'\]; fix: set it above 2, or null$"):
-        comparison.groups(list("RTab"), ("R", "T"), 2)
+        comparison_groups.groups(list("RTab"), ("R", "T"), 2)
 
 
 def test_a_variant_whose_process_fails_ends_the_job_in_one_line_and_writes_nothing(tmp_path):
@@ -333,11 +399,11 @@ def test_a_variant_whose_process_fails_ends_the_job_in_one_line_and_writes_nothi
     runs = {name: start_run(spec, Variant.from_config(name, config["variants"][name]), REPO, {})
             for name in ("baseline", "channels_last")}
     with pytest.raises(ExpectedError) as failed:
-        comparison.run_comparison(ModelSpec.from_params(config["model"], config["diffusion"]),
-                                  from_mapping(TrainSettings, config["train"], "train"),
-                                  from_mapping(SampleSettings, config["sample"], "sample"),
-                                  ComparisonSettings(**SETTINGS), runs, tmp_path / "no-dataset",
-                                  tmp_path / "comparison.json", tmp_path / "comparison_rounds.csv")
+        comparison.time_group(0, list(runs), ModelSpec.from_params(config["model"], config["diffusion"]),
+                              from_mapping(TrainSettings, config["train"], "train"),
+                              from_mapping(SampleSettings, config["sample"], "sample"),
+                              ComparisonSettings(**SETTINGS), runs, tmp_path / "no-dataset",
+                              tmp_path / "1.json", tmp_path / "1.csv")
     message = str(failed.value)
     assert message.startswith("comparison: baseline's process failed: ") and "no-dataset" in message
     assert "\n" not in message and not list(tmp_path.iterdir())

@@ -1,29 +1,19 @@
-"""Snakemake job: the paired comparisons of one hardware label's run variants (medddpm.comparison)."""
+"""Snakemake job: a hardware label's paired comparisons judged from its groups' rounds (measurement.verdicts)."""
 
 from pathlib import Path
 
-from medddpm.build import ModelSpec
-from medddpm.comparison import run_comparison
-from medddpm.runs import start_run
-from medddpm.settings import ComparisonSettings, DeviceSpec, SampleSettings, TrainSettings, from_mapping, params_dict
-from medddpm.switches import Variant
-from jobio.job import repo_root, run_job
+from jobio.job import run_job
+from measurement.verdicts import merge_groups
+from medddpm.settings import ComparisonSettings, params_dict
 
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 
 def main() -> None:
     params = params_dict(snakemake.params)
-    spec = from_mapping(DeviceSpec, params["device"], "device")
-    repo = repo_root(snakemake.scriptdir)
-    runs = {name: start_run(spec, Variant.from_config(name, switches), repo, params, snakemake.input.preflight)
-            for name, switches in params["variants"].items()}
-    out = snakemake.output
-    run_comparison(ModelSpec.from_params(params["model"], params["diffusion"]),
-                   from_mapping(TrainSettings, params["train"], "train"),
-                   from_mapping(SampleSettings, params["sample"], "sample"),
-                   ComparisonSettings.from_params(params["comparison"]), runs, Path(snakemake.input.dataset),
-                   Path(out.summary), Path(out.rounds))
+    files = list(zip(map(Path, snakemake.input.summaries), map(Path, snakemake.input.rounds)))
+    merge_groups(files, params["groups"], ComparisonSettings.from_params(params["comparison"]),
+                 Path(snakemake.output.summary), Path(snakemake.output.rounds))
 
 
 run_job(snakemake.log[0], main, snakemake.output)

@@ -19,20 +19,16 @@ stop, the device synchronised after it, with the CPU time other processes used m
 (measurement.conditions.OtherLoad). Rounds go on until every comparison's interval is narrow enough to decide
 (pairing.StopRule), or the round or time limits end them; what was reached is recorded.
 
-Where the variants' processes do not fit on the GPU together, they run in consecutive groups (`groups`), every
-reference in each: each comparison is paired within one group's rounds.
-
-Files, beside the label's runs: comparison.json (per phase: rounds, why they stopped, each comparison's ratio,
-interval, verdict, group and the reason where it is "not measurable"; each group's variants, rounds and seconds; the
-machine's conditions before and after) and comparison_rounds.csv (every timed step: group, phase, round, position in
-its round, variant, ms, other processes' cores).
+Where the variants' processes do not fit on the GPU together, they run in consecutive groups
+(planning.comparison_groups), every reference in each: each comparison is paired within one group's rounds. Each
+group is a job of its own (`time_group`), so that a run cut short keeps the groups it finished; measurement.verdicts
+judges every group's comparisons and writes the label's comparison.json and comparison_rounds.csv.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,6 +43,7 @@ from tqdm import tqdm
 from jobio.errors import ExpectedError, write_json, writing
 from measurement import conditions, pairing
 from measurement.timing import DeviceTimer, synchronize
+from planning.comparison_groups import pairs
 
 from .build import ModelSpec
 from .dataset import HeldOut
@@ -57,7 +54,6 @@ from .settings import ComparisonSettings, SampleSettings, TrainSettings, as_dict
 from .variants import apply_backend
 
 PHASE_UNITS = {"train": "ms per training sample", "sample": "ms per sampling step"}
-NO_EFFECT = "not measurable here"
 
 
 class Side:
@@ -188,78 +184,7 @@ class Workers:
         self.folder.cleanup()
 
 
-def pairs(variants: list[str], references: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(reference, variant) of every comparison: each configured reference present against every other variant."""
-    return [(reference, variant) for reference in references if reference in variants
-            for variant in variants if variant != reference]
-
-
-def groups(variants: list[str], references: tuple[str, ...], at_once: int | None) -> list[list[str]]:
-    """The variants whose processes run together, group after group: every reference present in each group, the
-    other variants in their order, split into groups as even as `at_once` processes allow (None: one group).
-
-    Each process keeps its caching allocator's GPU memory through the rounds (releasing it between turns would put
-    cudaMalloc calls inside the timed steps), so the processes alive together must fit on the GPU: the thirteen rungs
-    of config/frontier.yaml hold about 140 GiB of peaks at 128^3, more than an H200's memory. A reference timed in
-    two groups is paired with each group's variants in that group's rounds."""
-    present = [reference for reference in references if reference in variants]
-    others = [variant for variant in variants if variant not in present]
-    if at_once is None or len(variants) <= at_once:
-        return [list(variants)]
-    room = at_once - len(present)
-    if room < 1:
-        raise ExpectedError(f"comparison: processes_at_once {at_once} leaves no room beside the {len(present)} "
-                            f"reference(s) {present}; fix: set it above {len(present)}, or null")
-    count = -(-len(others) // room)
-    size, extra = divmod(len(others), count)
-    chunks, start = [], 0
-    for index in range(count):
-        end = start + size + (index < extra)
-        chunks.append(others[start:end])
-        start = end
-    return [present + chunk for chunk in chunks]
-
-
-def group_pairs(members: list[str], references: tuple[str, ...], first: bool) -> list[tuple[str, str]]:
-    """The comparisons a group's rounds decide: its references against its other variants, and the references
-    against each other in the first group only (each comparison once in the job's record)."""
-    return [(reference, variant) for reference, variant in pairs(members, references)
-            if first or variant not in references]
-
-
-def judge(reference: str, variant: str, rounds: pd.DataFrame, settings: ComparisonSettings, runs: dict[str, Run],
-          changed: list[str]) -> dict:
-    """One comparison's ratio, interval and verdict from its rounds (a frame of round, variant, ms, others)."""
-    by_round = rounds.pivot(index="round", columns="variant", values="ms")
-    ratio = pairing.paired_ratio(list(by_round[reference]), list(by_round[variant]), settings.confidence)
-    verdict, why = pairing.verdict(ratio, settings.band), None
-    load = rounds.pivot(index="round", columns="variant", values="others")
-    difference = (load[reference] - load[variant]).dropna()
-    load_difference = float(statistics.median(difference)) if len(difference) else None
-    drift = pairing.halves_disagree(list(by_round[reference]), list(by_round[variant]), settings.confidence)
-    reference_switches, switches = runs[reference].variant.switches(), runs[variant].variant.switches()
-    effective = runs[variant].provenance["switches_effective"]
-    differing = [name for name, value in switches.items() if reference_switches.get(name) != value]
-    if differing and not any(effective.get(name, True) for name in differing):
-        verdict, why = NO_EFFECT, (f"every switch that sets {variant} apart from {reference} "
-                                   f"({', '.join(differing)}) has no effect on this device")
-    elif changed:
-        verdict, why = pairing.UNMEASURABLE, "; ".join(changed)
-    elif drift:
-        verdict, why = pairing.UNMEASURABLE, ("the first and the second half of the rounds give intervals that do "
-                                              "not overlap")
-    elif load_difference is not None and abs(load_difference) > settings.load_difference_cores:
-        verdict, why = pairing.UNMEASURABLE, (f"the two sides ran under different load: other processes used "
-                                              f"{load_difference:+.2f} cores more during {reference}'s steps")
-    elif verdict == pairing.UNMEASURABLE:
-        why = pairing.undecided_reason(ratio, settings.confidence, settings.band)
-    return {"reference": reference, "variant": variant, "rounds": ratio.rounds, "speedup": ratio.speedup,
-            "low": ratio.low, "high": ratio.high, "coverage": ratio.coverage,
-            "half_width": None if ratio.low is None else ratio.half_width, "halves_disagree": drift,
-            "load_difference_cores": load_difference, "verdict": verdict, "why": why}
-
-
-def measure_phase(phase: str, sides: dict[str, Side], settings: ComparisonSettings, runs: dict[str, Run],
+def measure_phase(phase: str, sides: dict[str, Side], settings: ComparisonSettings,
                   progress=None) -> tuple[pd.DataFrame, str, float]:
     """The phase's rounds until the stop rule ends them: (every timed step, why they stopped, seconds)."""
     rule = pairing.StopRule(settings.confidence, settings.precision, settings.band, settings.min_rounds,
@@ -273,12 +198,12 @@ def measure_phase(phase: str, sides: dict[str, Side], settings: ComparisonSettin
         order = names[index % len(names):] + names[:index % len(names)]  # each variant leads in turn
         for position, name in enumerate(order):
             ms, others = sides[name].timed()
-            rows.append({"phase": phase, "round": index, "position": position, "variant": name, "ms": ms,
-                         "others": others})
+            rows.append({"phase": phase, "round": index, "position": position, "variant": name, "step_ms": ms,
+                         "other_load_cores": others})
         if bar is not None:
             bar.update(1)
         frame = pd.DataFrame(rows)
-        by_round = frame.pivot(index="round", columns="variant", values="ms")
+        by_round = frame.pivot(index="round", columns="variant", values="step_ms")
         ratios = [pairing.paired_ratio(list(by_round[r]), list(by_round[v]), settings.confidence) for r, v in compared]
         why = rule.stop(ratios, index + 1, time.perf_counter() - started)
         if why:
@@ -288,58 +213,40 @@ def measure_phase(phase: str, sides: dict[str, Side], settings: ComparisonSettin
     return pd.DataFrame(rows), why, time.perf_counter() - started
 
 
-def run_comparison(model_spec: ModelSpec, train: TrainSettings, sample: SampleSettings, settings: ComparisonSettings,
-                   runs: dict[str, Run], dataset_dir: Path, out_json: Path, out_rounds: Path) -> None:
-    """The label's paired comparisons (module docstring); `runs`: variant -> its Run (start_run of each)."""
-    first = next(iter(runs.values()))
-    device = first.device
+def time_group(number: int, members: list[str], model_spec: ModelSpec, train: TrainSettings, sample: SampleSettings,
+               settings: ComparisonSettings, runs: dict[str, Run], dataset_dir: Path, out_json: Path,
+               out_rounds: Path, count: int = 1) -> None:
+    """One group's rounds (`number` of `count`, 0-based; `runs`: each member's Run, from start_run) in its files:
+    <n>.json (what measurement.verdicts needs to judge its comparisons) and <n>.csv (every timed step)."""
+    device = runs[members[0]].device
     before = conditions.snapshot(device)
-    phases = {phase: {"unit": PHASE_UNITS[phase], "groups": []} for phase in settings.phases}
-    tables, processes = [], {}
-    grouped = groups(list(runs), settings.references, settings.processes_at_once)
-    for number, members in enumerate(grouped):
-        label = "" if len(grouped) == 1 else f", group {number + 1} of {len(grouped)}"
-        with Workers(members) as sides:
-            for phase in settings.phases:
-                for name in members:  # one after another: a build (compilation) is never beside a round
-                    run = runs[name]
-                    common = {"model_spec": model_spec, "train": train, "run": run, "dataset_dir": dataset_dir}
-                    pid = sides[name].ask("build", phase, common if phase == "train" else {**common, "sample": sample})
-                    processes.setdefault(name, {})[pid] = None  # a reference's process in each group
-                frame, why, seconds = measure_phase(
-                    phase, sides, settings, {name: runs[name] for name in members},
-                    progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds{label}",
-                                                mininterval=5))
-                frame.insert(0, "group", number)
-                tables.append(frame)
-                phases[phase]["groups"].append({
-                    "variants": members, "rounds": int(frame["round"].max()) + 1, "stopped": why, "seconds": seconds})
+    label = "" if count == 1 else f", group {number + 1} of {count}"
+    tables, phases, processes = [], {}, {}
+    with Workers(members) as sides:
+        for phase in settings.phases:
+            for name in members:  # one after another: a build (compilation) is never beside a round
+                run = runs[name]
+                common = {"model_spec": model_spec, "train": train, "run": run, "dataset_dir": dataset_dir}
+                processes[name] = sides[name].ask("build", phase, common if phase == "train"
+                                                  else {**common, "sample": sample})
+            frame, why, seconds = measure_phase(
+                phase, sides, settings, progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds{label}",
+                                            mininterval=5))
+            frame.insert(0, "group", number)
+            tables.append(frame)
+            phases[phase] = {"unit": PHASE_UNITS[phase], "rounds": int(frame["round"].max()) + 1, "stopped": why,
+                             "seconds": seconds}
     after = conditions.snapshot(device)
-    changed = conditions.changes(before, after)
-    rounds = pd.concat(tables, ignore_index=True)
-    for phase, record in phases.items():
-        mine = rounds[rounds["phase"] == phase]
-        record["comparisons"] = [{**judge(reference, variant, mine[mine["group"] == number], settings, runs, changed),
-                                  "group": number}
-                                 for number, group in enumerate(record["groups"])
-                                 for reference, variant in group_pairs(group["variants"], settings.references,
-                                                                       number == 0)]
-        # One group: its own numbers; several: the most rounds any ran, every reason, the phase's whole time.
-        record["rounds"] = max(group["rounds"] for group in record["groups"])
-        record["stopped"] = ", ".join(dict.fromkeys(group["stopped"] for group in record["groups"]))
-        record["seconds"] = sum(group["seconds"] for group in record["groups"])
-        record["median_ms"] = mine.groupby("variant")["ms"].median().to_dict()
-        record["other_load_cores"] = mine.groupby("variant")["others"].median().to_dict()
-    rounds = rounds.rename(columns={"ms": "step_ms", "others": "other_load_cores"})
     with writing(out_rounds):
-        rounds.to_csv(out_rounds, index=False, float_format="%.6g")
+        pd.concat(tables, ignore_index=True).to_csv(out_rounds, index=False)  # full precision: judged from these
     write_json(out_json, {
-        "provenance": {key: value for key, value in first.provenance.items()
+        "group": number, "groups": count, "variants": members,
+        "provenance": {key: value for key, value in runs[members[0]].provenance.items()
                        if key not in ("variant", "switches", "switches_effective", "backend_flags")},
-        "variants": {name: {"switches": run.provenance["switches"],
-                            "switches_effective": run.provenance["switches_effective"],
-                            "processes": list(processes[name])} for name, run in runs.items()},
+        "sides": {name: {"switches": runs[name].provenance["switches"],
+                         "switches_effective": runs[name].provenance["switches_effective"],
+                         "process": processes[name]} for name in members},
         "settings": {"comparison": as_dict(settings), "train": as_dict(train), "sample": as_dict(sample)},
-        "conditions": {"before": before, "after": after, "changes": changed},
+        "conditions": {"before": before, "after": after, "changes": conditions.changes(before, after)},
         "phases": phases,
     })

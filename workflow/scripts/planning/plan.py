@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from . import layout
+from .comparison_groups import groups
 from .set_manifest import missing_manifest
 
 # Raw profiler exports of each tool, beside its tidy tables (exported with a reference set).
@@ -141,6 +142,16 @@ class Plan:
         """Whether the run variants hold a comparison (comparison.references: a reference and another variant)."""
         references = set(self.config["comparison"]["references"])
         return len(self.variants) > 1 and bool(references & set(self.variants))
+
+    def comparison_groups(self) -> list[list[str]]:
+        """The variants timed together, group after group, in each label's paired comparison (each group a job)."""
+        comparison = self.config["comparison"]
+        return groups(self.variants, tuple(comparison["references"]), comparison["processes_at_once"])
+
+    def comparison_group_files(self, label: str, extension: str) -> list[str]:
+        """A label's comparison groups' files (`json`: each group's record, `csv`: its timed steps), in order."""
+        return [layout.label_file(f"comparison_groups/{number}.{extension}", self.workload, label)
+                for number in range(1, len(self.comparison_groups()) + 1)]
 
     def comparisons(self) -> list[str]:
         """Each measured label's comparison.json (the paired comparisons of its run variants), where they hold one."""

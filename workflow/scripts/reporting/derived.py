@@ -40,7 +40,7 @@ VERDICT_COLUMNS = ["gpu", "variant", "speedup", "low", "high", "within_noise", "
 def speedup_verdict(runs: pd.DataFrame, phase: str = "train", reference: str = "baseline") -> pd.DataFrame:
     """Per (gpu, variant): the speed-up over the same gpu's `reference` and whether its direction is real.
 
-    Paired (paired True): from the label's paired comparison (comparison.json, medddpm.comparison; the runs table's
+    Paired (paired True): from the label's paired comparison (comparison.json, measurement.verdicts; the runs table's
     <phase>_vs_<reference>_* columns): speedup = the median of the rounds' ratios reference / variant (> 1: faster),
     low/high its interval, verdict "faster" / "slower" (the whole interval beyond the comparison's band), "within
     noise" (wholly inside), "not measurable under this load" (undecided, or the rounds or the machine's conditions

@@ -266,7 +266,7 @@ def _rates(files: pd.DataFrame) -> dict[str, dict]:
     return {row.gpu: _read_json(row.path) for row in files[files["kind"] == "device_rates"].itertuples()}
 
 
-# The paired comparison's columns (comparison.json, medddpm.comparison) a runs row carries per phase and reference:
+# The paired comparison's columns (comparison.json, measurement.verdicts) a runs row carries per phase and reference:
 # <phase>_vs_<reference>_<key> (reporting.derived.speedup_verdict reads them).
 PAIRED_KEYS = ("speedup", "low", "high", "verdict", "why", "rounds")
 
