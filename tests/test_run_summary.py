@@ -40,6 +40,9 @@ def test_summary_names_what_was_built_and_the_headline_numbers_of_the_rendered_t
                 assert line.endswith(", separate jobs)") and "[" not in line, line
             else:
                 assert f"x [{best['train_speedup_low']:.2f}-{best['train_speedup_high']:.2f}] over baseline" in line
+                # the times beside a paired ratio are the jobs' own, not the rounds' (their quotient may differ)
+                base = rows.loc[rows["variant"] == "baseline", "train_ms_per_sample"].iloc[0]
+                assert line.endswith(f"(own jobs {best['train_ms_per_sample']:.1f} vs {base:.1f} ms/sample)"), line
     # Every claim of tab05 with the verdict of every label (the claim's text may be cut, never the verdicts).
     tab05 = pd.read_csv(finished_run / "paper/tables/tab05_claims.csv")
     for claim, rows in tab05.groupby("claim", sort=False):

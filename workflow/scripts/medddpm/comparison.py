@@ -222,6 +222,10 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
     before = conditions.snapshot(device)
     label = "" if count == 1 else f", group {number + 1} of {count}"
     tables, phases, processes = [], {}, {}
+
+    def progress(phase: str) -> tqdm:
+        return tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds{label}", mininterval=5)
+
     with Workers(members) as sides:
         for phase in settings.phases:
             for name in members:  # one after another: a build (compilation) is never beside a round
@@ -229,9 +233,7 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
                 common = {"model_spec": model_spec, "train": train, "run": run, "dataset_dir": dataset_dir}
                 processes[name] = sides[name].ask("build", phase, common if phase == "train"
                                                   else {**common, "sample": sample})
-            frame, why, seconds = measure_phase(
-                phase, sides, settings, progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds{label}",
-                                            mininterval=5))
+            frame, why, seconds = measure_phase(phase, sides, settings, progress=progress)
             frame.insert(0, "group", number)
             tables.append(frame)
             phases[phase] = {"unit": PHASE_UNITS[phase], "rounds": int(frame["round"].max()) + 1, "stopped": why,

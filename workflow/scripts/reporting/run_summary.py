@@ -111,7 +111,10 @@ def _fastest(root: Path) -> list[str]:
         else:
             interval = (f" [{best['train_speedup_low']:.2f}-{best['train_speedup_high']:.2f}]"
                         if pd.notna(best.get("train_speedup_low")) else "")
-            lines.append(f"  {gpu} ({origin}): {best['variant']}, {speedup:.2f}x{interval} over baseline ({times})")
+            # The ratio is the paired rounds' median; the times are each variant's own job's, whose quotient may
+            # differ from it by a few per cent (other moments, another host): said so, so that nobody divides them.
+            lines.append(f"  {gpu} ({origin}): {best['variant']}, {speedup:.2f}x{interval} over baseline "
+                         f"(own jobs {times})")
     return lines
 
 
