@@ -313,6 +313,10 @@ def test_the_record_keeps_each_groups_conditions_and_names_the_group_of_a_change
     assert merged["conditions"]["changes"] == ["group 2: other processes started on the GPU: 4242 python3"]
     assert [group["conditions"]["changes"] for group in merged["groups"]] == [
         [], ["other processes started on the GPU: 4242 python3"]]
+    # each group's own provenance (its machine and GPU: on a cluster the groups' jobs may run on different nodes)
+    assert [group["provenance"] for group in merged["groups"]] == [
+        json.loads(files[0][0].read_text())["provenance"], changed["provenance"]]
+    assert merged["provenance"] == merged["groups"][0]["provenance"]
 
 
 def test_a_change_on_the_machine_makes_only_its_groups_comparisons_not_measurable(compared, tmp_path):

@@ -115,7 +115,10 @@ def merge_groups(files: list[tuple[Path, Path]], expected: list[list[str]], sett
         "settings": records[0]["settings"],
         "conditions": {"before": records[0]["conditions"]["before"], "after": records[-1]["conditions"]["after"],
                        "changes": changes},
-        "groups": [{"variants": record["variants"], "conditions": record["conditions"]} for record in records],
+        # Each group's own machine and GPU: on a cluster each group's job may run on another node (the top-level
+        # provenance is the first group's).
+        "groups": [{"variants": record["variants"], "conditions": record["conditions"],
+                    "provenance": record["provenance"]} for record in records],
         "phases": phases,
     })
 
