@@ -1,5 +1,5 @@
 """Paired comparisons (measurement.pairing, measurement.conditions, medddpm.comparison, measurement.verdicts,
-planning.comparison_groups): the sign-test interval against binomial sums written out by hand, the verdict at each of
+measurement.comparison_groups): the sign-test interval against binomial sums written out by hand, the verdict at each of
 its edges, the stop rule, the machine's conditions read from stand-in /proc and nvidia-smi output, and the comparison
 jobs (a job per group, one that judges them) on real steps and on scripted loads."""
 
@@ -14,7 +14,7 @@ from conftest import random_prepared_dataset
 
 from measurement import conditions, pairing, verdicts
 from medddpm import comparison
-from planning import comparison_groups
+from measurement import comparison_groups
 from medddpm.settings import ComparisonSettings
 
 

@@ -1,5 +1,5 @@
 # The paired comparisons of a hardware label's run variants: every speed-up and its verdict. The variants are timed
-# in groups of processes that fit on the device together (planning.comparison_groups), each group a job of its own
+# in groups of processes that fit on the device together (measurement.comparison_groups), each group a job of its own
 # (medddpm.comparison.time_group), so that a run cut short keeps the groups it finished; `compare` judges them all
 # (measurement.verdicts). Needs train.smk (device_params) included before it.
 

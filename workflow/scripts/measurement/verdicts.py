@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from jobio.errors import ExpectedError, write_json, writing
-from planning.comparison_groups import group_pairs
+from .comparison_groups import group_pairs
 
 from . import pairing
 
@@ -71,7 +71,7 @@ def read_group(json_path: Path, csv_path: Path) -> tuple[dict, pd.DataFrame]:
 def merge_groups(files: list[tuple[Path, Path]], expected: list[list[str]], settings, out_json: Path,
                  out_rounds: Path) -> None:
     """The label's comparison.json and comparison_rounds.csv from its groups' files, in group order. `expected`: the
-    groups the configuration plans (planning.comparison_groups.groups); a group file timed for other variants (a
+    groups the configuration plans (measurement.comparison_groups.groups); a group file timed for other variants (a
     configuration changed under a kept file) is refused in one line instead of judged."""
     records, tables = [], []
     for number, (json_path, csv_path) in enumerate(files):

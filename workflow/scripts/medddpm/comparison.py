@@ -20,7 +20,7 @@ stop, the device synchronised after it, with the CPU time other processes used m
 (pairing.StopRule), or the round or time limits end them; what was reached is recorded.
 
 Where the variants' processes do not fit on the GPU together, they run in consecutive groups
-(planning.comparison_groups), every reference in each: each comparison is paired within one group's rounds. Each
+(measurement.comparison_groups), every reference in each: each comparison is paired within one group's rounds. Each
 group is a job of its own (`time_group`), so that a run cut short keeps the groups it finished; measurement.verdicts
 judges every group's comparisons and writes the label's comparison.json and comparison_rounds.csv.
 """
@@ -43,7 +43,7 @@ from tqdm import tqdm
 from jobio.errors import ExpectedError, write_json, writing
 from measurement import conditions, pairing
 from measurement.timing import DeviceTimer, synchronize
-from planning.comparison_groups import pairs
+from measurement.comparison_groups import pairs
 
 from .build import ModelSpec
 from .dataset import HeldOut

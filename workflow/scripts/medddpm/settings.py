@@ -140,7 +140,7 @@ class ComparisonSettings:
     # and during the variant's (median over the rounds) for the two sides to count as timed under the same conditions.
     load_difference_cores: float
     # Variant processes alive at one time, the references counted (None: all): each keeps its allocator's GPU memory
-    # through the rounds, and a whole ladder's processes do not fit on one GPU together (planning.comparison_groups).
+    # through the rounds, and a whole ladder's processes do not fit on one GPU together (measurement.comparison_groups).
     processes_at_once: int | None = None
 
     @classmethod

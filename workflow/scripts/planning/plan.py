@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from . import layout
-from .comparison_groups import groups
+from measurement.comparison_groups import groups
 from .set_manifest import missing_manifest
 
 # Raw profiler exports of each tool, beside its tidy tables (exported with a reference set).
