@@ -1,0 +1,118 @@
+"""Data-parallel training (the variant's `data_parallel` switch, medddpm.data_parallel): two gloo processes on the CPU
+train the tiny U-Net from the same seed, one micro-batch of batch 1 each per optimizer step, and take the optimizer
+steps of one process accumulating both micro-batches (train.gradient_accumulation 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import random_prepared_dataset
+from medddpm import data_parallel
+from medddpm.build import ModelSpec
+from medddpm.engine import Training
+from medddpm.runs import Run
+from medddpm.settings import TrainSettings
+from medddpm.switches import Variant
+
+# tests/tiny.yaml's network: GroupNorm + SiLU ResBlocks, one down- and upsampling, attention (checkpointed, as upstream).
+MODEL = {"in_channels": 3, "out_channels": 1, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
+         "attention_downsample_rates": [2], "num_heads": 1, "dropout": 0.0}
+DIFFUSION = {"timesteps": 4}
+SHAPE = (8, 8, 8)
+STEPS = 3
+# A learning rate at which three Adam steps move every weight well beyond float32 rounding (upstream's 1e-5 moves
+# them by about 1e-5 per step too, but a larger one makes a wrong step stand out further).
+SETTINGS = TrainSettings(seed=0, lr=1e-3, gradient_accumulation=2, ema_decay=0.995, ema_update_every=1,
+                         ema_start_step=1)
+PAPER = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
+
+
+def train_in_process(rank: int, size: int, rendezvous: Path, dataset: Path, out: Path) -> None:
+    """One of `size` processes (or the only one) trains STEPS optimizer steps; process 0 saves every step's losses
+    (all micro-batches'), the gradients the optimizer stepped with, and the final weights and EMA weights."""
+    device = torch.device("cpu")
+    processes = data_parallel.join(rank, size, rendezvous, device) if size > 1 else data_parallel.ONE_PROCESS
+    variant = Variant.from_config("ddp" if size > 1 else "baseline", {**PAPER, "data_parallel": size})
+    training = Training(ModelSpec.from_params(MODEL, DIFFUSION), SETTINGS, Run("cpu", variant, device, {}), dataset,
+                        processes=processes)
+    trainer = training.trainer
+    stepped_with = []
+    optimizer_step = trainer.optimizer.step
+
+    def recording_step(*args, **kwargs):
+        stepped_with.append([p.grad.detach().clone() for p in trainer.diffusion.parameters()])
+        return optimizer_step(*args, **kwargs)
+
+    trainer.optimizer.step = recording_step
+    losses = []
+    for _ in range(STEPS):
+        training.prepare()
+        losses.append(data_parallel.gathered(training.step(), processes))
+    if rank == 0:
+        torch.save({"losses": losses, "gradients": stepped_with, "model": trainer.diffusion.state_dict(),
+                    "ema": trainer.ema_model.state_dict()}, out)
+    data_parallel.leave()
+
+
+def relative_difference(a: list[torch.Tensor] | dict, b: list[torch.Tensor] | dict) -> float:
+    """The largest |a - b| of any tensor, relative to that tensor's largest |a|; `a` and `b` are lists of tensors
+    (gradients) or state_dicts, of which the parameters are compared (the buffers are the diffusion's constants)."""
+    if isinstance(a, dict):
+        names = [name for name, _ in ModelSpec.from_params(MODEL, DIFFUSION).build(0).named_parameters()]
+        a, b = [a[name] for name in names], [b[name] for name in names]
+    return max(float((x.double() - y.double()).abs().max() / max(x.double().abs().max(), 1e-30))
+               for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[dict, dict]:
+    """(one process accumulating 2 micro-batches, two processes of one micro-batch each), from the same seed."""
+    dataset = random_prepared_dataset(tmp_path_factory, SHAPE, cases=3, heldout=1)
+    folder = tmp_path_factory.mktemp("data_parallel")
+    train_in_process(0, 1, folder / "unused", dataset, folder / "one.pt")
+    data_parallel.spawn(train_in_process, 2, dataset, folder / "two.pt")
+    return torch.load(folder / "one.pt"), torch.load(folder / "two.pt")
+
+
+def test_two_processes_take_the_accumulated_one_process_steps(runs):
+    one, two = runs
+    # Every micro-batch's loss, in the one-process order: the same batches and the same random numbers.
+    assert len(two["losses"]) == STEPS and all(len(step) == 2 for step in two["losses"])
+    assert len({round(loss, 6) for step in one["losses"] for loss in step}) == 2 * STEPS  # not one loss repeated
+    differences = {
+        "losses": max(abs(a - b) / abs(a) for x, y in zip(one["losses"], two["losses"]) for a, b in zip(x, y)),
+        "gradients": max(relative_difference(x, y) for x, y in zip(one["gradients"], two["gradients"])),
+        "weights": relative_difference(one["model"], two["model"]),
+        "ema": relative_difference(one["ema"], two["ema"]),
+    }
+    # Measured on this CPU (torch 2.13, gloo): 0.0 for each, bit for bit. Each process computes its micro-batch as the
+    # one process does (the same weights, batch, draws and thread count), and the two averages, g_a / 2 + g_b / 2
+    # accumulated and (g_a + g_b) / 2 across processes, differ only by the order of exact power-of-two scalings. The
+    # bound, one float32 rounding of each tensor's largest value, leaves room for a reduction that rounds otherwise;
+    # a summed instead of averaged gradient is off by 100 %, a micro-batch with another's random numbers by percents.
+    eps = torch.finfo(torch.float32).eps
+    assert all(value <= eps for value in differences.values()), differences
+    # The three steps moved the weights far beyond that bound: equal weights are not merely the initial ones.
+    initial = ModelSpec.from_params(MODEL, DIFFUSION).build(SETTINGS.seed).state_dict()
+    assert relative_difference(one["model"], initial) > 1e-3
+
+
+def test_a_process_runs_its_own_share_of_the_micro_batches():
+    assert [list(data_parallel.Processes(rank, 2).share(4)) for rank in range(2)] == [[0, 1], [2, 3]]
+    assert list(data_parallel.ONE_PROCESS.share(2)) == [0, 1]
+    with pytest.raises(ValueError, match="2 processes cannot share 3 micro-batches equally"):
+        data_parallel.Processes(0, 2).share(3)
+
+
+def test_more_processes_than_gpus_is_one_line_naming_the_variant_and_the_fix():
+    with pytest.raises(data_parallel.ExpectedError) as error:
+        data_parallel.check_gpus("frontier_ndhwc_ddp2", 2, 1)
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("variant 'frontier_ndhwc_ddp2' trains with data_parallel 2 processes, one GPU each, but "
+                              "this job sees 1 GPU(s)")
+    assert "fix: run it where 2 GPUs of one node are free (--resources gpu=2" in message
+    data_parallel.check_gpus("frontier_ndhwc_ddp2", 2, 2)
