@@ -17,7 +17,8 @@ from medddpm.runs import Run
 from medddpm.settings import TrainSettings
 from medddpm.switches import Variant
 
-# tests/tiny.yaml's network: GroupNorm + SiLU ResBlocks, one down- and upsampling, attention (checkpointed, as upstream).
+# tests/tiny.yaml's network: GroupNorm + SiLU ResBlocks, one down- and upsampling, attention (checkpointed, as
+# upstream).
 MODEL = {"in_channels": 3, "out_channels": 1, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
          "attention_downsample_rates": [2], "num_heads": 1, "dropout": 0.0}
 DIFFUSION = {"timesteps": 4}
@@ -116,3 +117,64 @@ def test_more_processes_than_gpus_is_one_line_naming_the_variant_and_the_fix():
                               "this job sees 1 GPU(s)")
     assert "fix: run it where 2 GPUs of one node are free (--resources gpu=2" in message
     data_parallel.check_gpus("frontier_ndhwc_ddp2", 2, 2)
+
+
+# --- the training job (medddpm.jobs.run_training) -------------------------------------------------------------------
+JOB_TRAIN = {"lr": 1e-3, "gradient_accumulation": 2, "ema_decay": 0.995, "ema_update_every": 1, "ema_start_step": 1,
+             "warmup_steps": 1, "measured_steps": 2, "seed": 0, "bare_loop_steps": 1}
+CPU_LABEL = {"label": "cpu", "device": "cpu", "name_pattern": None, "emulate_gpus_on_cpu": False}
+
+
+def training_job(switches: dict, name: str, dataset: Path, folder: Path) -> dict:
+    """The training job of a variant on the CPU, as train.py runs it; its three outputs, read back."""
+    import json
+
+    import pandas as pd
+
+    from conftest import REPO
+    from medddpm.checkpoints import load_checkpoint
+    from medddpm.jobs import run_training
+    from medddpm.runs import start_job
+    from medddpm.settings import from_mapping
+
+    folder.mkdir()
+    params = {"device": CPU_LABEL, "variant": switches, "model": MODEL, "diffusion": DIFFUSION, "train": JOB_TRAIN}
+    run = start_job(params, name, REPO)
+    out = {"summary": folder / "train.json", "steps": folder / "train_steps.csv",
+           "checkpoint": folder / "checkpoint.pt"}
+    run_training(ModelSpec.from_params(MODEL, DIFFUSION), from_mapping(TrainSettings, JOB_TRAIN, "train"), run,
+                 dataset, out["summary"], out["steps"], out["checkpoint"])
+    return {"summary": json.loads(out["summary"].read_text()), "steps": pd.read_csv(out["steps"]),
+            "checkpoint": load_checkpoint(out["checkpoint"]), "files": sorted(p.name for p in folder.iterdir())}
+
+
+def test_the_data_parallel_job_writes_once_what_the_one_process_job_writes(tmp_path_factory):
+    dataset = random_prepared_dataset(tmp_path_factory, SHAPE, cases=3, heldout=1)
+    folder = tmp_path_factory.mktemp("jobs")
+    one = training_job(PAPER, "baseline", dataset, folder / "one")
+    two = training_job({**PAPER, "data_parallel": 2}, "baseline_ddp2", dataset, folder / "two")
+    assert two["files"] == one["files"] == ["checkpoint.pt", "train.json", "train_steps.csv"]
+    assert (one["summary"]["data_parallel"], two["summary"]["data_parallel"]) == (1, 2)
+    assert two["summary"]["provenance"]["switches"]["data_parallel"] == 2
+    # Every micro-batch's loss, in the one-process order (process 1's gathered beside process 0's), and the weights.
+    columns = ["step", "phase", "loss", "loss_micro_0", "loss_micro_1"]
+    assert list(two["steps"].columns) == list(one["steps"].columns)
+    assert two["steps"][columns].equals(one["steps"][columns])
+    assert relative_difference(one["checkpoint"]["model"], two["checkpoint"]["model"]) <= torch.finfo(
+        torch.float32).eps
+    # One step time per measured step (each the slower process's), as the one-process job reports them.
+    measured = two["steps"][two["steps"]["phase"] == "measured"]
+    assert len(measured) == JOB_TRAIN["measured_steps"] and measured["step_ms"].gt(0).all()
+    assert two["summary"]["step_time"]["n"] == JOB_TRAIN["measured_steps"]
+    assert two["summary"]["bare_loop"]["step_time"]["n"] == JOB_TRAIN["bare_loop_steps"]
+
+
+def refuse_in_process_one(rank: int, size: int, rendezvous: Path) -> None:
+    if rank == 1:
+        raise data_parallel.ExpectedError("process 1 refuses: one line naming the problem; fix: none needed")
+
+
+def test_a_process_s_expected_error_is_its_one_line_in_the_job():
+    with pytest.raises(data_parallel.ExpectedError) as error:
+        data_parallel.spawn(refuse_in_process_one, 2)
+    assert str(error.value) == "process 1 refuses: one line naming the problem; fix: none needed"

@@ -83,12 +83,28 @@ def leave() -> None:
 
 
 def spawn(function: Callable, size: int, *args) -> None:
-    """Run `function(rank, size, rendezvous, *args)` in `size` new processes and wait for all of them; a process
-    that raises stops the others, and its error is raised here (torch.multiprocessing.ProcessRaisedException)."""
+    """Run `function(rank, size, rendezvous, *args)` in `size` new processes and wait for all of them. A process
+    that raises stops the others; its ExpectedError is raised here with its one line, anything else as
+    torch.multiprocessing's ProcessRaisedException, with the process's traceback."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="medddpm-rendezvous-") as folder:
-        mp.spawn(function, args=(size, Path(folder) / "rendezvous", *args), nprocs=size, join=True)
+        try:
+            mp.spawn(_process, args=(function, size, Path(folder), args), nprocs=size, join=True)
+        except mp.ProcessRaisedException:
+            told = sorted(Path(folder).glob("expected-error-*.txt"))
+            if told:
+                raise ExpectedError(told[0].read_text()) from None
+            raise
+
+
+def _process(rank: int, function: Callable, size: int, folder: Path, args: tuple) -> None:
+    """A spawned process: `function`, its ExpectedError's message left in `folder` for the parent to raise."""
+    try:
+        function(rank, size, folder / "rendezvous", *args)
+    except ExpectedError as error:
+        (folder / f"expected-error-{rank}.txt").write_text(str(error))
+        raise
 
 
 def slowest(values: list[float], processes: Processes) -> list[float]:

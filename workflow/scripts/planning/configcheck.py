@@ -357,10 +357,11 @@ def _data_parallel_problem(config: dict, origin) -> str | None:
         processes = config["variants"][name].get("data_parallel", 1)
         if isinstance(processes, int) and processes > 1 and accumulation % processes:
             divisors = [n for n in range(1, accumulation + 1) if accumulation % n == 0]
+            set_by = origin("train", "gradient_accumulation")
             return (f"config: variant {name!r} runs data_parallel {processes}{origin('variants', name)} processes, "
-                    f"which do not divide train.gradient_accumulation {accumulation}{origin('train', 'gradient_accumulation')} (each process "
-                    f"runs an equal share of the step's micro-batches); fix: set data_parallel to one of {divisors}, "
-                    f"or train.gradient_accumulation to a multiple of {processes}")
+                    f"which do not divide train.gradient_accumulation {accumulation}{set_by} (each process runs an "
+                    f"equal share of the step's micro-batches); fix: set data_parallel to one of {divisors}, or "
+                    f"train.gradient_accumulation to a multiple of {processes}")
     return None
 
 
