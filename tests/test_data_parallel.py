@@ -178,3 +178,50 @@ def test_a_process_s_expected_error_is_its_one_line_in_the_job():
     with pytest.raises(data_parallel.ExpectedError) as error:
         data_parallel.spawn(refuse_in_process_one, 2)
     assert str(error.value) == "process 1 refuses: one line naming the problem; fix: none needed"
+
+
+# --- the plan: the training job of a data-parallel rung takes its GPUs ---------------------------------------------
+RUNG = "frontier_ndhwc_ddp2"
+# tests/tiny.yaml on an emulated H200 label (no GPU needed to plan), the rung beside the baseline, upstream's two
+# micro-batches per step (tiny.yaml trains one, which two processes cannot share).
+OVERLAY = f"""gpus: [h200]
+emulate_gpus_on_cpu: true
+hardware: {{h200: {{profilers: [torch]}}}}
+run_variants: [baseline, {RUNG}]
+train: {{gradient_accumulation: 2}}
+"""
+TARGETS = [f"results/wholehead/h200/{variant}/train.json" for variant in ("baseline", RUNG)]
+
+
+def test_the_rung_s_training_job_takes_two_gpus_and_every_other_job_one(workflow_copy):
+    from conftest import planned_jobs, snakemake
+    from planned_jobs import planned_train_jobs
+
+    (workflow_copy / "ddp.yaml").write_text(OVERLAY)
+    jobs = planned_train_jobs(workflow_copy, ["tests/tiny.yaml", "ddp.yaml"], TARGETS)
+    assert {variant: job["gpu"] for variant, job in jobs.items()} == {"baseline": 1, RUNG: 2}
+    # A local run: profiles/default allows one GPU, which the rung's job cannot start with; one line says so before
+    # anything runs (Snakemake would refuse only when the job is due, naming pipes), and --resources gpu=2 plans it.
+    refused = snakemake(workflow_copy, "-n", "--configfile", "tests/tiny.yaml", "ddp.yaml", "--", *TARGETS)
+    assert refused.returncode != 0
+    assert (f"config: run_variants lists '{RUNG}', whose training job takes 2 GPUs (data_parallel 2), but this local "
+            "run allows 1 (--resources gpu=1, profiles/default); fix: run with --resources gpu=2") in refused.stdout + \
+        refused.stderr
+    planned = planned_jobs(workflow_copy, "--resources", "gpu=2", "--configfile", "tests/tiny.yaml", "ddp.yaml", "--",
+                           *TARGETS)
+    assert planned["train"] == 2
+
+
+def test_a_cpu_label_takes_no_gpu_and_other_jobs_one():
+    import yaml
+
+    from conftest import REPO
+    from planning.plan import Plan
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    plan = Plan({**config, "gpus": ["cpu", "h200"], "run_variants": ["baseline", RUNG]})
+    assert [plan.gpus("cpu", RUNG), plan.gpus("h200", RUNG), plan.gpus("h200", "baseline"), plan.gpus("h200")] == \
+        [0, 2, 1, 1]
+    assert plan.training_gpus() == {"baseline": 1, RUNG: 2}
+    assert plan.local_gpu_problem(None) is None and plan.local_gpu_problem(2) is None
+    assert plan.local_gpu_problem(1).startswith(f"config: run_variants lists '{RUNG}', whose training job takes 2 GPUs")
