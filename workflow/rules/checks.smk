@@ -77,9 +77,7 @@ for _label in config["gpus"]:
 # a cluster profile, which a dry run shows too, and loudly, every GPU label that no Nsight Compute job profiles
 # (`profilers: auto` is decided on the machine that plans the run, a login node without ncu on a cluster).
 if not workflow.remote_exec:
-    _requests = cluster_requests(
-        workflow.resource_settings.overwrite_resources, {"train": PLAN.training_gpus()}
-    )
+    _requests = cluster_requests(workflow.resource_settings.overwrite_resources, {"train": PLAN.training_gpus()})
     if _requests:
         print(
             "Cluster requests of the GPU rules (every job of the rule, from the profiles' set-resources):",
