@@ -4,6 +4,7 @@ steps of one process accumulating both micro-batches (train.gradient_accumulatio
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -31,13 +32,14 @@ SETTINGS = TrainSettings(seed=0, lr=1e-3, gradient_accumulation=2, ema_decay=0.9
 PAPER = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
 
 
-def train_in_process(rank: int, size: int, rendezvous: Path, dataset: Path, out: Path) -> None:
+def train_in_process(rank: int, size: int, rendezvous: Path, dataset: Path, out: Path,
+                     settings: TrainSettings = SETTINGS) -> None:
     """One of `size` processes (or the only one) trains STEPS optimizer steps; process 0 saves every step's losses
     (all micro-batches'), the gradients the optimizer stepped with, and the final weights and EMA weights."""
     device = torch.device("cpu")
     processes = data_parallel.join(rank, size, rendezvous, device) if size > 1 else data_parallel.ONE_PROCESS
     variant = Variant.from_config("ddp" if size > 1 else "baseline", {**PAPER, "data_parallel": size})
-    training = Training(ModelSpec.from_params(MODEL, DIFFUSION), SETTINGS, Run("cpu", variant, device, {}), dataset,
+    training = Training(ModelSpec.from_params(MODEL, DIFFUSION), settings, Run("cpu", variant, device, {}), dataset,
                         processes=processes)
     trainer = training.trainer
     stepped_with = []
@@ -68,21 +70,22 @@ def relative_difference(a: list[torch.Tensor] | dict, b: list[torch.Tensor] | di
                for x, y in zip(a, b))
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> tuple[dict, dict]:
-    """(one process accumulating 2 micro-batches, two processes of one micro-batch each), from the same seed."""
+def train_both_ways(tmp_path_factory, accumulation: int) -> tuple[dict, dict]:
+    """(one process accumulating `accumulation` micro-batches per step, two processes sharing them), same seed."""
+    settings = dataclasses.replace(SETTINGS, gradient_accumulation=accumulation)
     dataset = random_prepared_dataset(tmp_path_factory, SHAPE, cases=3, heldout=1)
     folder = tmp_path_factory.mktemp("data_parallel")
-    train_in_process(0, 1, folder / "unused", dataset, folder / "one.pt")
-    data_parallel.spawn(train_in_process, 2, dataset, folder / "two.pt")
+    train_in_process(0, 1, folder / "unused", dataset, folder / "one.pt", settings)
+    data_parallel.spawn(train_in_process, 2, dataset, folder / "two.pt", settings)
     return torch.load(folder / "one.pt"), torch.load(folder / "two.pt")
 
 
-def test_two_processes_take_the_accumulated_one_process_steps(runs):
-    one, two = runs
+def test_two_processes_take_the_accumulated_one_process_steps(tmp_path_factory):
+    """Upstream's two micro-batches per step, one per process."""
+    one, two = train_both_ways(tmp_path_factory, 2)
     # Every micro-batch's loss, in the one-process order: the same batches and the same random numbers.
     assert len(two["losses"]) == STEPS and all(len(step) == 2 for step in two["losses"])
-    assert len({round(loss, 6) for step in one["losses"] for loss in step}) == 2 * STEPS  # not one loss repeated
+    assert len({round(loss, 6) for step in one["losses"] for loss in step}) == 2 * STEPS  # none repeated
     differences = {
         "losses": max(abs(a - b) / abs(a) for x, y in zip(one["losses"], two["losses"]) for a, b in zip(x, y)),
         "gradients": max(relative_difference(x, y) for x, y in zip(one["gradients"], two["gradients"])),
@@ -99,6 +102,22 @@ def test_two_processes_take_the_accumulated_one_process_steps(runs):
     # The three steps moved the weights far beyond that bound: equal weights are not merely the initial ones.
     initial = ModelSpec.from_params(MODEL, DIFFUSION).build(SETTINGS.seed).state_dict()
     assert relative_difference(one["model"], initial) > 1e-3
+
+
+def test_two_processes_of_two_micro_batches_each_take_the_accumulated_step(tmp_path_factory):
+    """Four micro-batches per step, two per process: the first backward of each process's step under no_sync, the
+    second process skipping the first two micro-batches' draws."""
+    one, two = train_both_ways(tmp_path_factory, 4)
+    assert all(len(step) == 4 for step in two["losses"])
+    # The first step's gradients, from the same weights: measured 5.1e-8 of each tensor's largest value. The sum of
+    # four terms is associated otherwise ((g0 + g1) + (g2 + g3) against ((g0 + g1) + g2) + g3), which float32 rounds
+    # differently by an ulp or two of the largest term: below one float32 epsilon.
+    assert relative_difference(one["gradients"][0], two["gradients"][0]) <= torch.finfo(torch.float32).eps
+    # Every loss: measured 0.0 in the first two steps, 1.7e-7 in the third. Adam divides each gradient by its own
+    # running size, so a rounding difference in a gradient near zero becomes a weight difference of up to twice the
+    # learning rate: the weights are compared through the losses they give, not one by one.
+    assert max(abs(a - b) / abs(a) for x, y in zip(one["losses"], two["losses"]) for a, b in zip(x, y)) <= 1e-6
+    assert two["losses"][0] == one["losses"][0]
 
 
 def test_a_process_runs_its_own_share_of_the_micro_batches():
