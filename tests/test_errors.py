@@ -980,6 +980,15 @@ def case_value_of_the_wrong_type(tmp_path):
     return config_with(tmp_path, {"train": {"lr": "fast"}})
 
 
+@case(r"config: variant 'frontier_ndhwc_ddp2' runs data_parallel 2 \(set in config\.yaml\) processes, which do not "
+      r"divide train\.gradient_accumulation 3 \(set in \S+overlay\.yaml\) \(each process runs an equal share of the "
+      r"step's micro-batches\); fix: set data_parallel to one of \[1, 3\], or train\.gradient_accumulation to a "
+      r"multiple of 2$")
+def case_data_parallel_that_does_not_divide_the_accumulation(tmp_path):
+    return config_with(tmp_path, {"train": {"gradient_accumulation": 3},
+                                  "run_variants": ["baseline", "frontier_ndhwc_ddp2"]})
+
+
 @case(r"config: train\.warmup_steps: 0 is less than the minimum of 1 \(set in \S+overlay\.yaml\)")
 def case_value_out_of_range(tmp_path):
     return config_with(tmp_path, {"train": {"warmup_steps": 0}})

@@ -138,7 +138,10 @@ def test_profiles_give_every_gpu_rule_one_gpu_of_their_label(label, rules_by_gpu
     for rule in sorted(gpu_rules):
         assert rule in sets, f"profiles/slurm-{label}: GPU rule {rule!r} has no set-resources entry"
         res = sets[rule]
-        assert (res["gpu"], res["gpu_model"], res["constraint"]) == (1, label, label), (rule, res)
+        # Training takes its count from the workflow (1, or a data-parallel variant's processes): test_data_parallel.
+        gpus = res.get("gpu") if rule != "train" else ("from the workflow" if "gpu" not in res else res["gpu"])
+        expected = 1 if rule != "train" else "from the workflow"
+        assert (gpus, res["gpu_model"], res["constraint"], res["nodes"]) == (expected, label, label, 1), (rule, res)
         assert 0 < res["runtime"] <= 24 * 60 and res["mem_mb"] >= 16000 and res["cpus_per_gpu"] >= 1, (rule, res)
     for rule in sorted(cpu_rules):
         assert not {"gpu", "gpu_model", "gres"} & set(sets.get(rule, {})), f"CPU rule {rule!r} asks for a GPU"
@@ -167,8 +170,39 @@ def test_a_plan_made_without_ncu_keeps_the_nsight_jobs_and_shows_the_gpu_request
     assert "WARNING: this plan makes no Nsight Compute profile" not in output
     requests = output[output.index("Cluster requests of the GPU rules"):output.index("Building DAG of jobs")]
     for rule in ("train", "sample", "quality", "profile_ncu", "profile_torch"):
-        assert re.search(rf"^  {rule}: --gpus=h200:1 -C h200 --cpus-per-gpu 8 --mem \d+M -t \d+$", requests,
+        assert re.search(rf"^  {rule}: --gpus=h200:1 -C h200 --cpus-per-gpu 8 --mem \d+M -t \d+ --nodes 1$", requests,
                          re.MULTILINE), requests
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_a_data_parallel_rung_asks_slurm_for_its_gpus_on_one_node(label, tmp_path):
+    """The rung frontier_ndhwc_ddp2 through a GPU type's profiles: its training job is submitted with two GPUs of
+    one node (the plugin's own sbatch line), every other training job with one, and the plan says so before
+    submitting."""
+    from planned_jobs import planned_train_jobs
+
+    rung = "frontier_ndhwc_ddp2"
+    workdir = copy_workflow(tmp_path / "wf")
+    (workdir / "ddp.yaml").write_text(f"gpus: [{label}]\nhardware: {{{label}: {{profilers: [torch]}}}}\n"
+                                      f"run_variants: [baseline, {rung}]\ntrain: {{gradient_accumulation: 2}}\n")
+    jobs = planned_train_jobs(workdir, ["tests/tiny.yaml", "ddp.yaml"],
+                              [f"results/wholehead/{label}/{v}/train.json" for v in ("baseline", rung)],
+                              gpu_profile(label)["set-resources"])
+    for variant, gpus in (("baseline", 1), (rung, 2)):
+        flags = jobs[variant]["sbatch"].split()
+        assert f"--gpus={label}:{gpus}" in flags and "--nodes=1" in flags, (variant, flags)
+        assert not any(flag.startswith(("--ntasks", "--gres")) for flag in flags), flags  # one task starts them
+    if label != "h200":
+        return
+    (workdir / "paper_ddp.yaml").write_text(f"run_variants: [baseline, tf32, {rung}]\n")
+    done = run_watched([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm", "--profile",
+                        "profiles/slurm-h200", "--configfile", "config/paper.yaml", "paper_ddp.yaml", "--",
+                        f"results/wholehead/h200/{rung}/train.json"], workdir, env=clean_env(), merge_output=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    requests = done.stdout[done.stdout.index("Cluster requests of the GPU rules"):]
+    assert re.search(r"^  train: --gpus=h200:1 -C h200 .* --nodes 1$", requests, re.MULTILINE), requests
+    assert re.search(rf"^  train \({rung}\): --gpus=h200:2 -C h200 --cpus-per-gpu 8 --mem \d+M -t \d+ --nodes 1$",
+                     requests, re.MULTILINE), requests
 
 
 def test_a_plan_that_makes_no_nsight_data_says_so_before_submitting(tmp_path):

@@ -87,7 +87,8 @@ def test_defaults_are_upstream_behaviour():
     assert variant.switches() == {**PAPER, "cudnn_benchmark": False, "autocast": None, "compile": None,
                                   "fused_norm_act": False, "checkpointing": "attention", "fused_adam": False,
                                   "foreach_ema": False, "cuda_graphs": False,
-                                  "gather_upsampling": False, "ndhwc": False, "cuda_graph_training": False}
+                                  "gather_upsampling": False, "ndhwc": False, "cuda_graph_training": False,
+                                  "data_parallel": 1}
     model = prepare_model(UNet3D(paper_unet()), variant, CPU)
     assert parameter_count(model) == 40_226_433
     assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))
@@ -103,6 +104,9 @@ def test_defaults_are_upstream_behaviour():
         ({"cuda_graphs": True, "compile": "reduce-overhead"}, "captures CUDA graphs itself"),
         ({"cuda_graph_training": True, "compile": "max-autotune"}, "cuda_graph_training with compile mode"),
         ({"ndhwc": True}, "ndhwc needs channels_last: true"),
+        ({"data_parallel": 0}, "data_parallel 0 is not a whole number of processes, 1 or more"),
+        ({"data_parallel": 1.5}, "data_parallel 1.5 is not a whole number"),
+        ({"data_parallel": 2, "cuda_graph_training": True}, "data_parallel with cuda_graph_training"),
     ],
 )
 def test_invalid_switch_values_are_named(switches, message):

@@ -77,7 +77,7 @@ for _label in config["gpus"]:
 # a cluster profile, which a dry run shows too, and loudly, every GPU label that no Nsight Compute job profiles
 # (`profilers: auto` is decided on the machine that plans the run, a login node without ncu on a cluster).
 if not workflow.remote_exec:
-    _requests = cluster_requests(workflow.resource_settings.overwrite_resources)
+    _requests = cluster_requests(workflow.resource_settings.overwrite_resources, {"train": PLAN.training_gpus()})
     if _requests:
         print(
             "Cluster requests of the GPU rules (every job of the rule, from the profiles' set-resources):",
@@ -85,6 +85,13 @@ if not workflow.remote_exec:
             sep="\n",
             file=sys.stderr,
         )
+    else:
+        # A local run (no cluster settings in the profiles): a data-parallel training job that asks for more GPUs
+        # than --resources gpu allows is one line now, not Snakemake's refusal (about pipes) when the job is due.
+        _gpus = workflow.global_resources.get("gpu")
+        _problem = PLAN.local_gpu_problem(getattr(_gpus, "value", _gpus))
+        if _problem:
+            raise WorkflowError(_problem)
     _warning = nsight_warning(PLAN, OUTPUTS)
     if _warning:
         print(_warning, file=sys.stderr)

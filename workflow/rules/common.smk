@@ -51,7 +51,13 @@ def profiled_train_params(wildcards):
 
 def gpus_needed(wildcards):
     """GPUs a job of this label takes (counted against --resources gpu=N; the SLURM profiles map it to --gpus)."""
-    return 0 if config["hardware"][wildcards.gpu]["device"] == "cpu" else 1
+    return PLAN.gpus(wildcards.gpu)
+
+
+def training_gpus(wildcards):
+    """GPUs the training job of this label and variant takes: gpus_needed, or the variant's data_parallel processes
+    (one GPU each, of one node: the SLURM profiles' train block asks `nodes: 1` and leaves the count to this)."""
+    return PLAN.gpus(wildcards.gpu, wildcards.variant)
 
 
 # -- the preflight of a label's timed campaign (preflight.smk) ----------------------------------------------------

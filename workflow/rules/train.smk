@@ -13,7 +13,7 @@ rule train:
     conda:
         "../../envs/workload.yaml"
     resources:
-        gpu=gpus_needed,
+        gpu=training_gpus,
     params:
         device=device_params,
         variant=variant_params,

@@ -25,6 +25,7 @@ from measurement.timing import synchronize
 
 from .build import ModelSpec
 from .checkpoints import load_checkpoint, load_weights_into, workload_record
+from .data_parallel import ONE_PROCESS, Processes
 from .dataset import PreparedPairs
 from .diffusion import GaussianDiffusion
 from .placement import Placement
@@ -35,10 +36,11 @@ from .training import Trainer, data_batches
 
 
 class Training:
-    """The training step of a job: the trainer, with the model built from `train.seed`, placed and compiled."""
+    """The training step of a job: the trainer, with the model built from `train.seed`, placed and compiled (one of
+    the job's `processes` with data_parallel: medddpm.data_parallel)."""
 
     def __init__(self, model_spec: ModelSpec, train: TrainSettings, run: Run, dataset_dir: Path,
-                 graph_capture: bool = False):
+                 graph_capture: bool = False, processes: Processes = ONE_PROCESS):
         self.placement = placement = Placement.of(run, graph_capture)
         diffusion = placement.model(model_spec.build(train.seed))
         self.trainer = Trainer(
@@ -49,6 +51,7 @@ class Training:
             torch.Generator(device=run.device).manual_seed(train.seed),
             # Upstream's DataLoader pins memory; pinning only exists for copies to a GPU.
             pin_memory=run.device.type == "cuda",
+            processes=processes,
         )
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import time
@@ -15,7 +16,7 @@ from jobio.errors import write_json, writing
 from measurement import conditions, throughput
 from measurement.timing import DeviceTimer, summary, synchronize
 
-from . import compile_cache
+from . import compile_cache, data_parallel
 from .build import ModelSpec
 from .checkpoints import save_checkpoint, workload_record
 from .dataset import HeldOut, PreparedPairs
@@ -25,7 +26,7 @@ from .prepare import file_shape
 from .runs import Run, peak_memory, reset_peak_memory
 from .settings import SampleSettings, TrainSettings, as_dict
 from .unet import parameter_count
-from .variants import raise_recompile_limits
+from .variants import apply_backend, raise_recompile_limits
 
 
 TRAINING_PHASES = {"warmup": "warm-up steps", "measured": "measured steps"}  # the progress bars' names
@@ -33,7 +34,8 @@ TRAINING_PHASES = {"warmup": "warm-up steps", "measured": "measured steps"}  # t
 
 def bare_loop(training: Training, steps: int) -> dict | None:
     """Time `steps` optimizer steps of the bare loop (Trainer.bare_step on one resident batch) after one untimed
-    step: the same measurement as the bare loop timed over the upstream code, for a like-for-like comparison."""
+    step: the same measurement as the bare loop timed over the upstream code, for a like-for-like comparison. With
+    several processes, each step's time is its slowest process's, the peak memory the largest process's."""
     if steps <= 0:
         return None
     trainer = training.trainer
@@ -48,14 +50,54 @@ def bare_loop(training: Training, steps: int) -> dict | None:
     timer = DeviceTimer(device)
     for _ in timed_steps(step, 0, steps, timer):
         pass
-    timing = summary(timer.elapsed_ms())
+    timing = summary(data_parallel.slowest(timer.elapsed_ms(), trainer.processes))
     per_step = trainer.settings.gradient_accumulation
-    return {"step_time": timing, "ms_per_sample": timing["median_ms"] / per_step, **peak_memory(device)}
+    return {"step_time": timing, "ms_per_sample": timing["median_ms"] / per_step,
+            **largest_peak_memory(device, trainer.processes)}
+
+
+def largest_peak_memory(device: torch.device, processes: data_parallel.Processes) -> dict:
+    """peak_memory of this process, or the largest of every process's (each holds a whole model on its own GPU)."""
+    memory = peak_memory(device)
+    sizes = [key for key in ("peak_memory_bytes", "peak_memory_reserved_bytes") if key in memory]
+    for key, value in zip(sizes, data_parallel.slowest([float(memory[key]) for key in sizes], processes)):
+        memory[key] = int(value)
+    return memory
 
 
 def run_training(model_spec: ModelSpec, train: TrainSettings, run: Run, dataset_dir: Path, out_json: Path,
                  out_steps: Path, out_ckpt: Path) -> None:
-    training = Training(model_spec, train, run, dataset_dir)
+    """The training job: one process, or the variant's `data_parallel` processes on one node, one GPU each
+    (medddpm.data_parallel), of which process 0 writes the job's outputs."""
+    size = run.variant.data_parallel
+    if size == 1:
+        train_and_write(model_spec, train, run, dataset_dir, out_json, out_steps, out_ckpt)
+        return
+    if run.device.type == "cuda":
+        data_parallel.check_gpus(run.variant.name, size, torch.cuda.device_count())
+    data_parallel.spawn(train_in_process, size, model_spec, train, run, dataset_dir, out_json, out_steps, out_ckpt)
+
+
+def train_in_process(rank: int, size: int, rendezvous: Path, model_spec: ModelSpec, train: TrainSettings, run: Run,
+                     dataset_dir: Path, out_json: Path, out_steps: Path, out_ckpt: Path) -> None:
+    """Process `rank` of a data-parallel training job, on its own GPU (a new process: the variant's backend switches
+    are set again)."""
+    apply_backend(run.variant)
+    run = dataclasses.replace(run, device=data_parallel.device_of(rank, run.device.type))
+    processes = data_parallel.join(rank, size, rendezvous, run.device)
+    try:
+        train_and_write(model_spec, train, run, dataset_dir, out_json, out_steps, out_ckpt, processes)
+    finally:
+        data_parallel.leave()
+
+
+def train_and_write(model_spec: ModelSpec, train: TrainSettings, run: Run, dataset_dir: Path, out_json: Path,
+                    out_steps: Path, out_ckpt: Path,
+                    processes: data_parallel.Processes = data_parallel.ONE_PROCESS) -> None:
+    """Warm-up and timed steps of one process of the job; process 0 writes the steps CSV, the checkpoint and
+    train.json. Every process times its own steps; a step's time is that of its slowest process."""
+    writes = processes.rank == 0
+    training = Training(model_spec, train, run, dataset_dir, processes=processes)
     reset_peak_memory(run.device)
     # Compilation happens here, before the warm-up steps and outside every timed region.
     with compile_cache.counting() as cache:
@@ -64,16 +106,19 @@ def run_training(model_spec: ModelSpec, train: TrainSettings, run: Run, dataset_
     before, load = conditions.snapshot(run.device), conditions.OtherLoad()
     load.start()
     rows = [
-        {"step": training.trainer.step_index - 1, "phase": phase, "losses": losses}
+        # Every micro-batch's loss, each process's own gathered in the one-process order (after the timed step).
+        {"step": training.trainer.step_index - 1, "phase": phase, "losses": data_parallel.gathered(losses, processes)}
         for phase, losses in timed_steps(
             training.step, train.warmup_steps, train.measured_steps, timer,
             prepare=training.prepare,  # batch assembly and pinning, as upstream's loader workers do
-            progress=lambda phase, count: tqdm(range(count), desc=TRAINING_PHASES[phase], mininterval=5),
+            progress=lambda phase, count: tqdm(range(count), desc=TRAINING_PHASES[phase], mininterval=5,
+                                               disable=not writes),
         )
     ]
-    step_ms = timer.elapsed_ms()
+    step_ms = data_parallel.slowest(timer.elapsed_ms(), processes)
+    # Process 0's machine conditions (its GPU); the job's other processes count among the other load of the cores.
     timed_conditions = measured_conditions(before, load, run.device)
-    memory = peak_memory(run.device)
+    memory = largest_peak_memory(run.device, processes)
     measured = [row for row in rows if row["phase"] == "measured"]
     for row, ms in zip(measured, step_ms):
         row["step_ms"] = ms
@@ -89,11 +134,14 @@ def run_training(model_spec: ModelSpec, train: TrainSettings, run: Run, dataset_
             for row in rows
         ]
     )
-    with writing(out_steps):
-        steps.to_csv(out_steps, index=False)
     trainer = training.trainer
-    save_checkpoint({**trainer.checkpoint(), "workload": workload_record(model_spec)}, out_ckpt)
+    if writes:
+        with writing(out_steps):
+            steps.to_csv(out_steps, index=False)
+        save_checkpoint({**trainer.checkpoint(), "workload": workload_record(model_spec)}, out_ckpt)
     bare = bare_loop(training, train.bare_loop_steps)  # after the checkpoint: it changes the weights
+    if not writes:
+        return
     timing = summary(step_ms)
     samples_per_step = train.gradient_accumulation  # batch size 1, as upstream
     shape = file_shape(PreparedPairs(dataset_dir, "train").images[0])
@@ -105,6 +153,9 @@ def run_training(model_spec: ModelSpec, train: TrainSettings, run: Run, dataset_
             "volume_shape": shape,
             "flops": step_flops(model_spec.unet, tuple(shape), run.variant.checkpointing),
             "settings": as_dict(train),
+            # Processes (one GPU each) that trained: each ran gradient_accumulation / data_parallel micro-batches of
+            # every step, and every time below is the slowest process's.
+            "data_parallel": processes.size,
             "step_time": timing,
             "micro_batch_median_ms": timing["median_ms"] / samples_per_step,
             "train_ms_per_sample": timing["median_ms"] / samples_per_step,

@@ -41,6 +41,10 @@ class Variant:
     # The training job's optimizer step (every micro-batch's forward and backward, and Adam) replayed from one CUDA
     # graph captured after the first warm-up step (training.StepGraph); the losses are read once per step after it.
     cuda_graph_training: bool = False
+    # The training job's processes, one GPU each, on one node (medddpm.data_parallel): each runs
+    # train.gradient_accumulation / data_parallel micro-batches of batch 1 per optimizer step, and the gradients are
+    # averaged across them, so the step is the accumulated one-process step. 1 = one process (upstream).
+    data_parallel: int = 1
 
     def __post_init__(self):
         problems = []
@@ -57,6 +61,11 @@ class Variant:
             if getattr(self, switch) and self.compile is not None and COMPILE_MODES[self.compile]:
                 problems.append(f"{switch} with compile mode {self.compile!r}, which captures CUDA graphs itself "
                                 f"(use 'default' or 'max-autotune-no-cudagraphs' with {switch})")
+        if isinstance(self.data_parallel, bool) or not isinstance(self.data_parallel, int) or self.data_parallel < 1:
+            problems.append(f"data_parallel {self.data_parallel!r} is not a whole number of processes, 1 or more")
+        elif self.data_parallel > 1 and self.cuda_graph_training:
+            problems.append("data_parallel with cuda_graph_training: the gradients' all-reduce between processes "
+                            "cannot run inside the captured step (use one or the other)")
         if problems:
             raise ValueError(f"variant {self.name!r}: " + "; ".join(problems))
 
@@ -102,4 +111,6 @@ class Variant:
             "cuda_graph_training": cuda,
             "gather_upsampling": True,
             "ndhwc": cuda,
+            # Processes of one node, each with its own GPU (NCCL), or on a CPU each with its share of the cores (gloo).
+            "data_parallel": True,
         }

@@ -12,6 +12,7 @@ the optimizer step from a CUDA graph after the first eager step: `StepGraph`.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import time
 from collections import deque
@@ -22,11 +23,12 @@ import torch
 from jobio.errors import ExpectedError
 from measurement.timing import synchronize
 
+from .data_parallel import ONE_PROCESS, Processes, no_sync_unless
 from .diffusion import GaussianDiffusion
 from .placement import Placement
 from .settings import TrainSettings
 
-__all__ = ["NonFiniteLoss", "StepGraph", "Trainer", "TrainSettings", "cycle", "data_batches"]
+__all__ = ["DiffusionLoss", "NonFiniteLoss", "StepGraph", "Trainer", "TrainSettings", "cycle", "data_batches"]
 
 
 class NonFiniteLoss(ExpectedError, FloatingPointError):
@@ -47,8 +49,25 @@ def cycle(loader) -> Iterator:
         yield from loader
 
 
+class DiffusionLoss(torch.nn.Module):
+    """The diffusion's training loss as a module's forward: what DistributedDataParallel wraps (it hooks the gradients
+    of a module it calls). The diffusion stays the trainer's own module, so its state_dict keys stay those of a
+    one-process run's checkpoint."""
+
+    def __init__(self, diffusion: GaussianDiffusion):
+        super().__init__()
+        self.diffusion = diffusion
+
+    def forward(self, target: torch.Tensor, condition: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        return self.diffusion.loss(target, condition, generator)
+
+
 class Trainer:
     """One `step()` = one optimizer step over `gradient_accumulation` micro-batches, then the EMA rule.
+
+    With several `processes` (medddpm.data_parallel) this process runs its share of the step's micro-batches (and
+    draws the random numbers of the others' without using them), its loss divided by its share, through
+    DistributedDataParallel, which averages the gradients: the same optimizer step as the one-process loop's.
 
     `placement` (medddpm.placement) applies the variant: its optimizer and EMA kernels, the compilation of the U-Net
     and the layout and autocast of every micro-batch; `diffusion` comes placed (engine.Training). The EMA copy is
@@ -63,6 +82,7 @@ class Trainer:
         settings: TrainSettings,
         generator: torch.Generator,
         pin_memory: bool = False,
+        processes: Processes = ONE_PROCESS,
     ):
         self.diffusion = diffusion
         self.batches = batches
@@ -76,6 +96,18 @@ class Trainer:
         self.optimizer = placement.optimizer(diffusion.parameters(), settings.lr)
         placement.compile(diffusion)
         self.compiled = placement.compiles
+        self.processes = processes
+        # This process's micro-batches of every step, numbered as the one-process loop numbers them.
+        self.own = processes.share(settings.gradient_accumulation)
+        self.micro_batches = len(self.own)
+        self.loss_module = DiffusionLoss(diffusion)
+        if processes.distributed:
+            if placement.graph_capture:
+                raise ValueError("a captured training step (StepGraph) cannot hold the gradients' all-reduce")
+            self.loss_module = torch.nn.parallel.DistributedDataParallel(
+                self.loss_module, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                **_constant_buffers())
+        self._draw_like: torch.Tensor | None = None
         self.step_index = 0
         self._ready: deque[dict] = deque()
         # Whether `step` captures its graph after the first eager step (StepGraph; the placement then captures), and
@@ -84,12 +116,16 @@ class Trainer:
         self.graph: StepGraph | None = None
 
     def prefetch(self) -> None:
-        """Assemble (and pin) the batches of the next optimizer step now, outside any timed region."""
-        while len(self._ready) < self.settings.gradient_accumulation:
-            batch = next(self.batches)
-            if self.pin_memory:
-                batch = {key: value.pin_memory() for key, value in batch.items()}
-            self._ready.append(batch)
+        """Assemble (and pin) this process's batches of the next optimizer step now, outside any timed region. Every
+        process reads the step's batches in the shared order and keeps its own."""
+        while len(self._ready) < self.micro_batches:
+            for index in range(self.settings.gradient_accumulation):
+                batch = next(self.batches)
+                if index not in self.own:
+                    continue
+                if self.pin_memory:
+                    batch = {key: value.pin_memory() for key, value in batch.items()}
+                self._ready.append(batch)
 
     def _next_batch(self) -> dict:
         if not self._ready:
@@ -104,8 +140,20 @@ class Trainer:
 
     def loss(self, target: torch.Tensor, condition: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         with self.placement.autocast():
-            loss = self.diffusion.loss(target, condition, generator)
+            loss = self.loss_module(target, condition, generator)
         return loss.sum() / target.shape[0]
+
+    def accumulate(self, loss: torch.Tensor) -> None:
+        """The backward of one of this process's micro-batches: its loss divided by the micro-batches this process
+        accumulates (upstream's loss / gradient_accumulation with one process; with N, the average across processes
+        makes up the other factor N)."""
+        (loss / self.micro_batches).backward()
+
+    def skip_draws(self, count: int, like: torch.Tensor) -> None:
+        """Draw the random numbers of `count` micro-batches that other processes run (GaussianDiffusion.draw, as
+        their loss does), so that this process's own draws are those of the one-process loop."""
+        for _ in range(count):
+            self.diffusion.draw(like, self.generator)
 
     def loss_at(self, target: torch.Tensor, condition: torch.Tensor, t: torch.Tensor,
                 noise: torch.Tensor) -> torch.Tensor:
@@ -119,21 +167,28 @@ class Trainer:
         return self._to_device(self._next_batch())
 
     def micro_batch(self, index: int = 0) -> float:
+        """The micro-batch numbered `index` in the step (one of this process's own), forward and backward."""
         condition, target = self.next_inputs()
-        loss = self.loss(target, condition, self.generator)
-        # Upstream prints loss.item() every micro-batch: a host synchronisation that is part of the workload.
-        value = loss.item()
-        if not math.isfinite(value):
-            raise NonFiniteLoss(value, self.step_index, index, self.settings)
-        (loss / self.settings.gradient_accumulation).backward()
+        with no_sync_unless(index == self.own[-1], self.loss_module):
+            loss = self.loss(target, condition, self.generator)
+            # Upstream prints loss.item() every micro-batch: a host synchronisation that is part of the workload.
+            value = loss.item()
+            if not math.isfinite(value):
+                raise NonFiniteLoss(value, self.step_index, index, self.settings)
+            self.accumulate(loss)
         return value
 
     def step(self) -> list[float]:
-        """One optimizer step; the loss of each micro-batch. Eager (upstream's loop), or replayed from the step's CUDA
-        graph once it is captured: a placement that captures does so right after its first eager step."""
+        """One optimizer step; the loss of each of this process's micro-batches (every one with one process). Eager
+        (upstream's loop), or replayed from the step's CUDA graph once it is captured: a placement that captures does
+        so right after its first eager step."""
         if self.graph is not None:
             return self.replayed_step()
-        losses = [self.micro_batch(index) for index in range(self.settings.gradient_accumulation)]
+        if self.processes.distributed:
+            self.skip_draws(self.own.start, self.draw_like())
+        losses = [self.micro_batch(index) for index in self.own]
+        if self.processes.distributed:
+            self.skip_draws(self.settings.gradient_accumulation - self.own.stop, self.draw_like())
         self.optimizer.step()
         self.optimizer.zero_grad()
         self.end_step()
@@ -150,6 +205,13 @@ class Trainer:
             if not math.isfinite(value):
                 raise NonFiniteLoss(value, step_index, index, self.settings)
         return values
+
+    def draw_like(self) -> torch.Tensor:
+        """A tensor of a micro-batch's shape on the device, for the draws of the other processes' micro-batches."""
+        if self._draw_like is None:
+            self.prefetch()
+            self._draw_like = torch.empty(self._ready[0]["target"].shape, device=self.device)
+        return self._draw_like
 
     def end_step(self) -> None:
         """What follows the optimizer's update every step: the EMA rule, the step count."""
@@ -188,8 +250,9 @@ class Trainer:
     def bare_step(self, condition: torch.Tensor, target: torch.Tensor, generator: torch.Generator) -> None:
         """One optimizer step as the bare loop of the upstream comparison: forward, backward and Adam on resident
         tensors, with no `loss.item()`, no EMA and no data loading."""
-        for _ in range(self.settings.gradient_accumulation):
-            (self.loss(target, condition, generator) / self.settings.gradient_accumulation).backward()
+        for index in self.own:
+            with no_sync_unless(index == self.own[-1], self.loss_module):
+                self.accumulate(self.loss(target, condition, generator))
         self.optimizer.step()
         self.optimizer.zero_grad()
 
@@ -250,6 +313,14 @@ class StepGraph:
         self.graph.replay()
         trainer.end_step()
         return self.losses
+
+
+def _constant_buffers() -> dict:
+    """DistributedDataParallel's option that leaves the buffers alone at every forward (they are the diffusion's
+    constant schedules, equal in every process): `forward_sync_buffers` where this torch has it (it deprecates
+    `broadcast_buffers`), else `broadcast_buffers`."""
+    parameters = inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters
+    return {"forward_sync_buffers": False} if "forward_sync_buffers" in parameters else {"broadcast_buffers": False}
 
 
 def data_batches(dataset, seed: int) -> Iterator[dict]:

@@ -285,6 +285,9 @@ def consistency_problem(config: dict, basedir: Path, files: Sequence[str | Path]
                                     "every quality check and speed-up is relative to it")
     if problem:
         return problem
+    problem = _data_parallel_problem(config, origin)
+    if problem:
+        return problem
     at_once = config["comparison"]["processes_at_once"]
     references = [name for name in config["comparison"]["references"] if name in config["run_variants"]]
     if at_once is not None and at_once <= len(references) < len(config["run_variants"]):
@@ -343,6 +346,22 @@ def _fast_sampling_problem(config: dict, origin) -> str | None:
                 return (f"config: fast_sampling.samplers.{sampler} runs {beyond} steps"
                         f"{origin('fast_sampling', 'samplers')}, more than {key} ({timesteps}); fix: at most "
                         f"{timesteps} steps (a fast sampler takes a subset of the schedule's timesteps)")
+    return None
+
+
+def _data_parallel_problem(config: dict, origin) -> str | None:
+    """Every run variant's data_parallel processes divide train.gradient_accumulation: each process runs an equal share
+    of the optimizer step's micro-batches (medddpm.data_parallel)."""
+    accumulation = config["train"]["gradient_accumulation"]
+    for name in config["run_variants"]:
+        processes = config["variants"][name].get("data_parallel", 1)
+        if isinstance(processes, int) and processes > 1 and accumulation % processes:
+            divisors = [n for n in range(1, accumulation + 1) if accumulation % n == 0]
+            set_by = origin("train", "gradient_accumulation")
+            return (f"config: variant {name!r} runs data_parallel {processes}{origin('variants', name)} processes, "
+                    f"which do not divide train.gradient_accumulation {accumulation}{set_by} (each process runs an "
+                    f"equal share of the step's micro-batches); fix: set data_parallel to one of {divisors}, or "
+                    f"train.gradient_accumulation to a multiple of {processes}")
     return None
 
 

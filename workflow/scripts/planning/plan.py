@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from medddpm.switches import Variant
+
 from . import layout
 from measurement.comparison_groups import groups
 from .set_manifest import missing_manifest
@@ -67,6 +69,20 @@ class Plan:
     def phases(self) -> list[str]:
         return list(self.config["profiling"]["phases"])
 
+    def gpus(self, label: str, training_variant: str | None = None) -> int:
+        """GPUs of one node a job of `label` takes (its rule's `resources: gpu`, which --resources gpu=N counts and
+        the SLURM executor asks for): none on a CPU label, else one, or for the training job of `training_variant`
+        its data_parallel processes, one GPU each (medddpm.data_parallel)."""
+        if self.config["hardware"][label]["device"] == "cpu":
+            return 0
+        if training_variant is None:
+            return 1
+        return Variant.from_config(training_variant, self.config["variants"][training_variant]).data_parallel
+
+    def training_gpus(self) -> dict[str, int]:
+        """Each run variant's GPUs of its training job on this plan's GPU labels (the most any label asks)."""
+        return {variant: max([self.gpus(label, variant) for label in self.labels] or [0]) for variant in self.variants}
+
     @cached_property
     def tools(self) -> dict[str, list[str]]:
         """The profilers of each label measured here: the config's list, or what `auto` finds on this machine."""
@@ -95,6 +111,19 @@ class Plan:
             else:
                 gaps[label] = f"hardware.{label}.profilers lists {', '.join(self.tools[label])}, not ncu"
         return gaps
+
+    def local_gpu_problem(self, available: int | None) -> str | None:
+        """One line when a run variant's training job asks for more GPUs than a local run allows (--resources gpu,
+        `available`; None: no limit), which Snakemake would refuse only when the job is due, naming a pipe."""
+        if available is None:
+            return None
+        for variant, gpus in self.training_gpus().items():
+            if gpus > 1 and gpus > available:
+                return (f"config: run_variants lists {variant!r}, whose training job takes {gpus} GPUs (data_parallel "
+                        f"{gpus}), but this local run allows {available} (--resources gpu={available}, "
+                        f"profiles/default); fix: run with --resources gpu={gpus} on a machine with {gpus} GPUs, "
+                        "through the SLURM profiles, or leave it out of run_variants")
+        return None
 
     # -- runs and profiles -----------------------------------------------------------------------------------------
     @property
