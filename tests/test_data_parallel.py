@@ -50,13 +50,33 @@ def train_in_process(rank: int, size: int, rendezvous: Path, dataset: Path, out:
         return optimizer_step(*args, **kwargs)
 
     trainer.optimizer.step = recording_step
+    # The gradients' all-reduces of each micro-batch's backward (one per bucket of DDP's), counted by a communication
+    # hook that then reduces as DDP's default does: the micro-batches under no_sync reduce nothing.
+    reduced, per_micro_batch = [0], []
+    if size > 1:
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        def counting_hook(state, bucket):
+            reduced[0] += 1
+            return allreduce_hook(state, bucket)
+
+        trainer.loss_module.register_comm_hook(None, counting_hook)
+        micro_batch = trainer.micro_batch
+
+        def counted_micro_batch(index: int = 0) -> float:
+            before = reduced[0]
+            value = micro_batch(index)
+            per_micro_batch.append(reduced[0] - before)
+            return value
+
+        trainer.micro_batch = counted_micro_batch
     losses = []
     for _ in range(STEPS):
         training.prepare()
         losses.append(data_parallel.gathered(training.step(), processes))
     if rank == 0:
         torch.save({"losses": losses, "gradients": stepped_with, "model": trainer.diffusion.state_dict(),
-                    "ema": trainer.ema_model.state_dict()}, out)
+                    "ema": trainer.ema_model.state_dict(), "reduced_per_micro_batch": per_micro_batch}, out)
     data_parallel.leave()
 
 
@@ -118,6 +138,10 @@ def test_two_processes_of_two_micro_batches_each_take_the_accumulated_step(tmp_p
     # learning rate: the weights are compared through the losses they give, not one by one.
     assert max(abs(a - b) / abs(a) for x, y in zip(one["losses"], two["losses"]) for a, b in zip(x, y)) <= 1e-6
     assert two["losses"][0] == one["losses"][0]
+    # The gradients travel once per optimizer step: the first micro-batch of each process's pair reduces nothing
+    # (no_sync), the second all of them (without no_sync both would, the same numbers at twice the traffic).
+    counts = two["reduced_per_micro_batch"]
+    assert len(counts) == 2 * STEPS and counts[0::2] == [0] * STEPS and min(counts[1::2]) >= 1, counts
 
 
 def test_a_process_runs_its_own_share_of_the_micro_batches():
