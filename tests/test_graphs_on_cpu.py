@@ -70,6 +70,72 @@ def test_a_replayed_optimizer_step_trains_as_the_eager_step(graphs):
     assert replayed.step_index == eager.step_index == STEPS
 
 
+def _float64_batches(seed: int):
+    for batch in _batches(seed):
+        yield {key: value.double() for key, value in batch.items()}
+
+
+def _stacked_or_not(stacked: bool, captures: bool = False, dtype: torch.dtype = torch.float32) -> Trainer:
+    """The tiny network's trainer with the step's two micro-batches one by one, or stacked into one batch (the
+    variant's stacked_micro_batches), from the same weights, batches and generator; a capturing placement, as
+    `_trainer`'s, and `captures` replays from a graph after the first step."""
+    settings = configured(TrainSettings, "train", gradient_accumulation=2, lr=1e-3, ema_start_step=0,
+                          ema_update_every=1)
+    diffusion = GaussianDiffusion(tiny_unet(), timesteps=10).to(dtype)
+    variant = Variant.from_config("stacked" if stacked else "baseline",
+                                  {**BASELINE, "stacked_micro_batches": stacked})
+    trainer = Trainer(diffusion, (_float64_batches if dtype == torch.float64 else _batches)(7),
+                      Placement(variant, torch.device("cpu"), graph_capture=True), settings,
+                      torch.Generator().manual_seed(41))
+    trainer.captures = captures
+    return trainer
+
+
+def _recording_gradients(trainer: Trainer) -> list[list[torch.Tensor]]:
+    """The gradients each optimizer step of `trainer` steps with, recorded as it takes them."""
+    recorded, step = [], trainer.optimizer.step
+
+    def recording(*args, **kwargs):
+        recorded.append([p.grad.detach().clone() for p in trainer.diffusion.parameters()])
+        return step(*args, **kwargs)
+
+    trainer.optimizer.step = recording
+    return recorded
+
+
+def test_stacked_micro_batches_take_the_one_by_one_steps_in_float64(graphs):
+    """One forward and backward of the two micro-batches stacked against upstream's two, in float64: the same
+    batches and random numbers, each micro-batch's loss and every step's gradients to rounding."""
+    one_by_one, stacked = _stacked_or_not(False, dtype=torch.float64), _stacked_or_not(True, dtype=torch.float64)
+    gradients = _recording_gradients(one_by_one), _recording_gradients(stacked)
+    losses = _train_steps(one_by_one), _train_steps(stacked)
+    assert stacked.stacked and not one_by_one.stacked
+    assert len({loss for step in losses[0] for loss in step}) == 2 * STEPS  # every micro-batch its own loss
+    # Measured: losses 2.7e-16 apart (relative), gradients 9.7e-16 of the step's largest gradient at most: the
+    # float64 rounding of sums taken in another order (the stack's mean against the two halves accumulated), against
+    # the largest gradient of the step (a bias in front of a one-channel group's GroupNorm has the gradient zero,
+    # computed as rounding noise of 1e-19 either way). A micro-batch with the other's draws, or a stack's loss not
+    # divided as upstream's, is off by percents.
+    loss_gap = max(abs(a - b) / abs(a) for x, y in zip(*losses) for a, b in zip(x, y))
+    gradient_gap = max(max(float((a - b).abs().max()) for a, b in zip(first, second))
+                       / max(float(a.abs().max()) for a in first) for first, second in zip(*gradients))
+    assert loss_gap < 1e-13 and gradient_gap < 1e-13, (loss_gap, gradient_gap)
+    assert len(gradients[0]) == len(gradients[1]) == STEPS
+
+
+def test_a_stacked_step_replayed_from_its_graph_trains_as_the_eager_stacked_step(graphs):
+    eager, replayed = _stacked_or_not(True, captures=False), _stacked_or_not(True, captures=True)
+    eager_losses, replayed_losses = _train_steps(eager), _train_steps(replayed)
+    assert eager.graph is None and isinstance(replayed.graph, StepGraph)
+    assert replayed.graph.graph.replays == STEPS - 1
+    assert replayed_losses == eager_losses
+    for weight, same in zip(eager.diffusion.parameters(), replayed.diffusion.parameters()):
+        assert torch.equal(weight, same)
+    # and the stacked step is the one-by-one step to float32 rounding
+    one_by_one = _train_steps(_stacked_or_not(False))
+    assert max(abs(a - b) / abs(a) for x, y in zip(one_by_one, eager_losses) for a, b in zip(x, y)) < 1e-5
+
+
 def test_a_graph_captured_over_leftover_gradients_still_trains_as_the_eager_step(graphs):
     """StepGraph starts its capture from no gradients, whatever the step before it left: a gradient present at capture
     would be added into by every replay."""

@@ -88,7 +88,7 @@ def test_defaults_are_upstream_behaviour():
                                   "fused_norm_act": False, "checkpointing": "attention", "fused_adam": False,
                                   "foreach_ema": False, "cuda_graphs": False,
                                   "gather_upsampling": False, "ndhwc": False, "cuda_graph_training": False,
-                                  "data_parallel": 1}
+                                  "data_parallel": 1, "stacked_micro_batches": False}
     model = prepare_model(UNet3D(paper_unet()), variant, CPU)
     assert parameter_count(model) == 40_226_433
     assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))
@@ -107,6 +107,7 @@ def test_defaults_are_upstream_behaviour():
         ({"data_parallel": 0}, "data_parallel 0 is not a whole number of processes, 1 or more"),
         ({"data_parallel": 1.5}, "data_parallel 1.5 is not a whole number"),
         ({"data_parallel": 2, "cuda_graph_training": True}, "data_parallel with cuda_graph_training"),
+        ({"data_parallel": 2, "stacked_micro_batches": True}, "stacked_micro_batches with data_parallel"),
     ],
 )
 def test_invalid_switch_values_are_named(switches, message):

@@ -87,6 +87,14 @@ class GaussianDiffusion(nn.Module):
         x_noisy = self.q_sample(x_start, t, noise)
         return (noise - self.denoise(x_noisy, condition, t)).abs().mean()
 
+    def item_losses_at(self, x_start: torch.Tensor, condition: torch.Tensor, t: torch.Tensor,
+                       noise: torch.Tensor) -> torch.Tensor:
+        """Each item's `loss_at` (its mean over its own voxels): items of one size, so their mean is `loss_at` of
+        the batch (a stacked optimizer step reads each micro-batch's loss from them)."""
+        noise = noise.to(memory_format=_memory_format_of(x_start))
+        x_noisy = self.q_sample(x_start, t, noise)
+        return (noise - self.denoise(x_noisy, condition, t)).abs().mean(dim=tuple(range(1, x_start.ndim)))
+
     def p_sample(
         self, x: torch.Tensor, condition: torch.Tensor, step: int, generator: torch.Generator | None = None,
         denoise: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,

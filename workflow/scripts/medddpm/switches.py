@@ -45,6 +45,11 @@ class Variant:
     # train.gradient_accumulation / data_parallel micro-batches of batch 1 per optimizer step, and the gradients are
     # averaged across them, so the step is the accumulated one-process step. 1 = one process (upstream).
     data_parallel: int = 1
+    # The optimizer step's micro-batches stacked into one batch: one forward and backward of
+    # train.gradient_accumulation samples instead of one per sample, their batches and random numbers those of the
+    # micro-batches in upstream's order. The same gradient to rounding: GroupNorm and attention act per sample, and
+    # the mean of the stack's loss is the mean of the micro-batches' (each one sample). More activation memory.
+    stacked_micro_batches: bool = False
 
     def __post_init__(self):
         problems = []
@@ -66,6 +71,9 @@ class Variant:
         elif self.data_parallel > 1 and self.cuda_graph_training:
             problems.append("data_parallel with cuda_graph_training: the gradients' all-reduce between processes "
                             "cannot run inside the captured step (use one or the other)")
+        if self.stacked_micro_batches and isinstance(self.data_parallel, int) and self.data_parallel > 1:
+            problems.append("stacked_micro_batches with data_parallel: each process runs its share of the "
+                            "micro-batches one by one (stacking a process's share is not built; use one or the other)")
         if problems:
             raise ValueError(f"variant {self.name!r}: " + "; ".join(problems))
 
@@ -113,4 +121,5 @@ class Variant:
             "ndhwc": cuda,
             # Processes of one node, each with its own GPU (NCCL), or on a CPU each with its share of the cores (gloo).
             "data_parallel": True,
+            "stacked_micro_batches": True,
         }

@@ -108,6 +108,9 @@ class Trainer:
                 self.loss_module, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 **_constant_buffers())
         self._draw_like: torch.Tensor | None = None
+        # The variant's stacked_micro_batches: the step's micro-batches as one batch (one process; the variant refuses
+        # it beside data_parallel).
+        self.stacked = placement.variant.stacked_micro_batches and not processes.distributed
         self.step_index = 0
         self._ready: deque[dict] = deque()
         # Whether `step` captures its graph after the first eager step (StepGraph; the placement then captures), and
@@ -162,6 +165,41 @@ class Trainer:
             loss = self.diffusion.loss_at(target, condition, t, noise)
         return loss.sum() / target.shape[0]
 
+    def item_losses_at(self, target: torch.Tensor, condition: torch.Tensor, t: torch.Tensor,
+                       noise: torch.Tensor) -> torch.Tensor:
+        """Each sample's loss at drawn steps and noise: a stacked step's micro-batches (one sample each), whose
+        mean is upstream's accumulated loss (the mean of each micro-batch's loss / gradient_accumulation)."""
+        with self.placement.autocast():
+            return self.diffusion.item_losses_at(target, condition, t, noise)
+
+    def stack(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Each tensor (one sample) repeated gradient_accumulation times along the batch, inputs in the variant's
+        layout: the stacked step's shapes, for compiling and capturing ahead of the loop."""
+        count = self.settings.gradient_accumulation
+        return tuple(self.placement.input(torch.cat([x] * count)) for x in tensors)
+
+    def stacked_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(condition, target, t, noise) of the step's micro-batches stacked into one batch: each micro-batch's batch
+        and draws (GaussianDiffusion.draw) in upstream's order, as the one-by-one loop takes them."""
+        parts = []
+        for _ in range(self.settings.gradient_accumulation):
+            condition, target = self.next_inputs()
+            parts.append((condition, target, *self.diffusion.draw(target, self.generator)))
+        condition, target, t, noise = (torch.cat(column) for column in zip(*parts))
+        return self.placement.input(condition), self.placement.input(target), t, noise
+
+    def stacked_micro_batches(self) -> list[float]:
+        """The step's micro-batches as one forward and backward (the variant's stacked_micro_batches); each
+        micro-batch's loss, read once after the forward (the one-by-one loop reads each before its backward)."""
+        condition, target, t, noise = self.stacked_inputs()
+        losses = self.item_losses_at(target, condition, t, noise)
+        values = losses.tolist()
+        for index, value in enumerate(values):
+            if not math.isfinite(value):
+                raise NonFiniteLoss(value, self.step_index, index, self.settings)
+        losses.mean().backward()
+        return values
+
     def next_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(condition, target) of the next micro-batch, on the device in the variant's layout (consumed)."""
         return self._to_device(self._next_batch())
@@ -184,6 +222,14 @@ class Trainer:
         so right after its first eager step."""
         if self.graph is not None:
             return self.replayed_step()
+        if self.stacked:
+            losses = self.stacked_micro_batches()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            self.end_step()
+            if self.captures:
+                self.graph = StepGraph(self)
+            return losses
         if self.processes.distributed:
             self.skip_draws(self.own.start, self.draw_like())
         losses = [self.micro_batch(index) for index in self.own]
@@ -238,6 +284,8 @@ class Trainer:
         if not self.compiled:
             return None
         condition, target = self.resident_batch()
+        if self.stacked:  # compiled for the stacked step's batch
+            condition, target = self.stack(condition, target)
         generator = torch.Generator(device=self.device).manual_seed(self.settings.seed + 7919)
         synchronize(self.device)
         started = time.perf_counter()
@@ -250,6 +298,12 @@ class Trainer:
     def bare_step(self, condition: torch.Tensor, target: torch.Tensor, generator: torch.Generator) -> None:
         """One optimizer step as the bare loop of the upstream comparison: forward, backward and Adam on resident
         tensors, with no `loss.item()`, no EMA and no data loading."""
+        if self.stacked:
+            condition, target = self.stack(condition, target)
+            self.item_losses_at(target, condition, *self.diffusion.draw(target, generator)).mean().backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            return
         for index in self.own:
             with no_sync_unless(index == self.own[-1], self.loss_module):
                 self.accumulate(self.loss(target, condition, generator))
@@ -286,7 +340,11 @@ class StepGraph:
         accumulation = trainer.settings.gradient_accumulation
         condition, target = trainer.resident_batch()
         t, noise = trainer.diffusion.draw(target, torch.Generator(device=device).manual_seed(0))
-        self.static_inputs = [tuple(v.clone() for v in (condition, target, t, noise)) for _ in range(accumulation)]
+        if trainer.stacked:  # one batch of the micro-batches; each micro-batch's inputs a view of one sample of it
+            stacked = (*trainer.stack(condition, target), *(torch.cat([v] * accumulation) for v in (t, noise)))
+            self.static_inputs = [tuple(v[index:index + 1] for v in stacked) for index in range(accumulation)]
+        else:
+            self.static_inputs = [tuple(v.clone() for v in (condition, target, t, noise)) for _ in range(accumulation)]
         self.losses = torch.zeros(accumulation, device=device)
         trainer.optimizer.zero_grad(set_to_none=True)
         stream = torch.cuda.current_stream(device)
@@ -294,10 +352,16 @@ class StepGraph:
         self.graph = torch.cuda.CUDAGraph()
         side = None if stream == torch.cuda.default_stream(device) else stream
         with torch.cuda.graph(self.graph, stream=side):
-            for index, (condition, target, t, noise) in enumerate(self.static_inputs):
-                loss = trainer.loss_at(target, condition, t, noise)
-                self.losses[index].copy_(loss.detach())
-                (loss / accumulation).backward()
+            if trainer.stacked:
+                condition, target, t, noise = stacked
+                losses = trainer.item_losses_at(target, condition, t, noise)
+                self.losses.copy_(losses.detach())
+                losses.mean().backward()
+            else:
+                for index, (condition, target, t, noise) in enumerate(self.static_inputs):
+                    loss = trainer.loss_at(target, condition, t, noise)
+                    self.losses[index].copy_(loss.detach())
+                    (loss / accumulation).backward()
             trainer.optimizer.step()
         self.capture_seconds = time.perf_counter() - started
 
