@@ -222,24 +222,22 @@ class Trainer:
         so right after its first eager step."""
         if self.graph is not None:
             return self.replayed_step()
-        if self.stacked:
-            losses = self.stacked_micro_batches()
-            self.optimizer.step()
-            self.optimizer.zero_grad()
-            self.end_step()
-            if self.captures:
-                self.graph = StepGraph(self)
-            return losses
-        if self.processes.distributed:
-            self.skip_draws(self.own.start, self.draw_like())
-        losses = [self.micro_batch(index) for index in self.own]
-        if self.processes.distributed:
-            self.skip_draws(self.settings.gradient_accumulation - self.own.stop, self.draw_like())
+        losses = self.stacked_micro_batches() if self.stacked else self.own_micro_batches()
         self.optimizer.step()
         self.optimizer.zero_grad()
         self.end_step()
         if self.captures:
             self.graph = StepGraph(self)
+        return losses
+
+    def own_micro_batches(self) -> list[float]:
+        """This process's micro-batches of the step one by one (every one with one process: upstream's loop), the
+        other processes' draws taken and skipped around them."""
+        if self.processes.distributed:
+            self.skip_draws(self.own.start, self.draw_like())
+        losses = [self.micro_batch(index) for index in self.own]
+        if self.processes.distributed:
+            self.skip_draws(self.settings.gradient_accumulation - self.own.stop, self.draw_like())
         return losses
 
     def replayed_step(self) -> list[float]:
