@@ -859,3 +859,20 @@ def test_clocks_are_read_from_nvidia_smi_as_far_as_the_board_reports_them():
     unrecorded = {key: value for key, value in _provenance().items() if key != "clocks"}
     reasons = conformance.provenance_differences(_provenance(clocks={"sm_max_mhz": 1980.0}), unrecorded)
     assert reasons == ["clocks recorded here only"]
+
+
+def test_fig07_says_which_speed_up_bars_are_paired_intervals_and_which_quartile_ranges():
+    """A shipped set whose comparison holds some of its variants (the H200's: the ladder's rungs, not the paper's
+    channels-last ones) names the bars whose range is two separate jobs' quartiles."""
+    from reporting.outputs.fig07_optimization_impact import _interval_words
+
+    order = ["baseline", "tf32", "channels_last", "frontier_graphed"]
+
+    def verdict(*paired: bool) -> pd.DataFrame:
+        return pd.DataFrame({"paired": paired}, index=order)
+
+    assert _interval_words(verdict(True, True, True, True), order) == "paired rounds, their interval"
+    assert _interval_words(verdict(False, False, False, False), order) == "separate jobs, quartile range"
+    assert _interval_words(verdict(True, True, False, True), order) == (
+        "paired rounds' interval;\nseparate jobs' quartile range: channels_last")
+    assert _interval_words(verdict(False, True, True, True), order) == "paired rounds, their interval"  # the baseline
