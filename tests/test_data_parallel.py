@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import random_prepared_dataset
+from tiny_training import DIFFUSION, JOB_TRAIN, MODEL, PAPER, SHAPE, training_job
 from medddpm import data_parallel
 from medddpm.build import ModelSpec
 from medddpm.engine import Training
@@ -18,18 +19,11 @@ from medddpm.runs import Run
 from medddpm.settings import TrainSettings
 from medddpm.switches import Variant
 
-# tests/tiny.yaml's network: GroupNorm + SiLU ResBlocks, one down- and upsampling, attention (checkpointed, as
-# upstream).
-MODEL = {"in_channels": 3, "out_channels": 1, "base_width": 32, "channel_mult": [1, 2], "num_res_blocks": 1,
-         "attention_downsample_rates": [2], "num_heads": 1, "dropout": 0.0}
-DIFFUSION = {"timesteps": 4}
-SHAPE = (8, 8, 8)
 STEPS = 3
 # A learning rate at which three Adam steps move every weight well beyond float32 rounding (upstream's 1e-5 moves
 # them by about 1e-5 per step too, but a larger one makes a wrong step stand out further).
 SETTINGS = TrainSettings(seed=0, lr=1e-3, gradient_accumulation=2, ema_decay=0.995, ema_update_every=1,
                          ema_start_step=1)
-PAPER = {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False}
 
 
 def train_in_process(rank: int, size: int, rendezvous: Path, dataset: Path, out: Path,
@@ -163,34 +157,6 @@ def test_more_processes_than_gpus_is_one_line_naming_the_variant_and_the_fix():
 
 
 # --- the training job (medddpm.jobs.run_training) -------------------------------------------------------------------
-JOB_TRAIN = {"lr": 1e-3, "gradient_accumulation": 2, "ema_decay": 0.995, "ema_update_every": 1, "ema_start_step": 1,
-             "warmup_steps": 1, "measured_steps": 2, "seed": 0, "bare_loop_steps": 1}
-CPU_LABEL = {"label": "cpu", "device": "cpu", "name_pattern": None, "emulate_gpus_on_cpu": False}
-
-
-def training_job(switches: dict, name: str, dataset: Path, folder: Path) -> dict:
-    """The training job of a variant on the CPU, as train.py runs it; its three outputs, read back."""
-    import json
-
-    import pandas as pd
-
-    from conftest import REPO
-    from medddpm.checkpoints import load_checkpoint
-    from medddpm.jobs import run_training
-    from medddpm.runs import start_job
-    from medddpm.settings import from_mapping
-
-    folder.mkdir()
-    params = {"device": CPU_LABEL, "variant": switches, "model": MODEL, "diffusion": DIFFUSION, "train": JOB_TRAIN}
-    run = start_job(params, name, REPO)
-    out = {"summary": folder / "train.json", "steps": folder / "train_steps.csv",
-           "checkpoint": folder / "checkpoint.pt"}
-    run_training(ModelSpec.from_params(MODEL, DIFFUSION), from_mapping(TrainSettings, JOB_TRAIN, "train"), run,
-                 dataset, out["summary"], out["steps"], out["checkpoint"])
-    return {"summary": json.loads(out["summary"].read_text()), "steps": pd.read_csv(out["steps"]),
-            "checkpoint": load_checkpoint(out["checkpoint"]), "files": sorted(p.name for p in folder.iterdir())}
-
-
 def test_the_data_parallel_job_writes_once_what_the_one_process_job_writes(tmp_path_factory):
     dataset = random_prepared_dataset(tmp_path_factory, SHAPE, cases=3, heldout=1)
     folder = tmp_path_factory.mktemp("jobs")
@@ -238,7 +204,7 @@ TARGETS = [f"results/wholehead/h200/{variant}/train.json" for variant in ("basel
 
 def test_the_rung_s_training_job_takes_two_gpus_and_every_other_job_one(workflow_copy):
     from conftest import planned_jobs, snakemake
-    from planned_jobs import planned_train_jobs
+    from train_job_requests import planned_train_jobs
 
     (workflow_copy / "ddp.yaml").write_text(OVERLAY)
     jobs = planned_train_jobs(workflow_copy, ["tests/tiny.yaml", "ddp.yaml"], TARGETS)

@@ -179,7 +179,7 @@ def test_a_data_parallel_rung_asks_slurm_for_its_gpus_on_one_node(label, tmp_pat
     """The rung frontier_ndhwc_ddp2 through a GPU type's profiles: its training job is submitted with two GPUs of
     one node (the plugin's own sbatch line), every other training job with one, and the plan says so before
     submitting."""
-    from planned_jobs import planned_train_jobs
+    from train_job_requests import planned_train_jobs
 
     rung = "frontier_ndhwc_ddp2"
     workdir = copy_workflow(tmp_path / "wf")

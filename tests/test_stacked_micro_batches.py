@@ -5,7 +5,7 @@ the job writes what the one-by-one job writes, each micro-batch's loss in its co
 from __future__ import annotations
 
 from conftest import random_prepared_dataset
-from test_data_parallel import PAPER, SHAPE, training_job
+from tiny_training import PAPER, SHAPE, training_job
 
 
 def test_the_stacked_job_writes_what_the_one_by_one_job_writes(tmp_path_factory):

@@ -107,9 +107,9 @@ def _process(rank: int, function: Callable, size: int, folder: Path, args: tuple
         raise
 
 
-def slowest(values: list[float], processes: Processes) -> list[float]:
-    """Element by element, the largest of every process's `values` (the step times: a step ends when its slowest
-    process ends)."""
+def largest(values: list[float], processes: Processes) -> list[float]:
+    """Element by element, the largest of every process's `values`: the step times (a step ends when its slowest
+    process ends) and the peak memory (each process holds a whole model on its own GPU)."""
     if not processes.distributed:
         return list(values)
     tensor = torch.tensor(values, dtype=torch.float64, device=_collective_device())

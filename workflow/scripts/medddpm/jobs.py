@@ -50,7 +50,7 @@ def bare_loop(training: Training, steps: int) -> dict | None:
     timer = DeviceTimer(device)
     for _ in timed_steps(step, 0, steps, timer):
         pass
-    timing = summary(data_parallel.slowest(timer.elapsed_ms(), trainer.processes))
+    timing = summary(data_parallel.largest(timer.elapsed_ms(), trainer.processes))
     per_step = trainer.settings.gradient_accumulation
     return {"step_time": timing, "ms_per_sample": timing["median_ms"] / per_step,
             **largest_peak_memory(device, trainer.processes)}
@@ -60,7 +60,7 @@ def largest_peak_memory(device: torch.device, processes: data_parallel.Processes
     """peak_memory of this process, or the largest of every process's (each holds a whole model on its own GPU)."""
     memory = peak_memory(device)
     sizes = [key for key in ("peak_memory_bytes", "peak_memory_reserved_bytes") if key in memory]
-    for key, value in zip(sizes, data_parallel.slowest([float(memory[key]) for key in sizes], processes)):
+    for key, value in zip(sizes, data_parallel.largest([float(memory[key]) for key in sizes], processes)):
         memory[key] = int(value)
     return memory
 
@@ -115,7 +115,7 @@ def train_and_write(model_spec: ModelSpec, train: TrainSettings, run: Run, datas
                                                disable=not writes),
         )
     ]
-    step_ms = data_parallel.slowest(timer.elapsed_ms(), processes)
+    step_ms = data_parallel.largest(timer.elapsed_ms(), processes)
     # Process 0's machine conditions (its GPU); the job's other processes count among the other load of the cores.
     timed_conditions = measured_conditions(before, load, run.device)
     memory = largest_peak_memory(run.device, processes)

@@ -100,12 +100,14 @@ class Trainer:
         # This process's micro-batches of every step, numbered as the one-process loop numbers them.
         self.own = processes.share(settings.gradient_accumulation)
         self.micro_batches = len(self.own)
-        self.loss_module = DiffusionLoss(diffusion)
+        # The loss a micro-batch's forward computes: the diffusion's own with one process (nothing between the loop
+        # and the model), through DistributedDataParallel with several (it hooks the gradients of a module it calls).
+        self.loss_module = diffusion.loss
         if processes.distributed:
             if placement.graph_capture:
                 raise ValueError("a captured training step (StepGraph) cannot hold the gradients' all-reduce")
             self.loss_module = torch.nn.parallel.DistributedDataParallel(
-                self.loss_module, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                DiffusionLoss(diffusion), device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 **_constant_buffers())
         self._draw_like: torch.Tensor | None = None
         # The variant's stacked_micro_batches: the step's micro-batches as one batch (one process; the variant refuses
@@ -188,16 +190,23 @@ class Trainer:
         condition, target, t, noise = (torch.cat(column) for column in zip(*parts))
         return self.placement.input(condition), self.placement.input(target), t, noise
 
+    def backward_stacked(self, target: torch.Tensor, condition: torch.Tensor, t: torch.Tensor,
+                         noise: torch.Tensor) -> torch.Tensor:
+        """Forward and backward of stacked micro-batches (one sample each): the backward of their losses' mean,
+        upstream's accumulated loss. Each micro-batch's loss, detached (the eager step, the bare loop and the
+        captured step all take the stacked step this way)."""
+        losses = self.item_losses_at(target, condition, t, noise)
+        losses.mean().backward()
+        return losses.detach()
+
     def stacked_micro_batches(self) -> list[float]:
         """The step's micro-batches as one forward and backward (the variant's stacked_micro_batches); each
-        micro-batch's loss, read once after the forward (the one-by-one loop reads each before its backward)."""
+        micro-batch's loss, read once after the backward (the one-by-one loop reads each before its backward)."""
         condition, target, t, noise = self.stacked_inputs()
-        losses = self.item_losses_at(target, condition, t, noise)
-        values = losses.tolist()
+        values = self.backward_stacked(target, condition, t, noise).tolist()
         for index, value in enumerate(values):
             if not math.isfinite(value):
                 raise NonFiniteLoss(value, self.step_index, index, self.settings)
-        losses.mean().backward()
         return values
 
     def next_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -298,13 +307,11 @@ class Trainer:
         tensors, with no `loss.item()`, no EMA and no data loading."""
         if self.stacked:
             condition, target = self.stack(condition, target)
-            self.item_losses_at(target, condition, *self.diffusion.draw(target, generator)).mean().backward()
-            self.optimizer.step()
-            self.optimizer.zero_grad()
-            return
-        for index in self.own:
-            with no_sync_unless(index == self.own[-1], self.loss_module):
-                self.accumulate(self.loss(target, condition, generator))
+            self.backward_stacked(target, condition, *self.diffusion.draw(target, generator))
+        else:
+            for index in self.own:
+                with no_sync_unless(index == self.own[-1], self.loss_module):
+                    self.accumulate(self.loss(target, condition, generator))
         self.optimizer.step()
         self.optimizer.zero_grad()
 
@@ -352,9 +359,7 @@ class StepGraph:
         with torch.cuda.graph(self.graph, stream=side):
             if trainer.stacked:
                 condition, target, t, noise = stacked
-                losses = trainer.item_losses_at(target, condition, t, noise)
-                self.losses.copy_(losses.detach())
-                losses.mean().backward()
+                self.losses.copy_(trainer.backward_stacked(target, condition, t, noise))
             else:
                 for index, (condition, target, t, noise) in enumerate(self.static_inputs):
                     loss = trainer.loss_at(target, condition, t, noise)

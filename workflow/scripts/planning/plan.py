@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from measurement.comparison_groups import groups
 from medddpm.switches import Variant
 
 from . import layout
-from measurement.comparison_groups import groups
 from .set_manifest import missing_manifest
 
 # Raw profiler exports of each tool, beside its tidy tables (exported with a reference set).
