@@ -149,10 +149,10 @@ def _group_sums(sums_ptr, n, group, PARTS, PLANE, C, CPG, compute: tl.constexpr,
 
 
 @triton.jit
-def _forward_statistics(x_ptr, sums_ptr, mean_ptr, rstd_ptr, S, C, CPG, G, PARTS, PLANE, eps, FP64: tl.constexpr,
-                        BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr):
+def _forward_statistics(x_ptr, sums_ptr, mean_ptr, rstd_ptr, S, C, CPG, G, PARTS, PLANE, eps, eps_rest,
+                        FP64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr):
     """Mean and 1/sqrt(variance + eps) of one (sample, group) from the shifted sums: one program per (sample, group),
-    the (N, G) statistics' element of the same index."""
+    the (N, G) statistics' element of the same index. eps arrives as two float32 values (_split_eps)."""
     pid = tl.program_id(0)
     n = pid // G
     group = pid % G
@@ -163,7 +163,9 @@ def _forward_statistics(x_ptr, sums_ptr, mean_ptr, rstd_ptr, S, C, CPG, G, PARTS
     variance = tl.maximum(tl.sum(s2, axis=0) / count - shifted_mean * shifted_mean, 0.0)
     shift = tl.load(x_ptr + n.to(tl.int64) * S * C + group * CPG).to(compute)
     tl.store(mean_ptr + pid, shift + shifted_mean)
-    tl.store(rstd_ptr + pid, 1.0 / tl.sqrt(variance + eps))
+    # Left to right: each float32 part added to the compute-dtype variance (added to each other first, in float32, the
+    # remainder would be lost).
+    tl.store(rstd_ptr + pid, 1.0 / tl.sqrt(variance + eps + eps_rest))
 
 
 @triton.jit
@@ -319,6 +321,14 @@ def _passes(x: torch.Tensor, groups: int, compute: torch.dtype) -> _Passes:
                    _options(x, **_group_blocks(shape[1], groups, parts)))
 
 
+def _split_eps(eps: float) -> tuple[float, float]:
+    """eps as float32 and the float32 of what that leaves: Triton passes a Python float to a kernel as float32, and
+    1e-5 arrived 2.5e-13 off, which moved rstd by 1.4e-11 at a group variance of 0.01 in float64 on an H200 (the
+    interpreter keeps Python's double). Their sum in float64 is eps to about 1e-20; in float32 it is float32(eps)."""
+    high = float(torch.tensor(eps, dtype=torch.float32))
+    return high, eps - high
+
+
 @custom_op("medddpm::group_norm_silu_ndhwc_forward", mutates_args=())
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int,
              eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -332,8 +342,8 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: 
     rstd = torch.empty_like(mean)
     y = torch.empty_like(x, memory_format=torch.channels_last_3d)
     _forward_sums[(batch * run.parts,)](x, run.sums, *run.shape[:3], run.tiles, run.parts, run.plane, **run.tile)
-    _forward_statistics[(batch * groups,)](x, run.sums, mean, rstd, *run.shape, run.parts, run.plane, eps,
-                                           **run.per_group)
+    _forward_statistics[(batch * groups,)](x, run.sums, mean, rstd, *run.shape, run.parts, run.plane,
+                                           *_split_eps(eps), **run.per_group)
     _forward_apply[(batch * run.tiles,)](x, y, weight, bias, mean, rstd, *run.shape, run.tiles, **run.tile)
     return y, mean, rstd
 
