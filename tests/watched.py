@@ -56,6 +56,16 @@ def newest_change(folder: Path) -> float:
     return newest
 
 
+def _ended_within(process: subprocess.Popen, seconds: float) -> bool:
+    """Whether the process ended within `seconds`: a wait, not a sleep, so that its end is seen at once (a sleep
+    between polls held every watched command up to a poll's length after it had ended)."""
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def _stop(process: subprocess.Popen, interrupt_first: bool) -> None:
     """SIGINT first where asked (Snakemake then cancels its cluster jobs and removes incomplete outputs), then the
     whole process group killed."""
@@ -96,8 +106,7 @@ def run_watched(cmd: list[str], cwd: Path, *, env: dict | None = None, stall_sec
             cpu = last_cpu = 0.0
             last_change = newest_change(cwd)
             problem = None
-            while process.poll() is None:
-                time.sleep(POLL_SECONDS)
+            while not _ended_within(process, POLL_SECONDS):
                 try:
                     cpu = max(cpu, tree_cpu_seconds(watched))
                 except psutil.NoSuchProcess:
