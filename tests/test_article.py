@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from printed_numbers import agrees
 from reporting.article import compose, references, typesetting
@@ -290,3 +291,12 @@ def test_the_abstract_holds_tab04s_numbers(finished_run):
                 assert agrees(low, row["train_speedup_low"]) and agrees(high, row["train_speedup_high"])
             checked += 1
     assert checked >= 4, abstract
+
+
+def test_the_limitations_describe_the_embedded_default_as_config_yaml_sets_it(tmp_path):
+    """The sentence about the default configuration is prose: it has to follow config.yaml when its workload changes."""
+    default = yaml.safe_load((REPO / "config.yaml").read_text())
+    shape, width = default["dataset"]["shape"], default["model"]["base_width"]
+    assert len(set(shape)) == 1, "the sentence says n^3: a cube"
+    said = " ".join(article_text.limitations_text(inputs_with(tmp_path, [run("cpu", "baseline", 10, 9, 11)]), default))
+    assert f"the default configuration runs a {shape[0]}^3, width-{width} network" in said

@@ -1063,7 +1063,7 @@ def case_volume_shape_the_unet_cannot_halve(tmp_path):
 
 
 @case(r"config: quality\.reference_shape \[48, 16, 16\] must fit in dataset\.shape and be divisible by 16 \(set in "
-      r"\S+overlay\.yaml\); fix: use multiples of 16 up to \[32, 32, 32\], or null")
+      r"\S+overlay\.yaml\); fix: use multiples of 16 up to \[16, 16, 16\], or null")
 def case_reference_crop_larger_than_the_volume(tmp_path):
     return config_with(tmp_path, {"quality": {"reference_shape": [48, 16, 16]}})
 

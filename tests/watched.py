@@ -14,9 +14,11 @@ The message says which, with the command, the time it ran and the CPU time it us
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,6 +58,16 @@ def newest_change(folder: Path) -> float:
     return newest
 
 
+def _ended_within(process: subprocess.Popen, seconds: float) -> bool:
+    """Whether the process ended within `seconds`: a wait, not a sleep, so that its end is seen at once (a sleep
+    between polls held every watched command up to a poll's length after it had ended)."""
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def _stop(process: subprocess.Popen, interrupt_first: bool) -> None:
     """SIGINT first where asked (Snakemake then cancels its cluster jobs and removes incomplete outputs), then the
     whole process group killed."""
@@ -73,6 +85,53 @@ def _stop(process: subprocess.Popen, interrupt_first: bool) -> None:
     process.wait()
 
 
+class _Forked:
+    """What run_watched uses of subprocess.Popen (pid, returncode, poll, wait), for a command that the Snakemake server
+    forked: its exit code arrives in a status file."""
+
+    def __init__(self, cmd: list[str], pid: int, status: Path) -> None:
+        self.args, self.pid, self.status, self.returncode = cmd, pid, status, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self.status.exists():
+            self.returncode = int(self.status.read_text())
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        waited = time.monotonic()
+        while self.poll() is None:
+            if timeout is not None and time.monotonic() - waited >= timeout:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+
+_server: subprocess.Popen | None = None
+
+
+def _is_snakemake(cmd: list[str]) -> bool:
+    """`python -m snakemake ...` with this interpreter, unless TESTS_FORK_SNAKEMAKE=0 asks for a process of its own."""
+    return (list(cmd[:3]) == [sys.executable, "-m", "snakemake"]
+            and os.environ.get("TESTS_FORK_SNAKEMAKE", "1") != "0")
+
+
+def _fork_snakemake(cmd: list[str], cwd: Path, env: dict, stdin: Path | None, stdout: Path, stderr: Path | None,
+                    status: Path) -> _Forked:
+    """`cmd` forked by this process's Snakemake server (snakemake_server.py; started on first use)."""
+    global _server
+    if _server is None or _server.poll() is not None:
+        _server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("snakemake_server.py"))],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    request = {"args": list(map(str, cmd[3:])), "cwd": str(cwd), "env": env, "stdin": stdin and str(stdin),
+               "stdout": str(stdout), "stderr": stderr and str(stderr), "status": str(status)}
+    _server.stdin.write(json.dumps(request) + "\n")
+    _server.stdin.flush()
+    answer = _server.stdout.readline()
+    if not answer.strip().isdigit():
+        raise RuntimeError(f"the Snakemake server (tests/snakemake_server.py) did not start {cmd}: {answer!r}")
+    return _Forked(cmd, int(answer), status)
+
+
 def run_watched(cmd: list[str], cwd: Path, *, env: dict | None = None, stall_seconds: float = 600,
                 cpu_seconds: float = 3600, merge_output: bool = False, interrupt_first: bool = False,
                 log: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
@@ -84,23 +143,33 @@ def run_watched(cmd: list[str], cwd: Path, *, env: dict | None = None, stall_sec
         out_path = log or Path(scratch) / "stdout"
         err_path = Path(scratch) / "stderr"
         with open(out_path, "w") as out, open(err_path, "w") as err:
-            process = subprocess.Popen(
-                cmd, cwd=cwd, env=env, text=True, start_new_session=True,
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT if merge_output else err)
-            if input is not None:
-                process.stdin.write(input)
-                process.stdin.close()
-            watched = psutil.Process(process.pid)
+            if _is_snakemake(cmd):
+                stdin_path = None
+                if input is not None:
+                    stdin_path = Path(scratch) / "stdin"
+                    stdin_path.write_text(input)
+                process = _fork_snakemake(cmd, cwd, dict(os.environ) if env is None else env, stdin_path, out_path,
+                                          None if merge_output else err_path, Path(scratch) / "status")
+            else:
+                process = subprocess.Popen(
+                    cmd, cwd=cwd, env=env, text=True, start_new_session=True,
+                    stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                    stdout=out, stderr=subprocess.STDOUT if merge_output else err)
+                if input is not None:
+                    process.stdin.write(input)
+                    process.stdin.close()
+            try:
+                watched = psutil.Process(process.pid)
+            except psutil.NoSuchProcess:  # a forked command can end, and be reaped by its server, before this line
+                watched = None
             started = last_progress = time.monotonic()
             cpu = last_cpu = 0.0
             last_change = newest_change(cwd)
             problem = None
-            while process.poll() is None:
-                time.sleep(POLL_SECONDS)
+            while not _ended_within(process, POLL_SECONDS):
                 try:
                     cpu = max(cpu, tree_cpu_seconds(watched))
-                except psutil.NoSuchProcess:
+                except (psutil.NoSuchProcess, AttributeError):
                     continue
                 now = time.monotonic()
                 if cpu > cpu_seconds:
@@ -122,4 +191,4 @@ def run_watched(cmd: list[str], cwd: Path, *, env: dict | None = None, stall_sec
         shown = " ".join(map(str, cmd[:8])) + (" ..." if len(cmd) > 8 else "")
         raise Stopped(f"{shown} {problem}, after {time.monotonic() - started:.0f} s with {cpu:.0f} s of CPU time; "
                       f"its last output: {(stdout + stderr)[-1500:]}")
-    return subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr)
+    return subprocess.CompletedProcess(cmd, process.poll(), stdout, stderr)

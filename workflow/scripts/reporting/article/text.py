@@ -320,7 +320,7 @@ def limitations_text(inputs: Inputs, settings: dict) -> list[str]:
         "training at a reduced size with a few seeds per variant. The software differs from the study's (its versions "
         "are not public): cuDNN's algorithm choice, which dominates the fp32 and TF32 convolutions, changes "
         "between versions.",
-        "CPU miniature numbers are not GPU findings: the default configuration runs a 32^3, width-32 network with "
+        "CPU miniature numbers are not GPU findings: the default configuration runs a 16^3, width-32 network with "
         "a ten-step schedule on a CPU so that the whole workflow runs anywhere; its times, kernel classes and "
         "samples test the path, and no claim is judged on them.",
     ]

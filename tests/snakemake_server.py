@@ -1,0 +1,115 @@
+"""Snakemake's command line imported once per test worker, and forked for every `python -m snakemake` the tests run.
+
+Importing Snakemake with its plugins takes about 2 s, more than a dry run of the workflow itself, and the suite runs
+Snakemake some two hundred times. This server imports it once (nothing of the workflow: every command still parses
+its own copy of the workflow and imports that copy's modules) and forks a child per command. The child is what
+`python -m snakemake ARGS` would be: its own session (a process group to signal), the command's folder, environment,
+standard input and output files, then Snakemake's `main()`; its exit code is the command's. Jobs that Snakemake starts
+are new processes as always.
+
+Protocol, one JSON object per line on the server's standard input: {"args", "cwd", "env", "stdin", "stdout", "stderr",
+"status"}; the server answers the child's pid on a line of its standard output and, once the child has ended, writes
+its exit code (negative: the signal that ended it, as subprocess gives) to the file named by "status". The server
+ends when its standard input closes (the test worker ended); running children are left to finish.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import sys
+import traceback
+
+import snakemake.cli  # the import every command skips
+import snakemake.workflow
+
+
+def _redirect(fd: int, path: str | None, flags: int) -> None:
+    opened = os.open(path or os.devnull, flags, 0o644)
+    os.dup2(opened, fd)
+    os.close(opened)
+
+
+def _run_child(request: dict) -> None:
+    """In the forked child: become `python -m snakemake ARGS` run in request's folder; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
+        os.chdir(request["cwd"])
+        sys.path[0] = os.getcwd()  # what `python -m` puts first
+        # The one value Snakemake takes from the process at import (its log's "Run directory"), taken again here.
+        snakemake.workflow.Workflow._rundir = os.getcwd()
+        os.environ.clear()
+        os.environ.update(request["env"])
+        _redirect(0, request["stdin"], os.O_RDONLY)
+        _redirect(1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        if request["stderr"]:
+            _redirect(2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        else:
+            os.dup2(1, 2)
+        sys.stdin = open(0, closefd=False)
+        sys.argv = [os.path.join(os.path.dirname(snakemake.cli.__file__), "__main__.py"), *request["args"]]
+        try:
+            snakemake.cli.main()
+            code = 0
+        except SystemExit as ended:
+            code = ended.code if isinstance(ended.code, int) else (0 if ended.code is None else 1)
+            if not isinstance(ended.code, (int, type(None))):
+                print(ended.code, file=sys.stderr)
+        except KeyboardInterrupt:
+            code = 128 + signal.SIGINT
+        except BaseException:  # noqa: BLE001 (what an uncaught exception prints and returns in `python -m`)
+            traceback.print_exc()
+            code = 1
+        atexit._run_exitfuncs()  # what the interpreter runs at a normal exit
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _reap(children: dict[int, str]) -> None:
+    """Every ended child's exit code into its status file (written whole, then renamed into place)."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        path = children.pop(pid, None)
+        if path is not None:
+            with open(path + ".part", "w") as out:
+                out.write(str(os.waitstatus_to_exitcode(status)))
+            os.replace(path + ".part", path)
+
+
+def serve() -> None:
+    children: dict[int, str] = {}
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.02)
+        _reap(children)
+        if not ready:
+            continue
+        line = sys.stdin.readline()
+        if not line:
+            return
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _run_child(request)
+        children[pid] = request["status"]
+        print(pid, flush=True)
+
+
+if __name__ == "__main__":
+    serve()
