@@ -81,3 +81,31 @@ def test_a_failed_shared_build_is_reported_once_and_its_dependents_are_not_run(t
     assert out.count("shared build demo_run failed =") == 1, out
     assert out.count("SKIPPED") == 3 and "not run: the shared build demo_run failed" in out, out
     assert "built by test_demo.py::test_0; 3 test(s) that need it were not run" in out, out
+
+
+SNAKEFILE = """
+rule where:
+    output: "where.txt"
+    shell: "echo $MARKER > {output} && pwd >> {output} && echo $0 >> {output}"
+"""
+
+
+def test_a_forked_snakemake_is_what_a_process_of_its_own_would_be(tmp_path, monkeypatch):
+    """tests/snakemake_server.py: the command's folder, environment, output and exit code, forked or not (a job of
+    it sees the same folder and variables; a target that no rule makes fails alike)."""
+    seen = {}
+    for forked in ("1", "0"):
+        folder = tmp_path / f"forked{forked}"
+        folder.mkdir()
+        (folder / "Snakefile").write_text(SNAKEFILE)
+        monkeypatch.setenv("TESTS_FORK_SNAKEMAKE", forked)
+        env = {**os.environ, "MARKER": f"marker-{forked}"}
+        done = run_watched([sys.executable, "-m", "snakemake", "--cores", "1", "where.txt"], folder, env=env)
+        missing = run_watched([sys.executable, "-m", "snakemake", "--cores", "1", "nothing.txt"], folder, env=env)
+        seen[forked] = (done.returncode, (folder / "where.txt").read_text().split("\n")[:2], missing.returncode,
+                        [line for line in missing.stderr.splitlines() if "nothing.txt" in line])
+    assert seen["1"][0] == seen["0"][0] == 0
+    assert seen["1"][1] == ["marker-1", str(tmp_path / "forked1")]
+    assert seen["0"][1] == ["marker-0", str(tmp_path / "forked0")]
+    assert seen["1"][2] == seen["0"][2] != 0
+    assert seen["1"][3] == seen["0"][3] != []
