@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from profiling.instructions import kernel_flop
 from profiling.kernels import CLASS_NAMES
 
 from matplotlib.lines import Line2D
@@ -31,19 +32,6 @@ def peaks_for(peaks: dict, gpu: str, device: str, hardware: dict | None = None) 
         if pattern and re.search(pattern, device or "", re.I):
             return entry
     return None
-
-
-TENSOR_PRECISIONS = ("tf32", "bf16", "f16")
-
-
-def kernel_flop(kernels: pd.DataFrame) -> pd.Series:
-    """FLOPs per kernel: tensor-core operations (ncu's sm__ops_path_tensor_* counters) plus FP32 arithmetic (2 x FFMA
-    + FADD + FMUL). NaN where they cannot be counted: no FP32 counters, or a tensor-precision kernel (tf32, bf16, f16
-    in its name) profiled without the tensor-op counters, whose tensor math no counter then shows."""
-    fp32 = kernels["fp32_flop"] if "fp32_flop" in kernels else pd.Series(np.nan, index=kernels.index)
-    tensor = kernels["tensor_flop"] if "tensor_flop" in kernels else pd.Series(np.nan, index=kernels.index)
-    uncounted_tensor = tensor.isna() & kernels["precision"].isin(TENSOR_PRECISIONS)
-    return (fp32 + tensor.fillna(0)).where(~uncounted_tensor)
 
 
 def roofline_points(kernels: pd.DataFrame, top: int = 12) -> pd.DataFrame:
