@@ -224,3 +224,48 @@ def test_the_command_prints_both_tables(capsys):
     memory_floor.main([str(H200 / "frontier_graphed" / "profile" / "train" / "ncu_kernels.parquet"),
                        str(H200 / "device_rates.json")])
     assert memory_floor.NO_DRAM_BYTES in capsys.readouterr().out
+
+
+# -- where the reader finds it: tab07 on the shipped H200 set ------------------------------------------------------
+@pytest.fixture(scope="module")
+def h200_tables() -> dict[str, pd.DataFrame]:
+    from planning.plan import SHIPPED_NAMES
+    from reporting.results import collect
+
+    return collect([], sorted(p for p in H200.rglob("*") if p.is_file() and p.name.endswith(SHIPPED_NAMES)))
+
+
+def test_tab07_puts_the_memory_floor_beside_the_flop_floor(h200_tables):
+    from config_settings import output_settings
+    from reporting.registry import BY_ID
+    from reporting.render import Job
+    from reporting.results import Results
+    from reporting.outputs import tab07_frontier
+
+    output = BY_ID["tab07_frontier"]
+    table = tab07_frontier.build(Job(output, Results.from_tables(h200_tables), {}, output_settings(output)))
+    rows = table.frame.set_index("variant")
+    # The FLOP floors bench.md states for the label (its header line), in every row.
+    header = (H200 / "bench.md").read_text()
+    assert "floors at the measured bf16 rate: 20.42 ms per training sample, 6.816 ms per U-Net evaluation" in header
+    assert rows["train_flop_floor_ms_per_sample"].round(2).eq(20.42).all()
+    assert rows["sample_flop_floor_ms"].round(3).eq(6.816).all()
+    # The sampling steps of baseline and tf32 hold DRAM bytes: 15.81 and 18.73 ms of memory floor per evaluation, above
+    # the FLOP floor (memory binds the sampling step), and below the step's time.
+    assert rows.loc["baseline", "sample_memory_floor_ms"] == pytest.approx(15.81, abs=0.01)
+    assert rows.loc["tf32", "sample_memory_floor_ms"] == pytest.approx(18.73, abs=0.01)
+    assert rows.loc["tf32", "sample_kernel_limit_ms"] == pytest.approx(23.28, abs=0.01)
+    for variant in ("baseline", "tf32"):
+        assert rows.loc[variant, "sample_flop_floor_ms"] < rows.loc[variant, "sample_memory_floor_ms"] \
+            < rows.loc[variant, "sample_kernel_limit_ms"] < rows.loc[variant, "sample_step_ms"]
+        assert rows.loc[variant, "memory_floor_note"] == f"train: {memory_floor.NO_DRAM_BYTES}"
+    # No training step has DRAM bytes; the rungs never profiled by Nsight Compute say so, not a blank or a zero.
+    assert rows["train_memory_floor_ms_per_sample"].isna().all()
+    assert rows.loc["frontier_graphed", "memory_floor_note"] == (f"train: {memory_floor.NO_DRAM_BYTES}; sample: "
+                                                                  f"{memory_floor.NO_EXPORT}")
+    assert rows.loc["bf16", "memory_floor_note"] == (f"train: {memory_floor.NO_EXPORT}; sample: "
+                                                     f"{memory_floor.NO_EXPORT}")
+    assert (rows["memory_floor_note"] != "").all()
+    [note] = [n for n in table.notes if "without DRAM bytes" in n]
+    assert note.startswith("h200: the training steps of baseline, tf32, bf16_compile_tuned, frontier, "
+                           "frontier_graphed were profiled without DRAM bytes") and "train_memory_floor" in note

@@ -52,9 +52,9 @@ LAUNCH_COLUMNS = ("launch_grid_size", "launch_block_size")
 SITE_BYTES_TOLERANCE = 0.10
 
 NO_EXPORT = "no memory floor: no Nsight Compute export"
-NO_DRAM_BYTES = ("no memory floor: its Nsight Compute export has no DRAM bytes (a metric set without "
-                 "dram__bytes_read.sum and dram__bytes_write.sum)")
-NO_COPY_BANDWIDTH = "no memory floor: no measured copy bandwidth (device_rates.json; `snakemake bench` measures it)"
+# A metric set without dram__bytes_read.sum and dram__bytes_write.sum: the training steps' one-pass set.
+NO_DRAM_BYTES = "no memory floor: no DRAM bytes in its Nsight Compute export"
+NO_COPY_BANDWIDTH = "no memory floor: no measured copy bandwidth (device_rates.json)"
 
 CLASS_COLUMNS = [
     "kernel_class",  # a class of kernels.CLASS_NAMES present in the step, then "all"
