@@ -269,3 +269,55 @@ def test_tab07_puts_the_memory_floor_beside_the_flop_floor(h200_tables):
     [note] = [n for n in table.notes if "without DRAM bytes" in n]
     assert note.startswith("h200: the training steps of baseline, tf32, bf16_compile_tuned, frontier, "
                            "frontier_graphed were profiled without DRAM bytes") and "train_memory_floor" in note
+
+
+def test_fig11_marks_the_memory_floor_where_it_binds_and_fig10_draws_the_measured_copy(h200_tables):
+    """On the shipped H200 set the sampling steps of baseline and tf32 have a memory floor above the FLOP floor: fig11
+    marks it on their bars of the sampling panel (T evaluations of 15.81 and 18.73 ms); fig10 draws the copy
+    bandwidth of device_rates.json beside the datasheet's DRAM slope."""
+    import matplotlib.pyplot as plt
+    from config_settings import output_settings
+    from reporting.outputs import fig10_roofline, fig11_optimization_ladder
+    from reporting.registry import BY_ID
+    from reporting.render import Job
+    from reporting.results import Results
+
+    results = Results.from_tables(h200_tables)
+    timesteps = json.loads((H200 / "baseline" / "sample.json").read_text())["timesteps"]
+    output = BY_ID["fig11_optimization_ladder"]
+    fig = fig11_optimization_ladder.build(Job(output, results, {}, output_settings(output)))
+    try:
+        [sample] = [ax for ax in fig.get_axes() if ax.get_title(loc="left") == "sampling per volume"]
+        [train] = [ax for ax in fig.get_axes() if ax.get_title(loc="left") == "training per sample"]
+        fig.canvas.draw()  # the shared y axis names the rungs on the leftmost panel once drawn
+        names = [t.get_text() for t in train.get_yticklabels()]
+        [diamonds] = sample.collections
+        marked = {names[int(y)]: x for x, y in diamonds.get_offsets()}
+        assert marked == pytest.approx({"baseline": 15.81 * timesteps / 1e3, "tf32": 18.73 * timesteps / 1e3},
+                                       abs=0.01 * timesteps / 1e3)
+        assert "memory floor" in sample.get_xlabel() and not train.collections  # no training step has DRAM bytes
+    finally:
+        plt.close(fig)
+    output = BY_ID["fig10_roofline"]
+    fig = fig10_roofline.build(Job(output, results, {"peaks": REPO / "data" / "gpu_peaks.yaml"},
+                                   output_settings(output)))
+    try:
+        labels = [line.get_label() for ax in fig.get_axes() for line in ax.get_lines()]
+        assert "copy 4246 GB/s, measured (slope)" in labels and "DRAM 4800 GB/s (slope)" in labels
+    finally:
+        plt.close(fig)
+
+
+def test_fig11_says_which_sampling_steps_memory_bounds(h200_tables, tmp_path):
+    from reporting.outputs import fig11_optimization_ladder
+    from reporting.prose import Context, Inputs
+    from reporting.derived import speedup_verdict
+    from reporting.outputs.tab07_frontier import frontier_table
+
+    (tmp_path / "paper" / "tables").mkdir(parents=True)
+    frame, _ = frontier_table(h200_tables["bench"], h200_tables["runs"])
+    frame.to_csv(tmp_path / "paper" / "tables" / "tab07_frontier.csv", index=False)
+    said = fig11_optimization_ladder.describe(Context(Inputs(tmp_path), speedup_verdict))
+    assert ("On h200 the memory floor of the sampling steps profiled with their DRAM bytes lies above the FLOP floor "
+            "of 6.82 ms per U-Net evaluation, so the bytes moved, not the arithmetic, bound those steps: baseline "
+            "15.8 ms (its step 197 ms), tf32 18.7 ms (its step 89.5 ms).") in said

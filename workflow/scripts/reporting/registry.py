@@ -114,7 +114,7 @@ OUTPUTS: list[Output] = [
            reads=("study", "study_losses", "slices"), files={"claims": "data/paper_claims.yaml"}, group="quality",
            category="Quality"),
     Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
-           reads=("ncu_kernels", "summaries", "runs"), files={"peaks": "data/gpu_peaks.yaml"}, config=("hardware",),
+           reads=("ncu_kernels", "summaries", "runs", "memory_floor"), files={"peaks": "data/gpu_peaks.yaml"}, config=("hardware",),
            timing=True, group="counters"),
     Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods",
            group="hardware", category="Setup"),
