@@ -143,7 +143,7 @@ def test_no_class_beats_its_floor_and_no_kernel_beats_the_copy_by_much(variant):
     kernels = kernels_of(variant, "sample")
     moved = kernels["dram_read_bytes"] + kernels["dram_write_bytes"]
     rate = moved / kernels["duration_ns"]  # bytes per ns = GB/s
-    assert rate.max() < 1.05 * COPY
+    assert rate.max() < 1.03 * COPY  # docs/profiling.md: by up to 3 %
     floors = memory_floor.class_floors(kernels, COPY, BF16)
     assert (floors["memory_floor_ns"] <= floors["time_ns"]).all()
     assert (floors["limit_ns"] <= floors["time_ns"]).all()
