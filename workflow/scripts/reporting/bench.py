@@ -111,20 +111,15 @@ def bench_rows(runs: pd.DataFrame, rates: dict[str, dict], refuse_uncounted: boo
 
 MEMORY_FLOOR_COLUMNS = ["gpu", "variant", "phase", *memory_floor.CLASS_COLUMNS, "copy_gb_per_s", "bf16_tflops",
                         "reason"]
-# The floors of each variant's profiled steps, beside the FLOP floor: training per sample, sampling per U-Net
-# evaluation (the profiled sampling step is one evaluation at batch 1, as sample_step_ms).
-FLOOR_COLUMNS = ("train_flop_floor_ms_per_sample", "train_memory_floor_ms_per_sample",
-                 "train_kernel_limit_ms_per_sample", "sample_flop_floor_ms", "sample_memory_floor_ms",
-                 "sample_kernel_limit_ms", "memory_floor_note")
 
 
 def memory_floor_rows(ncu_kernels: pd.DataFrame, rates: dict[str, dict]) -> pd.DataFrame:
     """Per step profiled by Nsight Compute (gpu, variant, phase of `ncu_kernels`) its memory floor per kernel class
     and "all" (profiling.memory_floor.class_floors) at its label's measured copy bandwidth and bf16 rate (`rates`:
     label -> its device_rates.json), `reason` empty; a step without a floor one "all" row with the reason."""
-    frames = []
     if ncu_kernels.empty:  # no step profiled with Nsight Compute (the collected table then has no phase column)
         return pd.DataFrame(columns=MEMORY_FLOOR_COLUMNS)
+    frames = []
     for (gpu, variant, phase), kernels in ncu_kernels.groupby(["gpu", "variant", "phase"], sort=False):
         copy, bf16 = (rates.get(gpu, {}).get(key) for key in ("copy_gb_per_s", "bf16_matmul_tflops"))
         why = memory_floor.reason(kernels, copy)
@@ -136,10 +131,11 @@ def memory_floor_rows(ncu_kernels: pd.DataFrame, rates: dict[str, dict]) -> pd.D
 
 
 def with_memory_floors(bench: pd.DataFrame, floors: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """The bench with FLOOR_COLUMNS: per variant the FLOP floor (the model's FLOPs at the bf16 rate), the memory floor
-    and the kernel-by-kernel limit of its profiled training step per sample and sampling step (`floors`:
-    memory_floor_rows), and in memory_floor_note why a phase has none (memory_floor.NO_EXPORT where it was not
-    profiled with Nsight Compute)."""
+    """The bench with, per variant, the FLOP floor (the model's FLOPs at the bf16 rate), the memory floor and the
+    kernel-by-kernel limit of its profiled steps (`floors`: memory_floor_rows), in ms: train_*_per_sample for the
+    training step divided by its samples, sample_* for the sampling step, which is one U-Net evaluation at batch 1 as
+    sample_step_ms is; and memory_floor_note, why a phase has none (memory_floor.NO_EXPORT where Nsight Compute did
+    not profile it), empty where both have one."""
     frame = bench.copy()
     frame["train_flop_floor_ms_per_sample"] = frame["train_ms_per_sample"] * frame["train_fraction_of_bf16_rate"]
     frame["sample_flop_floor_ms"] = frame["sample_step_ms"] * frame["sample_fraction_of_bf16_rate"]
