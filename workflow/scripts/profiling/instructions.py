@@ -45,6 +45,7 @@ FLOPs (per kernel; NaN where the counters were not collected):
                include tile padding: 32-channel convolutions run in 64-wide tiles, so a bf16 sampling step executed
                7.66e9 tensor ops for 4.64e9 model FLOPs.
   fp32_flop    2 x thread_inst_ffma + thread_inst_fadd + thread_inst_fmul (all three needed)
+  kernel_flop  tensor_flop + fp32_flop: what the roofline (fig10) and the memory floor's FLOP floor count
 """
 
 from __future__ import annotations
@@ -126,6 +127,21 @@ def fp32_flop(kernels: pd.DataFrame) -> pd.Series:
     """2 x FFMA + FADD + FMUL thread instructions per kernel; NaN where one of the three was not collected."""
     ffma, fadd, fmul = (_values(kernels, c) for c in FP32_COLUMNS)
     return pd.Series(2 * ffma + fadd + fmul, index=kernels.index, name="fp32_flop")
+
+
+# Kernels whose name says they compute on tensor cores (kernels.precision_tag): their FLOPs are uncounted without the
+# tensor-op counters, since no FP32 counter shows tensor math.
+TENSOR_PRECISIONS = ("tf32", "bf16", "f16")
+
+
+def kernel_flop(kernels: pd.DataFrame) -> pd.Series:
+    """FLOPs per kernel: tensor-core operations (tensor_flop) plus FP32 arithmetic (fp32_flop). NaN where they cannot
+    be counted: no FP32 counters, or a tensor-precision kernel (TENSOR_PRECISIONS) profiled without the tensor-op
+    counters. Reads the tidy table's tensor_flop and fp32_flop columns (NaN where the table lacks them)."""
+    fp32 = kernels["fp32_flop"] if "fp32_flop" in kernels else pd.Series(np.nan, index=kernels.index)
+    tensor = kernels["tensor_flop"] if "tensor_flop" in kernels else pd.Series(np.nan, index=kernels.index)
+    uncounted_tensor = tensor.isna() & kernels["precision"].isin(TENSOR_PRECISIONS)
+    return (fp32 + tensor.fillna(0)).where(~uncounted_tensor)
 
 
 def _tensor_warp_instructions(kernels: pd.DataFrame) -> np.ndarray:

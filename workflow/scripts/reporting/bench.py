@@ -7,6 +7,11 @@ results/<workload>/<label>/bench.csv and bench.md (the bench_table job, through 
 Model FLOPs are the faithful network's forward (a sampling step) and forward + backward (a training sample) without
 any recomputation, the same for every variant, so TFLOP/s compare as speeds; recomputation (upstream's attention
 checkpoint, the memory variant's ResBlocks) is work a variant adds, listed apart as executed FLOPs.
+
+The memory floor (profiling.memory_floor) is the bytes the kernels of a step profiled by Nsight Compute moved, at the
+label's measured copy bandwidth: the bundle's `memory_floor` table per step and kernel class (memory_floor_rows), and
+in the collected bench per variant beside the FLOP floor (with_memory_floors). bench.csv and bench.md, which a label's
+bench job writes before any profile, have neither.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from jobio.errors import ExpectedError
 from measurement.throughput import COLUMNS as THROUGHPUT, single_size_sweep
 from medddpm import compile_cache
 from medddpm.switches import Variant
+from profiling import memory_floor
 
 from .derived import speedup
 
@@ -100,6 +106,60 @@ def bench_rows(runs: pd.DataFrame, rates: dict[str, dict], refuse_uncounted: boo
             frame[f"{phase}_speedup_vs_{reference}_high"] = high.to_numpy()
     bare = frame["bare_loop_ms_per_sample"].astype(float)
     frame["bare_loop_gap_pct"] = 100 * (frame["train_ms_per_sample"].astype(float) / bare - 1)  # what the loop adds
+    return frame
+
+
+MEMORY_FLOOR_COLUMNS = ["gpu", "variant", "phase", *memory_floor.CLASS_COLUMNS, "copy_gb_per_s", "bf16_tflops",
+                        "reason"]
+
+
+def memory_floor_rows(ncu_kernels: pd.DataFrame, rates: dict[str, dict]) -> pd.DataFrame:
+    """Per step profiled by Nsight Compute (gpu, variant, phase of `ncu_kernels`) its memory floor per kernel class
+    and "all" (profiling.memory_floor.class_floors) at its label's measured copy bandwidth and bf16 rate (`rates`:
+    label -> its device_rates.json), `reason` empty; a step without a floor one "all" row with the reason."""
+    if ncu_kernels.empty:  # no step profiled with Nsight Compute (the collected table then has no phase column)
+        return pd.DataFrame(columns=MEMORY_FLOOR_COLUMNS)
+    frames = []
+    for (gpu, variant, phase), kernels in ncu_kernels.groupby(["gpu", "variant", "phase"], sort=False):
+        copy, bf16 = (rates.get(gpu, {}).get(key) for key in ("copy_gb_per_s", "bf16_matmul_tflops"))
+        why = memory_floor.reason(kernels, copy)
+        floors = memory_floor.class_floors(kernels, copy, bf16) if why is None else pd.DataFrame(
+            [{"kernel_class": "all"}])
+        frames.append(floors.assign(gpu=gpu, variant=variant, phase=phase, copy_gb_per_s=copy, bf16_tflops=bf16,
+                                    reason=why or ""))
+    return pd.concat(frames, ignore_index=True).reindex(columns=MEMORY_FLOOR_COLUMNS)
+
+
+def with_memory_floors(bench: pd.DataFrame, floors: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The bench with, per variant, the FLOP floor (the model's FLOPs at the bf16 rate), the memory floor and the
+    kernel-by-kernel limit of its profiled steps (`floors`: memory_floor_rows), in ms: train_*_per_sample for the
+    training step divided by its samples, sample_* for the sampling step, which is one U-Net evaluation at batch 1 as
+    sample_step_ms is; and memory_floor_note, why a phase has none (memory_floor.NO_EXPORT where Nsight Compute did
+    not profile it), empty where both have one."""
+    frame = bench.copy()
+    frame["train_flop_floor_ms_per_sample"] = frame["train_ms_per_sample"] * frame["train_fraction_of_bf16_rate"]
+    frame["sample_flop_floor_ms"] = frame["sample_step_ms"] * frame["sample_fraction_of_bf16_rate"]
+    steps = floors[floors["kernel_class"] == "all"].set_index(["gpu", "variant", "phase"]) if len(floors) else None
+    samples = runs.set_index(["gpu", "variant"])["samples_per_step"] if len(runs) else pd.Series(dtype=float)
+    columns = {"train": ("train_memory_floor_ms_per_sample", "train_kernel_limit_ms_per_sample"),
+               "sample": ("sample_memory_floor_ms", "sample_kernel_limit_ms")}
+    cells: dict[str, list] = {name: [] for pair in columns.values() for name in pair}
+    notes = []
+    for gpu, variant in zip(frame["gpu"], frame["variant"]):
+        missing = []
+        for phase, (floor_column, limit_column) in columns.items():
+            key = (gpu, variant, phase)
+            step = steps.loc[key] if steps is not None and key in steps.index else None
+            why = memory_floor.NO_EXPORT if step is None else step["reason"]
+            per = float(samples.get((gpu, variant), math.nan)) if phase == "train" else 1.0
+            cells[floor_column].append(math.nan if why else step["memory_floor_ns"] / 1e6 / per)
+            cells[limit_column].append(math.nan if why else step["limit_ns"] / 1e6 / per)
+            if why:
+                missing.append(f"{phase}: {why}")
+        notes.append("; ".join(missing))
+    for name, values in cells.items():
+        frame[name] = values
+    frame["memory_floor_note"] = notes
     return frame
 
 

@@ -28,8 +28,8 @@ CATEGORIES = ("Setup", "Profiling", "Optimization", "Quality", "Conformance")
 # Tables of the collected results (reporting.results.TABLES) an output can read; `hardware` is always read. The
 # reference_* tables hold the shipped sets of labels measured here too (the other side of tab08); study and
 # study_losses the quality study's runs.
-BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench", "comparisons",
-          "samplers", "study_samplers",
+BUNDLE = ("runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench", "memory_floor",
+          "comparisons", "samplers", "study_samplers",
           "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
 # The collected tables the article's text is written from (inputs of the article rule besides the outputs).
 ARTICLE_TABLES = ("runs", "kernels", "ncu_kernels", "rules")
@@ -114,7 +114,7 @@ OUTPUTS: list[Output] = [
            reads=("study", "study_losses", "slices"), files={"claims": "data/paper_claims.yaml"}, group="quality",
            category="Quality"),
     Output("fig10_roofline", "Kernel classes and top kernels on the roofline (FP32, TF32 and BF16 ceilings)",
-           reads=("ncu_kernels", "summaries", "runs"), files={"peaks": "data/gpu_peaks.yaml"}, config=("hardware",),
+           reads=("ncu_kernels", "summaries", "runs", "memory_floor"), files={"peaks": "data/gpu_peaks.yaml"}, config=("hardware",),
            timing=True, group="counters"),
     Output("tab01_hardware", "Each device: name, SMs, memory, driver, CUDA, cuDNN, torch", section="methods",
            group="hardware", category="Setup"),
@@ -138,8 +138,9 @@ OUTPUTS: list[Output] = [
            "volumes sampled per hour, and what each rung changed in the kernel mix",
            reads=("bench", "runs", "summaries"), config=("run_variants",), timing=True, section="frontier",
            category="Optimization"),
-    Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, s per "
-           "volume, volumes per hour at batch 1 and at the best batch, peak GiB, compile s", reads=("bench", "runs"),
+    Output("tab07_frontier", "Per variant: ms per training sample, TFLOP/s and share of the measured bf16 rate, the "
+           "FLOP floor, memory floor and kernel limit of the profiled steps, s per volume, volumes per hour at batch 1 "
+           "and at the best batch, peak GiB, compile s", reads=("bench", "runs"),
            config=("comparison",), timing=True, section="frontier", category="Optimization"),
     Output("fig12_fast_sampling", "Fast samplers: each sampler's distance to the real images against seconds per "
            "volume over its step counts, the T-step chain marked, the quality claim's margin shaded",

@@ -37,7 +37,7 @@ TOOL_PREFERENCE = ("ncu", "nsys", "torch")
 TAGS = ["gpu", "variant", "origin", "device", "date"]
 # The bundle: one Parquet file per table.
 TABLES = ("hardware", "runs", "quality", "losses", "summaries", "kernels", "ncu_kernels", "rules", "slices", "bench",
-          "comparisons", "samplers", "study_samplers",
+          "memory_floor", "comparisons", "samplers", "study_samplers",
           "reference_hardware", "reference_runs", "reference_summaries", "study", "study_losses")
 # The kernels of every tool with the columns all tools share; Nsight Compute's kernels with every metric apart
 # (a CPU run adds tens of thousands of operator rows that have none: reading them with 500 metric columns would
@@ -555,13 +555,17 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
         "samplers": _samplers(files),
         "study_samplers": _study_samplers(files),
     }
-    # The bench from the runs just read and each label's measured ceilings (reporting.bench), once for every output.
-    from .bench import bench_rows
+    # The bench from the runs just read and each label's measured ceilings, with the memory floors of the steps
+    # Nsight Compute profiled (reporting.bench), once for every output.
+    from .bench import bench_rows, memory_floor_rows, with_memory_floors
 
-    tables["bench"] = bench_rows(tables["runs"], _rates(files), refuse_uncounted=False)
+    rates = _rates(files)
     kernels = tables.pop("kernels")
     tables["ncu_kernels"] = kernels[kernels["tool"] == "ncu"] if "tool" in kernels else kernels
     tables["kernels"] = kernels.reindex(columns=["gpu", "variant", *KERNEL_IDENTITY])
+    tables["memory_floor"] = memory_floor_rows(tables["ncu_kernels"], rates)
+    tables["bench"] = with_memory_floors(bench_rows(tables["runs"], rates, refuse_uncounted=False),
+                                         tables["memory_floor"], tables["runs"])
     tagged = {name: _tag(frame, hardware, labels) for name, frame in tables.items()}
     return {"hardware": hardware, **tagged, **_references(references)}
 

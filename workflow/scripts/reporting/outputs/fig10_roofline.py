@@ -1,4 +1,5 @@
-"""fig10 (beyond the paper): the top kernels of each step on the device's roofline."""
+"""fig10 (beyond the paper): the top kernels of each step on the device's roofline: the datasheet's ceilings and the
+device-to-device copy bandwidth measured on the device (device_rates.json, as the memory floor uses it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from profiling.instructions import kernel_flop
 from profiling.kernels import CLASS_NAMES
 
 from matplotlib.lines import Line2D
@@ -31,19 +33,6 @@ def peaks_for(peaks: dict, gpu: str, device: str, hardware: dict | None = None) 
         if pattern and re.search(pattern, device or "", re.I):
             return entry
     return None
-
-
-TENSOR_PRECISIONS = ("tf32", "bf16", "f16")
-
-
-def kernel_flop(kernels: pd.DataFrame) -> pd.Series:
-    """FLOPs per kernel: tensor-core operations (ncu's sm__ops_path_tensor_* counters) plus FP32 arithmetic (2 x FFMA
-    + FADD + FMUL). NaN where they cannot be counted: no FP32 counters, or a tensor-precision kernel (tf32, bf16, f16
-    in its name) profiled without the tensor-op counters, whose tensor math no counter then shows."""
-    fp32 = kernels["fp32_flop"] if "fp32_flop" in kernels else pd.Series(np.nan, index=kernels.index)
-    tensor = kernels["tensor_flop"] if "tensor_flop" in kernels else pd.Series(np.nan, index=kernels.index)
-    uncounted_tensor = tensor.isna() & kernels["precision"].isin(TENSOR_PRECISIONS)
-    return (fp32 + tensor.fillna(0)).where(~uncounted_tensor)
 
 
 def roofline_points(kernels: pd.DataFrame, top: int = 12) -> pd.DataFrame:
@@ -86,15 +75,36 @@ def throughput_floor(gflops: pd.Series) -> float:
     return 10 ** (np.floor(values[start] * 2) / 2 - 0.25) if len(values) else 1.0
 
 
-def _ceilings(ax, ceiling: dict, lo: float, hi: float) -> list:
-    """The datasheet ceilings: the DRAM slope once (solid) and each compute peak flat from where the slope meets it,
-    every one a legend entry (no text in the panel, where it would cross lines or points). Returns the handles."""
-    bw = ceiling["dram_bandwidth_gbs"]
+# The measured copy bandwidth's slope: grey, apart from the datasheet's black DRAM slope just above it.
+COPY_COLOUR = "0.55"
+
+
+def measured_copy(floors: pd.DataFrame, gpu: str) -> float | None:
+    """The label's measured device-to-device copy bandwidth in GB/s (its device_rates.json, as the collected
+    memory_floor table carries it), or None where it was not measured."""
+    if floors.empty:
+        return None
+    values = floors.loc[floors["gpu"] == gpu, "copy_gb_per_s"].astype(float).dropna()
+    return float(values.iloc[0]) if len(values) else None
+
+
+def _ceilings(ax, ceiling: dict | None, copy_gbs: float | None, lo: float, hi: float) -> list:
+    """The datasheet ceilings: the DRAM slope once (solid) and each compute peak flat from where the slope meets it;
+    the measured copy bandwidth's slope (solid grey) where it was measured: every one a legend entry (no text in the
+    panel, where it would cross lines or points). Returns the handles."""
+    ceiling = ceiling or {}
+    bw = ceiling.get("dram_bandwidth_gbs") or copy_gbs
     peaks = [(key, text, style, ceiling[key]) for key, text, style in CEILINGS if ceiling.get(key)]
     top = max([value for *_, value in peaks], default=hi * bw / 1e3) * 1e3  # GFLOP/s
-    (slope,) = ax.plot([lo, top / bw], [lo * bw, top], "-", color="black", linewidth=1.2,
-                       label=f"DRAM {bw:g} GB/s (slope)")
-    handles = [slope]
+    handles = []
+    if ceiling.get("dram_bandwidth_gbs"):
+        (slope,) = ax.plot([lo, top / bw], [lo * bw, top], "-", color="black", linewidth=1.2,
+                           label=f"DRAM {bw:g} GB/s (slope)")
+        handles.append(slope)
+    if copy_gbs:
+        (copy,) = ax.plot([lo, top / copy_gbs], [lo * copy_gbs, top], "-", color=COPY_COLOUR, linewidth=1.2,
+                          label=f"copy {copy_gbs:.4g} GB/s, measured (slope)")
+        handles.append(copy)
     for key, text, style, value in peaks:
         (flat,) = ax.plot([value * 1e3 / bw, hi], [value * 1e3] * 2, style, color="black", linewidth=1.2,
                           label=f"{text} peak {value:g} TFLOP/s")
@@ -106,6 +116,7 @@ def build(job):
     results = job.results
     peaks = yaml.safe_load(job.files["peaks"].read_text())
     kernels = results.kernels(["ncu"])
+    floors = results.table("memory_floor")
     needs = ["dram_read_bytes"]
     what = "FLOP or DRAM counters"
 
@@ -146,7 +157,8 @@ def build(job):
         lo = min(points["intensity"].min() / 3, 0.1)
         hi = max(points["intensity"].max() * 3, 1000)
         floor = throughput_floor(points["gflops"])
-        handles = _ceilings(ax, ceiling, lo, hi) if ceiling else []
+        copy_gbs = measured_copy(floors, gpu)
+        handles = _ceilings(ax, ceiling, copy_gbs, lo, hi) if ceiling or copy_gbs else []
         top = max([h.get_ydata().max() for h in handles] + [points["gflops"].max()])
         ax.set_xlim(lo, hi)
         ax.set_ylim(floor, top * 3)
@@ -172,8 +184,8 @@ def build(job):
                           borderaxespad=0)
         if handles:
             ax.add_artist(first)
-            ax.legend(handles=handles, title="datasheet ceilings", loc="lower left", bbox_to_anchor=(1.02, 0.0),
-                      borderaxespad=0, handlelength=2.5)
+            ax.legend(handles=handles, title="ceilings (datasheet; copy measured)", loc="lower left",
+                      bbox_to_anchor=(1.02, 0.0), borderaxespad=0, handlelength=2.5)
     class_legend(fig, [c for c in CLASS_NAMES if c in used])
     return fig
 

@@ -1,7 +1,8 @@
 """fig11 (beyond the paper): the optimization ladder, from baseline to the fastest variant. Per hardware label:
 training time per sample and sampling time per volume of every rung against the FLOP floor (the model's FLOPs at the
-device's measured bf16 matrix-product rate), the volumes per hour each rung samples (at its best batch size, and at
-batch 1) against the FLOP ceiling, and what each rung changed in the training step's kernel mix."""
+device's measured bf16 matrix-product rate) and, where it binds, the rung's memory floor (its profiled step's DRAM
+bytes at the measured copy bandwidth, reporting.bench), the volumes per hour each rung samples (at its best batch size,
+and at batch 1) against the FLOP ceiling, and what each rung changed in the training step's kernel mix."""
 
 from __future__ import annotations
 
@@ -28,13 +29,16 @@ def ladder(bench: pd.DataFrame, configured: list[str]) -> list[str]:
     return [v for v in configured if v in present] + list(rest["variant"])
 
 
-def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, unit: str) -> None:
+def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, unit: str,
+           memory_floors: pd.Series) -> None:
     """Every rung's time on a log scale, the fastest's in bold, and the FLOP floor dashed where it is one: below every
-    rung's time (a CPU's bf16 rate, without bf16 matrix units, is slower than its fp32 work: no floor then)."""
+    rung's time (a CPU's bf16 rate, without bf16 matrix units, is slower than its fp32 work: no floor then). A rung
+    whose memory floor (`memory_floors`, in the bars' unit) lies above the FLOP floor, which it then replaces as the
+    rung's limit, has it marked on its bar (a white diamond)."""
     values = run.loc[order, column].astype(float)
     written = variant_barh(ax, order, values, fmt=significant, log=True, axis_in=1.4, neutral=True)
     floors = (run.loc[order, column].astype(float) * run.loc[order, fraction].astype(float)).dropna()
-    floor_text = ""
+    floor_text, floor = "", np.nan
     if len(floors):
         floor = float(floors.median())  # the same FLOPs and rate for every rung
         if floor <= float(values.min()):
@@ -43,11 +47,24 @@ def _times(ax, run: pd.DataFrame, order: list[str], column: str, fraction: str, 
             ax.set_xlim(min(low, floor / 1.5), high)
             floor_text = f"; floor {floor:.3g}"
         else:
-            floor_text = "; no FLOP floor"
+            floor_text, floor = "; no FLOP floor", np.nan
+    memory = memory_floors.reindex(order).astype(float).to_numpy()
+    binding = np.isfinite(memory) & ~(memory <= floor)  # above the FLOP floor, or no FLOP floor to bound the rung
+    if binding.any():
+        ax.scatter(memory[binding], np.arange(len(order))[binding], marker="D", s=22, facecolor="white",
+                   edgecolor="black", linewidths=0.8, zorder=3)
+        low, high = ax.get_xlim()
+        ax.set_xlim(min(low, float(memory[binding].min()) / 1.5), high)
+        floor_text += "\n\u25c7 memory floor"  # a line of its own: the panels are narrow
     if values.notna().any():
         written[values.idxmin()].set_fontweight("bold")
     log_ticks(ax)
     ax.set_xlabel(f"{unit} (log){floor_text}")
+
+
+def _column(run: pd.DataFrame, name: str) -> pd.Series:
+    """A bench column as floats, NaN throughout where the bench has none (one collected before the memory floor)."""
+    return run[name].astype(float) if name in run else pd.Series(np.nan, index=run.index)
 
 
 def _throughput(ax, run: pd.DataFrame, order: list[str], gpu: str) -> None:
@@ -139,9 +156,12 @@ def build(job):
             continue
         order = ladder(run, configured)
         run = run.set_index("variant")
-        _times(ax_train, run, order, "train_ms_per_sample", "train_fraction_of_bf16_rate", "ms")
+        _times(ax_train, run, order, "train_ms_per_sample", "train_fraction_of_bf16_rate", "ms",
+               _column(run, "train_memory_floor_ms_per_sample"))
         if run["sample_volume_s"].notna().any():
-            _times(ax_sample, run, order, "sample_volume_s", "sample_fraction_of_bf16_rate", "s")
+            # A volume is T evaluations; the profiled sampling step is one evaluation.
+            _times(ax_sample, run, order, "sample_volume_s", "sample_fraction_of_bf16_rate", "s",
+                   _column(run, "sample_memory_floor_ms") * _column(run, "timesteps") / 1e3)
             _throughput(ax_rate, run, order, gpu)
         else:
             say(ax_sample, f"no sampling run for {gpu}")
@@ -175,5 +195,21 @@ def describe(context: Context) -> str:
                         "faster than the device's measured bf16 matrix rate, which is no ceiling there (no bf16 "
                         "matrix units)"))
         said.append(text + ".")
+        said += _memory_floor_words(gpu, rows)
     return ("Beyond the paper, the ladder climbs from the fp32 baseline to the fastest variant, one switch at a "
             "time, against the FLOP floor. " + " ".join(said))
+
+
+def _memory_floor_words(gpu: str, rows: pd.DataFrame) -> list[str]:
+    """A sentence on the label's sampling steps whose memory floor lies above the FLOP floor (none where no step was
+    profiled with its DRAM bytes)."""
+    if "sample_memory_floor_ms" not in rows:
+        return []
+    bound = rows[rows["sample_memory_floor_ms"].astype(float) > rows["sample_flop_floor_ms"].astype(float)]
+    if bound.empty:
+        return []
+    floors = ", ".join(f"{row.variant} {num(row.sample_memory_floor_ms)} ms (its step {num(row.sample_step_ms)} ms)"
+                       for row in bound.itertuples())
+    return [f"On {gpu} the memory floor of the sampling steps profiled with their DRAM bytes lies above the FLOP floor "
+            f"of {num(float(bound['sample_flop_floor_ms'].iloc[0]))} ms per U-Net evaluation, so the bytes moved, "
+            f"not the arithmetic, bound those steps: {floors}."]

@@ -1,15 +1,18 @@
 """tab07 (beyond the paper): per hardware label and variant, what the bench measured: ms per training sample with
 its interquartile range, the model's TFLOP/s and its share of the device's measured bf16 matrix-product rate, the
-sampling step and the full-chain volume, volumes per hour at batch 1 and at the best batch, peak memory, compile
-seconds, speed-ups and the bare-loop time.
+FLOP floor, the memory floor and the kernel-by-kernel limit of the profiled steps, the sampling step and the full-chain
+volume, volumes per hour at batch 1 and at the best batch, peak memory, compile seconds, speed-ups and the bare-loop
+time.
 
 Times and peaks are the run's own (train.json, sample.json), the numbers tab04, fig08 and fig11 show; the bench
-(reporting.bench, computed from the collected runs) adds the device's rate and the model's FLOPs."""
+(reporting.bench, computed from the collected runs) adds the device's rate, the model's FLOPs and the memory floors
+of the steps Nsight Compute profiled (profiling.memory_floor)."""
 
 from __future__ import annotations
 
 from measurement.throughput import COLUMNS as THROUGHPUT, single_size_sweep
 from medddpm import compile_cache
+from profiling.memory_floor import NO_DRAM_BYTES
 
 from ..derived import speedup_verdict, verdict_notes
 from ..prose import Context, num
@@ -17,15 +20,22 @@ from ..render import Table
 
 COLUMNS = ["gpu", "variant", "origin", "device", "switches", "train_ms_per_sample", "train_ms_per_sample_q1",
            "train_ms_per_sample_q3", "train_model_tflops", "train_fraction_of_bf16_rate",
-           "sample_step_ms", "sample_volume_s", *THROUGHPUT, "train_peak_gib",
+           "train_flop_floor_ms_per_sample", "train_memory_floor_ms_per_sample", "train_kernel_limit_ms_per_sample",
+           "sample_step_ms", "sample_flop_floor_ms", "sample_memory_floor_ms", "sample_kernel_limit_ms",
+           "sample_volume_s", *THROUGHPUT, "train_peak_gib",
            "sample_peak_gib", "train_compile_s", "sample_compile_s", "train_speedup_vs_baseline", "train_speedup_low",
            "train_speedup_high", "train_verdict", "paired", "train_speedup_vs_tf32", "sample_speedup_vs_baseline",
-           "sample_speedup_low", "sample_speedup_high", "sample_verdict", "bare_loop_ms_per_sample"]
+           "sample_speedup_low", "sample_speedup_high", "sample_verdict", "bare_loop_ms_per_sample",
+           "memory_floor_note"]
 CAPTION = ("Frontier: every variant against its device's own ceilings. Model FLOPs (counted once on the U-Net's "
            "shapes, without recomputation) per measured time, as a share of the bf16 matrix-product rate measured on "
-           "the same device; sampling per volume = median step x T; volumes per hour = 3600 x batch / (T x median "
-           "step seconds), at batch 1 and at the batch size that gives the most among those that fit in memory (its "
-           "size in sample_best_batch); compile time apart from every step time. Times "
+           "the same device, and their time at that rate, the FLOP floor (per training sample; per U-Net evaluation "
+           "for sampling). The memory floor: the DRAM bytes Nsight Compute measured for the kernels of the profiled "
+           "step (each kernel alone, caches flushed), at the copy bandwidth measured on the same device; the kernel "
+           "limit: per kernel the larger of its memory floor and its FLOPs at the bf16 rate, summed "
+           "(memory_floor_note says why a phase has none). Sampling per volume = median step x T; volumes per hour "
+           "= 3600 x batch / (T x median step seconds), at batch 1 and at the batch size that gives the most among "
+           "those that fit in memory (its size in sample_best_batch); compile time apart from every step time. Times "
            "are each run's own (train.json, sample.json), as in tab04; the speed-ups over baseline with their "
            "interval and verdict from the label's paired rounds, as in tab04 (paired = no: separately timed jobs, "
            "the range between their step-time quartiles)")
@@ -43,7 +53,7 @@ def frontier_table(bench, runs, load_difference_cores: float = 0.5):
             columns["paired"] = "paired"
         frame = frame.merge(verdict[["gpu", "variant", *columns]].rename(columns=columns), on=["gpu", "variant"],
                             how="left")
-    cache_notes = warm_compile_notes(frame) + no_ceiling_notes(frame)
+    cache_notes = warm_compile_notes(frame) + no_ceiling_notes(frame) + memory_floor_notes(frame)
     frame = frame.reindex(columns=COLUMNS)
     frame["sample_best_batch"] = frame["sample_best_batch"].astype(float).round().astype("Int64")  # a count: 8, not 8.0
     shown = runs[runs["variant"].isin(set(frame["variant"]))]
@@ -59,6 +69,19 @@ def no_ceiling_notes(frame) -> list[str]:
         if (rows["train_fraction_of_bf16_rate"].astype(float) > 1).any():
             notes.append(f"{gpu}: the model's arithmetic runs faster than the measured bf16 matrix rate (no bf16 "
                          "matrix units): that rate is no ceiling there, and its share above 100 % no efficiency.")
+    return notes
+
+
+def memory_floor_notes(frame) -> list[str]:
+    """One line per label whose profiled training steps hold no DRAM bytes (the training step's one-pass metric set):
+    which variants, and the metric set that collects them."""
+    notes = []
+    no_bytes = frame["memory_floor_note"].fillna("").str.contains(f"train: {NO_DRAM_BYTES}", regex=False) \
+        if "memory_floor_note" in frame else frame["variant"].map(lambda _: False)
+    for gpu, rows in frame[no_bytes].groupby("gpu", sort=False):
+        notes.append(f"{gpu}: the training steps of {', '.join(rows['variant'])} were profiled without DRAM bytes "
+                     "(Nsight Compute's one-pass set, config/ncu-metrics.yaml's train_one_pass), so they have no "
+                     "memory floor; the set train_memory_floor collects them, at three replay passes per kernel.")
     return notes
 
 
