@@ -162,6 +162,30 @@ def test_tab09_joins_the_timing_and_the_judgement_and_says_the_fewest_equivalent
     assert smallest_notes(frame, CLAIM) == ["g, baseline's runs: fewest steps equivalent to the chain: ddim 50 steps."]
 
 
+def test_fig12_lifts_a_step_count_onto_the_next_line_where_it_would_lie_on_its_neighbours():
+    """Two step counts whose times lie closer than their labels are wide (2 and 3 steps of a small volume beside a
+    250-step chain on one log axis) are drawn on two lines; one far from them stays on the first line."""
+    import matplotlib.pyplot as plt
+
+    from reporting.outputs.fig12_fast_sampling import _stagger, _step_counts
+    from reporting.style import apply_style, lay_out
+
+    apply_style()  # the figures' fonts and resolution
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    ax.set_xscale("log")
+    ax.set_xlim(0.01, 10)
+    labels = _step_counts(ax, [(0.040, 0.7, 2), (0.042, 0.7, 2), (0.045, 0.6, 3), (5.0, 0.5, 250)])
+    lay_out(fig)
+    _stagger(fig, labels)
+    fig.canvas.draw()
+    boxes = [label.get_window_extent() for label in labels]
+    assert [label.get_text() for label in labels] == ["2 steps", "3 steps", "250 steps"]
+    assert [label.xyann[1] for label in labels] == [3, 3 + labels[1].get_fontsize() + 2, 3]
+    assert boxes[1].y0 >= boxes[0].y1 and not boxes[1].overlaps(boxes[0])  # lifted clear of "2 steps"
+    assert boxes[2].y0 == boxes[0].y0  # far to the right: on the first line
+    plt.close(fig)
+
+
 def test_the_configuration_refuses_sampler_settings_it_cannot_run():
     from planning.configcheck import consistency_problem
 

@@ -15,7 +15,7 @@ from ..palette import OTHER_SAMPLER, SAMPLER_COLORS, SAMPLER_MARKERS
 from ..panels import BAR_LABEL_SIZE, OWN_SCALES, log_ticks, mark_as, panel_title, rows_figure, say, shape_text
 from ..prose import Context
 from ..sampler_judgements import CHAIN, judgements
-
+from ..style import lay_out
 
 
 def seconds_of(samplers: pd.DataFrame, gpu: str) -> tuple[dict, str]:
@@ -54,23 +54,39 @@ def draw(ax, rows: pd.DataFrame, chain: pd.DataFrame, times: dict) -> None:
                             marker=SAMPLER_MARKERS.get(sampler, "o"), capsize=3, label=sampler)
         mark_as(drawn.lines[:1], "sampler", sampler)
         counts += [(xi, yi, int(steps)) for xi, yi, steps in zip(x, y, group["steps"])]
-    _step_counts(ax, counts)
     ax.set_xscale("log")
     ax.margins(x=0.1, y=0.08)  # the chain's star and the step counts inside the frame
     log_ticks(ax)
+    return _step_counts(ax, counts)
 
 
-def _step_counts(ax, counts: list[tuple[float, float, int]]) -> None:
+def _step_counts(ax, counts: list[tuple[float, float, int]]) -> list:
     """Each step count once, along the bottom of the panel under its points: every sampler at a step count sits at
     about the same seconds (one U-Net evaluation a step) and often at about the same distance, where a count beside
-    each point would lie on another's."""
+    each point would lie on another's. Returns the labels, for `_stagger` once the figure's layout is solved."""
     at_steps: dict[int, list[float]] = {}
     for x, _, steps in counts:
         at_steps.setdefault(steps, []).append(x)
-    for steps, xs in sorted(at_steps.items()):
-        ax.annotate(f"{steps} steps", (float(np.median(xs)), 0.0), xycoords=("data", "axes fraction"),
-                    xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=BAR_LABEL_SIZE,
-                    color="0.3")
+    return [ax.annotate(f"{steps} steps", (float(np.median(xs)), 0.0), xycoords=("data", "axes fraction"),
+                        xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
+                        fontsize=BAR_LABEL_SIZE, color="0.3")
+            for steps, xs in sorted(at_steps.items())]
+
+
+def _stagger(fig, labels: list) -> None:
+    """Lift a step count onto the next line up where it would lie on a neighbour's: step counts close in time (2 and
+    3 steps of a small volume, beside a 250-step chain on the same log axis) sit closer than their labels are wide.
+    Measured on the laid-out figure, so the widths are the saved PNG's."""
+    renderer = fig.canvas.get_renderer()
+    lines: list[list] = []  # per line, the extents of the labels already on it
+    for label in labels:  # in order of step count, so left to right
+        box = label.get_window_extent(renderer)
+        line = next((k for k, taken in enumerate(lines)
+                     if not any(box.x0 < other.x1 + 2 and other.x0 < box.x1 + 2 for other in taken)), len(lines))
+        if line == len(lines):
+            lines.append([])
+        label.xyann = (0, 3 + line * (label.get_fontsize() + 2))
+        lines[line].append(box)
 
 
 def build(job):
@@ -81,6 +97,7 @@ def build(job):
     labels = [g for g in results.labels() if (study_samplers["gpu"] == g).any()] or results.labels()
     panels = max([len(set(judged.loc[judged["gpu"] == g, "variant"])) for g in labels] + [1])
     fig, axes = rows_figure([panel_title(results, g) for g in labels], panels, height=3.4, caveat=OWN_SCALES)
+    step_labels = []  # per panel drawn, its step counts
     for gpu, row in zip(labels, axes):
         mine = judged[judged["gpu"] == gpu]
         variants = list(dict.fromkeys(mine["variant"]))
@@ -94,7 +111,7 @@ def build(job):
             chain = study_samplers[(study_samplers["gpu"] == gpu) & (study_samplers["variant"] == variant)
                                    & (study_samplers["sampler"] == CHAIN)].rename(columns={claim["distance"]:
                                                                                               "distance"})
-            draw(ax, mine[mine["variant"] == variant], chain, times)
+            step_labels.append(draw(ax, mine[mine["variant"] == variant], chain, times))
             first = chain.iloc[0]
             ax.set_title(f"{variant}'s study runs: {shape_text(first['volume_shape'])}, T = {int(first['timesteps'])}, "
                          f"mean of {int(mine['seeds'].max())} seeds", loc="left")
@@ -105,6 +122,9 @@ def build(job):
         row[len(variants) - 1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
         for ax in row[len(variants):]:
             ax.set_axis_off()
+    lay_out(fig)
+    for labels in step_labels:
+        _stagger(fig, labels)
     return fig
 
 
