@@ -34,6 +34,7 @@ WRITTEN = [
     (layout.label_file("device_rates.json", "wholehead", "cpu"),
      Place(RESULTS, "wholehead", "cpu", kind="device_rates")),
     (layout.label_file("bench.csv", "wholehead", "cpu"), Place(RESULTS, "wholehead", "cpu")),
+    (layout.label_file("comparison_groups/1.json", "wholehead", "cpu"), Place(RESULTS, "wholehead", "cpu")),
     (layout.label_log("device_rates.log", "wholehead", "cpu"), Place(RESULTS, "wholehead", "cpu")),
     (layout.dataset_dir("prepared", "brats"), Place(RESULTS, "brats")),
     (layout.collected_table("runs", "brats"), Place(RESULTS, "brats")),

@@ -124,7 +124,7 @@ def reference_manifest(workload: str = "{workload}", gpu: str = "{gpu}") -> str:
 # -- reading a path back ------------------------------------------------------------------------------------------
 # Folders of a workload that are not hardware labels, and of a label that are not variants.
 WORKLOAD_FOLDERS = ("dataset", "collected", "logs")
-LABEL_FOLDERS = ("logs",)
+LABEL_FOLDERS = ("logs", "comparison_groups")
 
 
 @dataclass(frozen=True)
