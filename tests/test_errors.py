@@ -920,9 +920,19 @@ def test_ctrl_c_during_training_ends_in_one_line_and_leaves_nothing(tmp_path, da
 
     monkeypatch.setattr(training.Trainer, "loss", loss)
     attempt = train_job(tmp_path / "run", dataset)
-    with pytest.raises(SystemExit) as stopped:
+    # The handler a job started from a terminal has. A test session started in the background by a shell without job
+    # control (nohup, `cmd &` in a script, some CI runners) inherits SIGINT ignored, and Python then installs none:
+    # the signal would pass unseen and the test would say nothing of the job.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
         attempt.act()
-    assert stopped.value.code == 130
+    except SystemExit as stopped:
+        code = stopped.code
+    else:
+        pytest.fail(f"the job ended normally: Trainer.loss called {len(calls)} time(s)")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 130
     line = capsys.readouterr().err.strip()
     assert re.fullmatch(r"error: interrupted \(Ctrl-C\) before the job finished; its outputs \(\S+train\.json and 2 "
                         r"other output\(s\)\) were removed; fix: rerun the same command: Snakemake runs this job "
@@ -1438,6 +1448,8 @@ def test_targets_of_another_workload_or_label_name_the_setting():
     assert target_problem("results/wholehead/dataset/prepared", config) is None
     assert target_problem("results/wholehead/cpu/study/summary.md", config) is None  # the study's own files
     assert target_problem("results/wholehead/cpu/study/logs/compare.log", config) is None
+    # A comparison group's own files (the label's comparison_groups/ folder is no variant).
+    assert target_problem("results/wholehead/cpu/comparison_groups/1.json", config) is None
     assert target_problem("paper/figures/all", config) is None
     assert "fix: add config/brats.yaml" in target_problem("results/brats/cpu/baseline/train.json", config)
     assert "hardware label 'h200' is not measured" in target_problem("results/wholehead/h200/tf32/train.json", config)
