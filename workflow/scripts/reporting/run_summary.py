@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .prose import chain_speedup_words, present
+from .prose import chain_speedup_words
 from .registry import ARTICLE, OUTPUTS, Output
+from .sampler_judgements import fastest_setting
 
 MANIFEST = "paper/figures/all"
 REPORT_COMMAND = "snakemake --report report.html"
@@ -131,7 +132,7 @@ def _samplers(root: Path) -> list[str]:
         chain, fast = rows[rows["sampler"] == "ddpm"], rows[rows["sampler"] != "ddpm"]
         timed = fast.dropna(subset=["seconds_per_volume"])
         if len(chain) and len(timed):
-            best, tied = _fastest_setting(timed.drop_duplicates(["sampler", "steps"]))
+            best, tied = fastest_setting(timed)
             lines.append(_cut(f"  {gpu} ({best['timed_variant']}, {_shape(best['timed_shape'])}): {best['sampler']} "
                               f"{int(best['steps'])} steps {best['seconds_per_volume']:.3g} s/volume, "
                               f"{chain_speedup_words(best, int(chain['steps'].iloc[0])).replace(' faster than', ' over')}"))
@@ -156,19 +157,6 @@ def _samplers(root: Path) -> list[str]:
         elif len(judged):
             lines.append("    study runs: none judged (fewer paired seeds than the quality claim asks)")
     return lines
-
-
-def _fastest_setting(timed: pd.DataFrame) -> tuple[pd.Series, list[str]]:
-    """The fastest setting and the others as fast as it (see _samplers): as many U-Net evaluations, their chain
-    speed-up intervals overlapping its."""
-    fastest = timed.loc[timed["seconds_per_volume"].idxmin()]
-    if not (present(fastest.get("chain_speedup_low")) and present(fastest.get("chain_speedup_high"))):
-        return fastest, []
-    others = timed.drop(index=fastest.name)
-    tied = others[(others["evaluations"].astype(int) == int(fastest["evaluations"]))
-                  & (others["chain_speedup_high"].astype(float) >= float(fastest["chain_speedup_low"]))
-                  & (others["chain_speedup_low"].astype(float) <= float(fastest["chain_speedup_high"]))]
-    return fastest, [f"{row.sampler} {int(row.steps)} steps" for row in tied.itertuples()]
 
 
 def _shape(text: str) -> str:

@@ -22,6 +22,23 @@ COLUMNS = ["gpu", "variant", "sampler", "steps", "evaluations", "seeds", "distan
            "mean_difference", "interval_low", "interval_high", "margin", "outcome", "study_seconds_per_volume"]
 
 
+def fastest_setting(timed: pd.DataFrame) -> tuple[pd.Series, list[str]]:
+    """Of a label's timed fast-sampler settings (tab09's rows with seconds per volume, in tab09's order), the fastest
+    and the others as fast as it as far as the paired rounds tell: as many U-Net evaluations, their speed-up
+    intervals over the chain overlapping its. On a loaded machine which of those comes out ahead changes from run to
+    run, so wherever the fastest is named, these are named beside it."""
+    timed = timed.drop_duplicates(["sampler", "steps"])  # one row per study variant in tab09
+    fastest = timed.loc[timed["seconds_per_volume"].astype(float).idxmin()]
+    low, high = fastest.get("chain_speedup_low"), fastest.get("chain_speedup_high")
+    if pd.isna(low) or pd.isna(high):
+        return fastest, []
+    others = timed.drop(index=fastest.name)
+    tied = others[(others["evaluations"].astype(int) == int(fastest["evaluations"]))
+                  & (others["chain_speedup_high"].astype(float) >= float(low))
+                  & (others["chain_speedup_low"].astype(float) <= float(high))]
+    return fastest, [f"{row.sampler} {int(row.steps)} steps" for row in tied.itertuples()]
+
+
 def margin_of(study_samplers: pd.DataFrame, gpu: str, claim: dict) -> float | None:
     """margin_factor x the SD over the baseline's seeds of its chains' distance (None with fewer than two seeds)."""
     column = claim["distance"]

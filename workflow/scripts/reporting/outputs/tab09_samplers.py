@@ -13,7 +13,7 @@ import pandas as pd
 from ..claims import load_claims
 from ..prose import Context, chain_speedup_words, join_words, num
 from ..render import Table
-from ..sampler_judgements import CHAIN, fewest_equivalent, judgements
+from ..sampler_judgements import CHAIN, fastest_setting, fewest_equivalent, judgements
 
 TIMING = ["timed_variant", "timed_shape", "evaluations", "seconds_per_volume", "volumes_per_hour_b1", "best_batch",
           "volumes_per_hour_best", "peak_memory_gib", "chain_speedup", "chain_speedup_low", "chain_speedup_high",
@@ -107,10 +107,11 @@ def describe(context: Context) -> str:
         fast = rows[(rows["sampler"] != CHAIN) & rows["seconds_per_volume"].notna()]
         text = f"On {context.inputs.named(gpu)}"
         if len(chain) and len(fast):
-            best = fast.loc[fast["seconds_per_volume"].astype(float).idxmin()]
+            best, tied = fastest_setting(fast)
             text += (f" the T-step chain takes {num(chain['seconds_per_volume'].iloc[0])} s per volume and "
                      f"{best['sampler']} at {int(best['steps'])} steps {num(best['seconds_per_volume'])} s, "
-                     f"{chain_speedup_words(best)}")
+                     f"{chain_speedup_words(best)}"
+                     + (f" ({join_words(tied)} as fast within the intervals)" if tied else ""))
         judged = rows[rows["outcome"].notna()]
         equal = judged[judged["outcome"] == "equivalent"]
         if len(judged):
