@@ -662,11 +662,12 @@ def _provenance(**changes) -> dict:
     return copy.deepcopy(PROVENANCE["provenance"]) | changes
 
 
-def _side(runs: list[dict], provenance: dict, origin: str, shares: dict) -> tuple[pd.DataFrame, ...]:
+def _side(runs: list[dict], provenance: dict, origin: str, shares: dict,
+          is_gpu: bool = True) -> tuple[pd.DataFrame, ...]:
     """hardware, runs and ncu summaries of label g. shares: variant -> conv share of the train step (the rest is
     normalization); SM cycles 100 M and 10 G warp instructions per step, times the variant's train ms / 100."""
     hardware = pd.DataFrame({"gpu": ["g"], "origin": [origin], "device": ["NVIDIA H200"], "date": ["2026-12-01"],
-                             "is_gpu": [True], "provenance": [json.dumps(provenance)]})
+                             "is_gpu": [is_gpu], "provenance": [json.dumps(provenance)]})
     base = {"gpu": "g", "parameters": 40226433, "volume_shape": "128x128x128", "samples_per_step": 2,
             "train_steps_measured": 4, "switches": json.dumps({"cudnn_tf32": False}), "sample_step_median_ms": 200.0,
             "train_peak_memory_gib": 19.25}
@@ -686,10 +687,10 @@ def _side(runs: list[dict], provenance: dict, origin: str, shares: dict) -> tupl
 
 
 def conformance_results(here_runs, ref_runs, here_prov=None, ref_prov=None, here_shares=None, ref_shares=None,
-                        measured_label=True) -> Results:
+                        measured_label=True, is_gpu=True) -> Results:
     hardware, runs, summaries = _side(here_runs, here_prov or _provenance(), MEASURED if measured_label else SHIPPED,
-                                      here_shares or {})
-    ref_hw, ref, ref_sum = _side(ref_runs, ref_prov or _provenance(), SHIPPED, ref_shares or {})
+                                      here_shares or {}, is_gpu)
+    ref_hw, ref, ref_sum = _side(ref_runs, ref_prov or _provenance(), SHIPPED, ref_shares or {}, is_gpu)
     return Results(hardware, {"runs": runs, "summaries": summaries, "reference_hardware": ref_hw,
                               "reference_runs": ref, "reference_summaries": ref_sum})
 
@@ -764,10 +765,21 @@ def test_a_time_measured_under_load_or_spread_wider_than_its_band_is_not_judged(
     verdict, why = verdict_of({"train_step_q1_ms": 1880.0, "train_step_q3_ms": 2120.0})
     assert verdict == conformance.UNDER_LOAD and why == ("the steps' quartiles span more than the band: 12% of their "
                                                          "median here")
-    # Peak memory is no time: judged whatever the load.
-    results = conformance_results([slower | quiet | {"train_other_load_cores": 1.17}], reference)
+    # A GPU's peak memory (its caching allocator's) is judged whatever the load; a CPU's (the process's largest
+    # resident size, which the load moves through the allocator's arenas) is not judged under load, and says why.
+    higher = {"train_peak_memory_gib": 19.25 * 1.5}  # outside the band
+    results = conformance_results([slower | quiet | higher | {"train_other_load_cores": 1.17}], reference)
     table, _, _ = conformance.conformance_table(results, BANDS, max_load=0.5)
-    assert table.set_index("metric").loc["peak memory, training", "verdict"] == conformance.WITHIN
+    assert table.set_index("metric").loc["peak memory, training", "verdict"] == conformance.HIGHER
+    results = conformance_results([slower | quiet | higher | {"train_other_load_cores": 1.17}], reference,
+                                  is_gpu=False)
+    table, _, _ = conformance.conformance_table(results, BANDS, max_load=0.5)
+    assert tuple(table.set_index("metric").loc["peak memory, training", ["verdict", "reasons"]]) == (
+        conformance.UNDER_LOAD, "other processes kept cores busy while it was measured: 1.2 of 2 here (more than "
+                                "conformance.max_other_load_cores, 0.5)")
+    results = conformance_results([slower | quiet | higher], reference, is_gpu=False)  # quiet on both sides: judged
+    table, _, _ = conformance.conformance_table(results, BANDS, max_load=0.5)
+    assert table.set_index("metric").loc["peak memory, training", "verdict"] == conformance.HIGHER
 
 
 def test_what_cannot_be_compared_says_why():
