@@ -74,7 +74,8 @@ def test_the_timing_job_times_every_sampler_in_rounds_beside_the_chain_and_pairs
         paired = r["vs_chain"]
         assert paired["rounds"] == 6 and paired["speedup"] == pytest.approx(math.sqrt(ratios[2] * ratios[3]))
         assert (paired["low"], paired["high"]) == pytest.approx((ratios[0], ratios[-1]))
-        assert paired["verdict"] in ("faster", "slower", "within noise", "not measurable under this load")
+        assert paired["verdict"] in ("faster", "slower", "within noise", "at the band's edge",
+                                     "not measurable under this load")
     # One peak per batch size for every sampler (they share the U-Net's evaluation and its memory).
     for batch in (1, 2):
         peaks = {b["peak_memory_bytes"] for r in record["samplers"] for b in r["batches"] if b["batch"] == batch}

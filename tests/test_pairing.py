@@ -72,6 +72,21 @@ def test_the_verdict_is_the_intervals_at_each_of_its_edges(speedup, low, high, e
                           f"{' and '.join(crossed)} (+-10 %)")
 
 
+def test_a_narrow_interval_across_the_edge_is_at_the_edge_and_a_wide_one_not_measurable():
+    """Given the comparison's precision: an interval across the band's edge that is narrower than it was measured (a
+    difference of about the band's size, which no load made); a wider one stays not measurable under this load, and
+    without a precision every interval across an edge does. The shipped CPU set's sampling comparison: [0.906,
+    0.934] in 6 rounds, half-width 1.5 %."""
+    narrow, wide = _ratio(0.924, 0.906, 0.934), _ratio(0.90, 0.72, 1.02)
+    assert pairing.verdict(narrow, 0.10, precision=0.03) == pairing.AT_EDGE
+    assert pairing.undecided_reason(narrow, 0.95, 0.10, 0.03) == (
+        "the interval [0.906, 0.934] reaches across the band's edge 0.909 (+-10 %), narrower than +-3 %: a "
+        "difference of about the band's size")
+    assert pairing.verdict(narrow, 0.10) == pairing.UNMEASURABLE
+    assert pairing.verdict(wide, 0.10, precision=0.03) == pairing.UNMEASURABLE
+    assert pairing.verdict(_ratio(1.2, 1.1001, 1.3), 0.10, precision=0.5) == pairing.FASTER  # decided: unchanged
+
+
 def test_no_interval_is_not_measurable():
     assert pairing.verdict(pairing.Ratio(3, 2.0, None, None, None), 0.10) == pairing.UNMEASURABLE
     assert pairing.undecided_reason(pairing.Ratio(3, 2.0, None, None, None), 0.95, 0.10) == \
@@ -201,6 +216,21 @@ def test_paired_rounds_recover_the_effect_under_a_load_that_would_flip_separate_
     assert judged["halves_disagree"] is False and judged["load_difference_cores"] == 0.0
     separate = 100.0 * 1.0 / (80.0 * 3.0)  # the baseline's job before the load, the variant's after it
     assert separate < 1 / 2.4 + 1e-9
+
+
+def test_a_variant_measured_at_the_bands_edge_says_so_with_its_interval():
+    """A variant 10 % slower, give or take half a per cent from round to round, on a quiet machine: its narrow
+    interval lies across the band's edge (0.909). That was measured, not made by load: "at the band's edge"."""
+    jitter = iter([109.5, 110.5] * 20)
+    sides = {"baseline": Scripted(100.0, lambda: 1.0), "edge": Scripted(110.0, lambda: 1.0)}
+    sides["edge"].timed = lambda: (next(jitter), 0.0)
+    switches = {name: {"switches": {"x": name}, "switches_effective": {"x": True}} for name in sides}
+    settings = ComparisonSettings(**SETTINGS)
+    frame, stopped, _ = comparison.measure_phase("train", sides, settings)
+    judged = verdicts.judge("baseline", "edge", frame, settings, switches, [])
+    assert stopped == "settled" and judged["verdict"] == pairing.AT_EDGE
+    assert judged["low"] < 1 / 1.1 < judged["high"] and judged["why"].endswith(
+        "narrower than +-3 %: a difference of about the band's size")
 
 
 def test_a_comparison_under_a_load_that_hits_one_side_says_so():

@@ -259,4 +259,5 @@ def test_the_sampler_axis_runs_through_the_timing_job_the_study_and_tab09(finish
     assert (fast["timed_variant"] == "baseline").all() and fast["seconds_per_volume"].gt(0).all()
     assert table.loc[table["sampler"] == "ddpm", "steps"].tolist() == [4]
     assert fast["chain_speedup"].gt(0).all() and fast["chain_speedup_rounds"].eq(6).all()
-    assert set(fast["chain_speedup_verdict"]) <= {"faster", "slower", "within noise", "not measurable under this load"}
+    assert set(fast["chain_speedup_verdict"]) <= {"faster", "slower", "within noise", "at the band's edge",
+                                                  "not measurable under this load"}

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from scipy.stats import binom
 
 FASTER, SLOWER, WITHIN, UNMEASURABLE = "faster", "slower", "within noise", "not measurable under this load"
+# A narrow interval that lies across an edge of the band: measured, and a difference of about the band's size.
+AT_EDGE = "at the band's edge"
 
 
 def median_interval_ranks(n: int, confidence: float) -> tuple[int, int] | None:
@@ -87,14 +89,16 @@ def halves_disagree(reference_ms: Sequence[float], variant_ms: Sequence[float], 
     return first.high < second.low or second.high < first.low
 
 
-def verdict(ratio: Ratio, band: float) -> str:
+def verdict(ratio: Ratio, band: float, precision: float | None = None) -> str:
     """What the interval says, never the point estimate alone: faster where the whole interval lies above the band
     (1 + band, asv's default factor 1.1 for the workflow's default band of 0.10), slower where it lies wholly below
-    it (1 / (1 + band)), within noise where it lies wholly inside (the band's edges included). Not measurable under
-    this load where the rounds give no interval or the interval reaches across an edge of the band: then a
-    difference of the band's size could hide in it. Two runs can only give opposite decided verdicts (faster in
-    one, within noise in the other) if their intervals do not overlap, which at 95 % each happens rarely; more load
-    widens an interval, which turns a verdict into "not measurable", never into another direction."""
+    it (1 / (1 + band)), within noise where it lies wholly inside (the band's edges included). Where it reaches
+    across an edge of the band, a difference of the band's size could hide in it: not measurable under this load,
+    unless the interval is narrow (half-width within `precision`, where given): then the ratio was measured and lies
+    at the band's edge, which no load made. Not measurable where the rounds give no interval. Two runs can only give
+    opposite decided verdicts (faster in one, within noise in the other) if their intervals do not overlap, which at
+    95 % each happens rarely; more load widens an interval, which turns a verdict into "not measurable", never into
+    another direction."""
     if ratio.low is None:
         return UNMEASURABLE
     low_edge, high_edge = 1 / (1 + band), 1 + band
@@ -104,16 +108,21 @@ def verdict(ratio: Ratio, band: float) -> str:
         return SLOWER
     if ratio.low >= low_edge and ratio.high <= high_edge:
         return WITHIN
+    if precision is not None and ratio.half_width <= precision:
+        return AT_EDGE
     return UNMEASURABLE
 
 
-def undecided_reason(ratio: Ratio, confidence: float, band: float) -> str:
-    """Why `verdict` said not measurable, in words."""
+def undecided_reason(ratio: Ratio, confidence: float, band: float, precision: float | None = None) -> str:
+    """Why `verdict` said not measurable, or at the band's edge, in words."""
     if ratio.low is None:
         return f"{ratio.rounds} rounds give no interval at {100 * confidence:g} %"
     edges = [edge for edge in (1 / (1 + band), 1 + band) if ratio.low < edge < ratio.high]
-    return (f"the interval [{ratio.low:.3g}, {ratio.high:.3g}] reaches across the band's edge "
-            f"{' and '.join(f'{edge:.3g}' for edge in edges)} (+-{100 * band:g} %)")
+    across = (f"the interval [{ratio.low:.3g}, {ratio.high:.3g}] reaches across the band's edge "
+              f"{' and '.join(f'{edge:.3g}' for edge in edges)} (+-{100 * band:g} %)")
+    if precision is not None and ratio.half_width <= precision:
+        return f"{across}, narrower than +-{100 * precision:g} %: a difference of about the band's size"
+    return across
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ def judge(reference: str, variant: str, rounds: pd.DataFrame, settings, switches
     changed on the machine while the rounds ran (measurement.conditions.changes)."""
     by_round = rounds.pivot(index="round", columns="variant", values="step_ms")
     ratio = pairing.paired_ratio(list(by_round[reference]), list(by_round[variant]), settings.confidence)
-    verdict, why = pairing.verdict(ratio, settings.band), None
+    verdict, why = pairing.verdict(ratio, settings.band, settings.precision), None
     load = rounds.pivot(index="round", columns="variant", values="other_load_cores")
     difference = (load[reference] - load[variant]).dropna()
     load_difference = float(statistics.median(difference)) if len(difference) else None
@@ -49,8 +49,8 @@ def judge(reference: str, variant: str, rounds: pd.DataFrame, settings, switches
     elif load_difference is not None and abs(load_difference) > settings.load_difference_cores:
         verdict, why = pairing.UNMEASURABLE, (f"the two sides ran under different load: other processes used "
                                               f"{load_difference:+.2f} cores more during {reference}'s steps")
-    elif verdict == pairing.UNMEASURABLE:
-        why = pairing.undecided_reason(ratio, settings.confidence, settings.band)
+    elif verdict in (pairing.UNMEASURABLE, pairing.AT_EDGE):
+        why = pairing.undecided_reason(ratio, settings.confidence, settings.band, settings.precision)
     return {"reference": reference, "variant": variant, "rounds": ratio.rounds, "speedup": ratio.speedup,
             "low": ratio.low, "high": ratio.high, "coverage": ratio.coverage,
             "half_width": None if ratio.low is None else ratio.half_width, "halves_disagree": drift,

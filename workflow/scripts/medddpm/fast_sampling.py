@@ -83,11 +83,11 @@ def batch_record(batch: int, seconds: list[float], peak: dict) -> dict:
 def against_chain(chain: list[float], fast: list[float], comparison: ComparisonSettings) -> dict:
     """The chain's seconds over the sampler's, paired by round, with its interval and verdict (measurement.pairing)."""
     ratio = pairing.paired_ratio(chain, fast, comparison.confidence)
-    verdict = pairing.verdict(ratio, comparison.band)
+    verdict = pairing.verdict(ratio, comparison.band, comparison.precision)
     return {"rounds": ratio.rounds, "speedup": ratio.speedup, "low": ratio.low, "high": ratio.high,
             "coverage": ratio.coverage, "verdict": verdict,
-            "why": pairing.undecided_reason(ratio, comparison.confidence, comparison.band)
-            if verdict == pairing.UNMEASURABLE else None}
+            "why": pairing.undecided_reason(ratio, comparison.confidence, comparison.band, comparison.precision)
+            if verdict in (pairing.UNMEASURABLE, pairing.AT_EDGE) else None}
 
 
 def sampler_records(sampling: Sampling, samplers: dict[str, list[int]], mask_conditions: list[torch.Tensor],

@@ -43,7 +43,8 @@ def speedup_verdict(runs: pd.DataFrame, phase: str = "train", reference: str = "
     Paired (paired True): from the label's paired comparison (comparison.json, measurement.verdicts; the runs table's
     <phase>_vs_<reference>_* columns): speedup = the median of the rounds' ratios reference / variant (> 1: faster),
     low/high its interval, verdict "faster" / "slower" (the whole interval beyond the comparison's band), "within
-    noise" (wholly inside), "not measurable under this load" (undecided, or the rounds or the machine's conditions
+    noise" (wholly inside), "at the band's edge" (a narrow interval across the band's edge: a difference of about
+    the band's size), "not measurable under this load" (undecided, or the rounds or the machine's conditions
     disagreed: `why` says which) or "not measurable here" (the switches that set the variant apart have no effect on
     the device).
 

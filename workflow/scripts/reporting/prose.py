@@ -90,6 +90,8 @@ def speedup_words(row) -> str:
                 else f"{times(ratio)}, within noise (its quartiles overlap the baseline's)")
     if said == "not measurable under this load":
         return f"{times(ratio)}, not measurable under this load{interval}"
+    if said == "at the band's edge":  # a narrow interval across the band's edge: measured, about the band's size
+        return f"{times(ratio)}, at the band's edge{interval}"
     if said == "not measurable here":
         return f"{times(ratio)}, not measurable here (its switches have no effect on this device)"
     if said == "no spread measured":
@@ -112,6 +114,8 @@ def chain_speedup_words(row, chain_steps: int | None = None) -> str:
         return f"{times(1 / ratio)} {interval} slower than {chain}"
     if verdict == "within noise":
         return f"within noise of {chain} ({times(ratio)} {interval})"
+    if verdict == "at the band's edge":
+        return f"{times(ratio)} {interval} {chain}'s speed, at the band's edge"
     return f"{times(ratio)} {interval} {chain}'s speed, not measurable under this load"
 
 

@@ -92,7 +92,8 @@ def _fastest(root: Path) -> list[str]:
             head = (f"  {gpu} ({origin}): none measurably faster than baseline ({base_ms:.1f} ms/sample"
                     + (", separate jobs)" if unpaired else ")"))
             said = []
-            for word in ("within noise", "slower", "not measurable under this load", "not measurable here"):
+            for word in ("within noise", "slower", "at the band's edge", "not measurable under this load",
+                         "not measurable here"):
                 named = [v for v, verdict in zip(rows["variant"], verdicts) if verdict == word]
                 if named:
                     said.append(f"{word}: " + (", ".join(named) if len(", ".join(named)) <= 60

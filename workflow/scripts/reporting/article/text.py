@@ -190,7 +190,8 @@ def timing_text(inputs: Inputs, settings: dict) -> str:
             "another's steps), so that a change of load hits both sides; the speed-up is the median of the rounds' "
             "ratios with the sign test's exact interval, and is called within noise where the "
             f"whole interval lies within {band_text(settings)} of 1, faster or slower where it lies wholly beyond, "
-            "and not measurable under this load where it reaches across that band's edge, the rounds disagree or the "
+            "at the band's edge where a narrow interval (within the comparison's precision) lies across that edge, "
+            "and not measurable under this load where a wider one does, the rounds disagree or the "
             "machine's conditions changed (a shipped set of separately timed jobs is marked unpaired). Peak memory is the CUDA allocator's maximum on a GPU and the resident set on a CPU.")
 
 

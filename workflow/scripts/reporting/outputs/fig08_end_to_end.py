@@ -82,7 +82,8 @@ def describe(context: Context) -> str:
         noise = mine[mine["verdict"].isin(["within noise", "no spread measured"])]
         if len(noise):
             text += f", and {join_words(list(noise['variant']))} cannot be told apart from the baseline"
-        unsure = mine[mine["verdict"].isin(["not measurable under this load", "not measurable here"])]
+        unsure = mine[mine["verdict"].isin(["not measurable under this load", "at the band's edge",
+                                            "not measurable here"])]
         if len(unsure):
             text += "; " + join_words([f"{r['variant']} is {speedup_words(r)}" for _, r in unsure.iterrows()])
         slower = mine[mine["verdict"] == "slower"]

@@ -15,8 +15,8 @@ from ..render import Table
 
 CAPTION = ("Optimization impact per variant and device: training time per sample; speed-up over baseline from paired "
            "rounds (the median of the rounds' ratios, low-high its interval; faster or slower where the whole "
-           "interval lies beyond the comparison's band, within noise where it lies inside, not measurable under this "
-           "load otherwise; paired = no marks a set of separately timed jobs); the sampling step with its speed-up and "
+           "interval lies beyond the comparison's band, within noise where it lies inside, at the band's edge where a "
+           "narrow one lies across its edge, not measurable under this load otherwise; paired = no marks a set of separately timed jobs); the sampling step with its speed-up and "
            "verdict the same way; peak memory; Nsight Compute SM cycles, warp instructions and IPC of the training "
            "step relative to baseline, tensor-pipe utilisation (%)")
 
