@@ -68,6 +68,25 @@ def test_speedup_verdict_takes_the_paired_comparison_where_the_label_has_one():
     assert derived.speedup_verdict(with_comparisons(runs, comparisons), "sample").empty  # no sampling times
 
 
+def test_each_run_carries_its_median_step_over_its_labels_paired_rounds():
+    """<phase>_rounds_median_ms on each runs row: the variant's median over the rounds, the reference's on the
+    reference's own row; a label or phase without rounds has none (conformance checks a job against them)."""
+    from reporting.results import with_comparisons
+
+    runs = _runs([("cpu", "baseline", 400.0, 390.0, 410.0), ("cpu", "channels_last", 555.0, 550.0, 560.0),
+                  ("gpu", "baseline", 100.0, 99.0, 101.0)])
+    comparisons = pd.DataFrame([{"gpu": "cpu", "phase": phase, "reference": "baseline", "variant": "channels_last",
+                                 "speedup": 1.0, "low": 0.9, "high": 1.1, "rounds": 6, "verdict": "within noise",
+                                 "why": None, "variant_median_ms": variant, "reference_median_ms": reference}
+                                for phase, variant, reference in (("train", 384.2, 380.2), ("sample", 125.1, 108.7))])
+    paired = with_comparisons(runs, comparisons).set_index(["gpu", "variant"])
+    assert paired.loc[("cpu", "channels_last"), ["train_rounds_median_ms", "sample_rounds_median_ms"]].tolist() == \
+        [384.2, 125.1]
+    assert paired.loc[("cpu", "baseline"), ["train_rounds_median_ms", "sample_rounds_median_ms"]].tolist() == \
+        [380.2, 108.7]
+    assert paired.loc[("gpu", "baseline"), ["train_rounds_median_ms", "sample_rounds_median_ms"]].isna().all()
+
+
 def test_speedup_verdict_scales_step_quartiles_to_samples_and_handles_gaps():
     runs = _runs([("a", "baseline", 200.0, 198.0, 202.0), ("a", "tf32", 40.0, 39.0, 41.0),
                   ("b", "tf32", 40.0, 39.0, 41.0)])

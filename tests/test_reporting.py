@@ -782,6 +782,26 @@ def test_a_time_measured_under_load_or_spread_wider_than_its_band_is_not_judged(
     assert table.set_index("metric").loc["peak memory, training", "verdict"] == conformance.HIGHER
 
 
+def test_a_job_apart_from_its_own_runs_paired_rounds_is_not_judged():
+    """A quiet-looking default run: channels_last's training job took 555.7 ms per sample where the same run's paired
+    rounds timed the same step at 384.2 ms, the machine idle by /proc/stat. A job further than the band from its
+    rounds was moved by what the load reading misses: not judged, and says so; one within the band is judged."""
+    quiet = {"train_other_load_cores": 0.07, "train_cpu_count": 2}
+    reference = [{"variant": "baseline", "train_ms_per_sample": 414.7} | quiet]
+
+    def row_of(here: dict) -> tuple[str, str]:
+        results = conformance_results([{"variant": "baseline", "train_ms_per_sample": 555.7} | quiet | here], reference,
+                                      is_gpu=False)
+        table, _, _ = conformance.conformance_table(results, BANDS, max_load=0.5)
+        return tuple(table.set_index("metric").loc["training time per sample", ["verdict", "reasons"]])
+
+    verdict, why = row_of({"train_rounds_median_ms": 384.2})
+    assert verdict == conformance.UNDER_LOAD and why == ("the machine's speed changed under the job: 555.7 ms in its "
+                                                         "job, 384.2 in the same run's paired rounds (+45%) here")
+    assert row_of({"train_rounds_median_ms": 550.0})[0] == conformance.SLOWER  # the job agrees with its rounds
+    assert row_of({})[0] == conformance.SLOWER  # no rounds: judged as before
+
+
 def test_what_cannot_be_compared_says_why():
     reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0}]
     here = [{"variant": "baseline", "train_ms_per_sample": 10.0, "volume_shape": "32x32x32", "parameters": 10},

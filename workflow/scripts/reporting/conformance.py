@@ -63,6 +63,8 @@ RUN_METRICS = (
 )
 # The phase whose conditions and step quartiles a time metric was measured under (runs' <phase>_* columns).
 TIMED_PHASE = {"train_step": "train", "sample_step": "sample"}
+# A time metric's column in the runs table, checked against the same step in its label's paired rounds.
+TIMED_COLUMN = {"train_step": "train_ms_per_sample", "sample_step": "sample_step_median_ms"}
 # Not a time, but moved by the load beside the job on a CPU, whose peak is the process's largest resident size:
 # which thread allocates when decides how far glibc's arenas grow (the default's channels_last training job peaked at
 # 0.81 to 1.01 GiB in five fresh quiet runs, 0.84 to 1.03 beside two busy loops). Judged only where the phase ran
@@ -241,12 +243,13 @@ def _judged(gpu, variant, metric: Metric, name: str, measured, reference, bands,
 def load_reason(band_key: str, band: dict, mine: pd.Series, theirs: pd.Series,
                 max_load: float | None, cpu: bool = False) -> str | None:
     """Why a time (or, on a CPU, a peak memory: LOADED_ON_CPU) cannot be judged against its band: other processes
-    kept more than `max_load` cores busy while a side timed its steps, or a side's steps spread (interquartile range
-    over median) wider than the band; None where it can be (or for a metric that load does not move)."""
+    kept more than `max_load` cores busy while a side timed its steps, a side's steps spread (interquartile range
+    over median) wider than the band, or a side's job lies further than the band from the same step in its label's
+    paired rounds of the same run; None where it can be (or for a metric that load does not move)."""
     phase = TIMED_PHASE.get(band_key) or (LOADED_ON_CPU.get(band_key) if cpu else None)
     if phase is None:
         return None
-    loads, spreads = [], []
+    loads, spreads, moved = [], [], []
     for side, name in ((mine, "here"), (theirs, "in the reference")):
         load, cores = side.get(f"{phase}_other_load_cores"), side.get(f"{phase}_cpu_count")
         if max_load is not None and pd.notna(load) and float(load) > max_load:
@@ -257,6 +260,12 @@ def load_reason(band_key: str, band: dict, mine: pd.Series, theirs: pd.Series,
             spread = (float(q3) - float(q1)) / float(median)
             if spread > band["upper"] - band["lower"]:
                 spreads.append(f"{spread:.0%} of their median {name}")
+        job, rounds = side.get(TIMED_COLUMN.get(band_key, "")), side.get(f"{phase}_rounds_median_ms")
+        if band_key in TIMED_PHASE and pd.notna(job) and pd.notna(rounds) and float(rounds) > 0:
+            apart = float(job) / float(rounds) - 1
+            if not band["lower"] - EDGE <= apart <= band["upper"] + EDGE:
+                moved.append(f"{float(job):.4g} ms in its job, {float(rounds):.4g} in the same run's paired rounds "
+                             f"({apart:+.0%}) {name}")
     said = []
     if loads:
         done = "timed" if band_key in TIMED_PHASE else "measured"
@@ -264,6 +273,11 @@ def load_reason(band_key: str, band: dict, mine: pd.Series, theirs: pd.Series,
                     f"conformance.max_other_load_cores, {max_load:g})")
     if spreads:
         said.append(f"the steps' quartiles span more than the band: {' and '.join(spreads)}")
+    if moved:
+        # The rounds time the same step in the same run, interleaved with the other variants': a job apart from them
+        # by more than the band was slowed (or sped) by something its load reading did not see (another virtual
+        # machine on the host, the clock frequency), as one default run's channels_last training job was by 45 %.
+        said.append(f"the machine's speed changed under the job: {' and '.join(moved)}")
     return "; ".join(said) or None
 
 

@@ -273,15 +273,19 @@ PAIRED_KEYS = ("speedup", "low", "high", "verdict", "why", "rounds")
 
 def _comparisons(files: pd.DataFrame) -> pd.DataFrame:
     """One row per paired comparison (gpu, phase, reference, variant): its ratio, interval, verdict and why, the
-    rounds it took and why they stopped."""
+    rounds it took and why they stopped, and the median step of each side over the rounds (a comparison.json of
+    before the groups has none)."""
     rows = []
     for row in files[files["kind"] == "comparison"].itertuples():
         data = _read_json(row.path)
         with _reading(row.path, "comparison.json"):
             for phase, record in data["phases"].items():
+                medians = record.get("median_ms") or {}
                 for compared in record["comparisons"]:
                     rows.append({"gpu": row.gpu, "phase": phase, **compared, "stopped": record["stopped"],
-                                 "phase_seconds": record["seconds"], "unit": record["unit"]})
+                                 "phase_seconds": record["seconds"], "unit": record["unit"],
+                                 "variant_median_ms": medians.get(compared["variant"]),
+                                 "reference_median_ms": medians.get(compared["reference"])})
     columns = ["gpu", "phase", "reference", "variant", "speedup", "low", "high", "coverage", "rounds", "verdict", "why",
                "stopped", "phase_seconds", "unit"]
     return pd.DataFrame(rows).reindex(columns=[*columns, *(c for c in (rows[0] if rows else {}) if c not in columns)])
@@ -302,6 +306,19 @@ def with_comparisons(runs: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFr
         own = runs["variant"].eq(reference) & runs["gpu"].isin(set(group["gpu"]))
         runs.loc[own, [prefix + k for k in ("speedup", "low", "high")]] = 1.0
         runs.loc[own, prefix + "verdict"] = "reference"
+    # Each variant's median step over its label's paired rounds, per phase (<phase>_rounds_median_ms): the same step
+    # as its own job's, timed in the same run beside the others (reporting.conformance checks the two agree).
+    if "variant_median_ms" in comparisons:
+        sides = pd.concat([
+            comparisons[["gpu", "phase", "variant", "variant_median_ms"]].rename(columns={"variant_median_ms": "ms"}),
+            comparisons[["gpu", "phase", "reference", "reference_median_ms"]].rename(
+                columns={"reference": "variant", "reference_median_ms": "ms"})]).dropna(subset=["ms"])
+        medians = sides.drop_duplicates(["gpu", "phase", "variant"]).set_index(["gpu", "variant", "phase"])["ms"]
+        index = pd.MultiIndex.from_frame(runs[["gpu", "variant"]])
+        for phase in sorted(set(comparisons["phase"])):
+            mine = medians.xs(phase, level="phase") if phase in medians.index.get_level_values("phase") else None
+            runs[f"{phase}_rounds_median_ms"] = (mine.reindex(index).to_numpy(dtype=float) if mine is not None
+                                                 else float("nan"))
     return runs
 
 
@@ -520,7 +537,8 @@ def _references(references: Iterable) -> dict[str, pd.DataFrame]:
     files = gather((), references)
     labels = _labels(files, ())
     hardware = _hardware(files, labels, _provenances(files))
-    tables = {"reference_runs": _runs(files), "reference_summaries": _per_file(files, "summary", load_summary)}
+    tables = {"reference_runs": with_comparisons(_runs(files), _comparisons(files)),
+              "reference_summaries": _per_file(files, "summary", load_summary)}
     return {"reference_hardware": hardware, **{name: _tag(frame, hardware, labels) for name, frame in tables.items()}}
 
 
