@@ -16,7 +16,7 @@ import triton.language as tl
 from torch import nn
 
 from medddpm import ndhwc_norm
-from medddpm.ndhwc_norm import PROGRAMS, _plan, group_norm_silu_ndhwc, runs_kernels
+from medddpm.ndhwc_norm import _plan, group_norm_silu_ndhwc, runs_kernels
 from medddpm.unet import GroupNorm32, GroupNormSiLU, fuse_norm_act, group_norm_silu
 from medddpm.variants import Variant, prepare_model
 from unet_helpers import tiny_inputs, tiny_unet
@@ -96,8 +96,8 @@ def test_the_passes_store_nothing_past_their_buffers(monkeypatch):
         buffers.append(torch.full((numel + 256,), -7.0, dtype=dtype, device=device))
         return buffers[-1][:numel]
 
-    def guarded_passes(x, groups, compute):
-        run = passes(x, groups, compute)
+    def guarded_passes(x, groups, compute, direction):
+        run = passes(x, groups, compute, direction)
         return run._replace(sums=guard(run.sums.numel(), compute, x.device).view(run.sums.shape))
 
     class GuardedTorch:
@@ -171,11 +171,12 @@ def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs
     """The reduction programs loop over tiles (270 rows, 5 tiles on 2 programs per sample: 3 and 2), and the
     per-group passes loop over the programs' partial sums (70 programs' in chunks of 32: 32, 32 and a partial 6; each
     program is one tile of one row here, so the interpreter runs 70 per sample)."""
-    monkeypatch.setattr(ndhwc_norm, "TILE_ELEMENTS", tile_elements)
-    monkeypatch.setattr(ndhwc_norm, "PROGRAMS", programs)
+    monkeypatch.setattr(ndhwc_norm, "TILING", ndhwc_norm.Tiling(
+        forward_sums_elements=tile_elements, backward_sums_elements=tile_elements, programs=programs,
+        apply_elements=tile_elements))
     channels = 64
-    assert _plan(2, channels, math.prod(spatial))[3] == parts
-    assert ndhwc_norm._group_blocks(channels, 32, parts)["BLOCK_P"] == chunk
+    assert _plan(2, channels, math.prod(spatial), tile_elements, programs)[3] == parts
+    assert ndhwc_norm._group_blocks(channels, 32, parts, tile_elements)["BLOCK_P"] == chunk
     reference, kernel = reference_and_kernel(channels, dtype)
     x, grad_out = offset_activation(channels, spatial, dtype)
     expected, expected_grads = values_and_gradients(reference, x, grad_out)
@@ -185,14 +186,34 @@ def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs
         assert relative(grad, expected_grad) < bound
 
 
+@pytest.mark.parametrize("forward_sums, backward_sums, apply", [(64, 1024, 512), (1024, 64, 64)],
+                         ids=["apply-tiles-larger", "apply-tiles-smaller"])
+def test_each_pass_tiles_on_its_own_and_covers_every_row_once(forward_sums, backward_sums, apply, monkeypatch):
+    """The forward sums, backward sums and apply passes each tile the activation as Tiling says: with 64 channels,
+    1, 16 and 8 rows per tile, or 16, 1 and 1, of 270 (partial last tiles), the values and gradients hold."""
+    monkeypatch.setattr(ndhwc_norm, "TILING", ndhwc_norm.Tiling(
+        forward_sums_elements=forward_sums, backward_sums_elements=backward_sums, programs=4, apply_elements=apply))
+    reference, kernel = reference_and_kernel(64, torch.float64)
+    x, grad_out = offset_activation(64, (5, 6, 9), torch.float64)
+    forward, backward = (ndhwc_norm._passes(x, 32, torch.float64, d) for d in ("forward", "backward"))
+    assert forward.tiles != backward.tiles and forward.apply_tiles == backward.apply_tiles
+    assert forward.apply_tiles != forward.tiles
+    expected, expected_grads = values_and_gradients(reference, x, grad_out)
+    out, grads = values_and_gradients(kernel, x, grad_out)
+    assert relative(out, expected) < 1e-12
+    for grad, expected_grad in zip(grads, expected_grads):
+        assert relative(grad, expected_grad) < 1e-12
+
+
 def test_tiles_cover_every_row_once():
     """The tile shapes the tests above rely on: several tiles with a partial last one, and a single partial one;
     each reduction program loops over every PARTS-th tile of its sample (several per program at 128^3)."""
-    assert _plan(2, 64, 210) == (64, 64, 4, 4)
-    assert _plan(2, 192, 60) == (256, 16, 4, 4)
-    assert _plan(2, 64, 24) == (64, 32, 1, 1)
-    assert _plan(1, 512, 128**3) == (512, 8, 128**3 // 8, PROGRAMS)
-    assert _plan(2, 512, 128**3)[3] == PROGRAMS // 2
+    assert _plan(2, 64, 210, 4096, 1024) == (64, 64, 4, 4)
+    assert _plan(2, 192, 60, 4096, 1024) == (256, 16, 4, 4)
+    assert _plan(2, 64, 24, 4096, 1024) == (64, 32, 1, 1)
+    programs = ndhwc_norm.TILING.programs
+    assert _plan(1, 512, 128**3, 4096, programs) == (512, 8, 128**3 // 8, programs)
+    assert _plan(2, 512, 128**3, 4096, programs)[3] == programs // 2
 
 
 def test_bfloat16_keeps_dtype_and_layout_and_is_within_rounding():

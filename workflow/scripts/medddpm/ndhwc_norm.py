@@ -7,7 +7,7 @@ of a group next to each other, the layout of NVIDIA's NHWC GroupNorm for 2D diff
 (apex.contrib.group_norm) with H*W = D*H*W. Each direction reads the activation twice, in tiles of whole rows
 (BLOCK_S voxels x all C channels, one contiguous stretch of memory), in three kernels per direction:
 
-forward   1. sums (PROGRAMS per sample, each looping over every PARTS-th tile, sums kept in registers): per channel,
+forward   1. sums (Tiling.programs per sample, each looping over every PARTS-th tile, sums kept in registers): per channel,
              the sums of d and d^2, d = x - K with K the sample's first value of the channel's group (the shifted-
              data algorithm: stable where the mean is large against the spread, as Welford's in ATen's GroupNorm,
              and the sums of a group's channels and programs simply add);
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -54,25 +55,51 @@ from torch.library import custom_op
 
 from .unet import group_norm_silu
 
-# Elements per tile (BLOCK_S rows of all channels) and warps per program; programs of a sums pass over the whole batch
-# (PARTS = PROGRAMS // batch per sample, fewer where a sample has fewer tiles), each looping over every PARTS-th tile
-# of its sample and keeping its sums in registers (1024: about eight per SM of an H200; a first choice, untuned).
-# 4096 elements on 4 warps: the fastest tile shape over the model's norm sites of those measured, for the first
-# version of these kernels and for these (data/measurements/h200-2026-12-02-ndhwc/README.md).
-TILE_ELEMENTS = 4096
-NUM_WARPS = 4
-PROGRAMS = 1024
+@dataclass(frozen=True)
+class Tiling:
+    """Tile shapes and warps per program of the tile passes: elements per tile (BLOCK_S rows of all channels) of the
+    forward sums pass, the backward sums pass and the two apply passes; the sums programs over the whole batch
+    (programs // batch per sample, fewer where a sample has fewer tiles), each looping over every PARTS-th tile of its
+    sample and keeping its sums in registers.
+
+    Each pass has the tile it is fastest with: a forward sums program loads one tensor and adds, a backward sums
+    program loads two and computes the gradient through SiLU and two roundings per element, an apply program streams
+    one tile. Measured on an H200 at the two largest norm sites (`python3 -m profiling.norm_bench`;
+    data/measurements/h200-2026-12-04-norm-tiles/): the forward sums pass took 250 us at 128 channels of 128^3 with
+    4096 elements on 4 warps and 158 us with 2048 (3.4 TB/s), the backward sums pass was fastest at 4096 (451 us,
+    2.4 TB/s), the apply passes at 4096 (275 and 416 us, 3.9 TB/s)."""
+
+    forward_sums_elements: int = 2048
+    forward_sums_warps: int = 4
+    backward_sums_elements: int = 4096
+    backward_sums_warps: int = 4
+    programs: int = 1024
+    apply_elements: int = 4096
+    apply_warps: int = 4
+
+    def sums(self, direction: str) -> tuple[int, int]:
+        """(elements per tile, warps) of the sums pass of 'forward' or 'backward'."""
+        return getattr(self, f"{direction}_sums_elements"), getattr(self, f"{direction}_sums_warps")
+
+
+TILING = Tiling()
 # Triton decides at import (when the kernels are decorated) whether they run on the GPU or in its interpreter, which
 # runs them on CPU tensors (the tests on a machine without a GPU).
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def _plan(batch: int, channels: int, voxels: int) -> tuple[int, int, int, int]:
-    """(BLOCK_C, BLOCK_S, tiles per sample, reduction programs per sample) for an activation of this shape."""
+def _rows(elements: int, block_c: int, voxels: int) -> int:
+    """BLOCK_S: the rows of a tile of about `elements` (a power of two, at least one row, no more than the sample)."""
+    return max(1, min(elements // block_c, triton.next_power_of_2(voxels)))
+
+
+def _plan(batch: int, channels: int, voxels: int, elements: int, programs: int) -> tuple[int, int, int, int]:
+    """(BLOCK_C, BLOCK_S, tiles per sample, reduction programs per sample) of a sums pass of `elements` per tile and
+    `programs` over the batch, for an activation of this shape."""
     block_c = triton.next_power_of_2(channels)
-    block_s = max(1, min(TILE_ELEMENTS // block_c, triton.next_power_of_2(voxels)))
+    block_s = _rows(elements, block_c, voxels)
     tiles = triton.cdiv(voxels, block_s)
-    return block_c, block_s, tiles, max(1, min(tiles, PROGRAMS // batch))
+    return block_c, block_s, tiles, max(1, min(tiles, programs // batch))
 
 
 @triton.jit
@@ -287,38 +314,47 @@ def _shape_args(x: torch.Tensor, groups: int) -> tuple[int, int, int, int]:
     return _voxels(x), channels, channels // groups, groups
 
 
-def _options(x: torch.Tensor, **blocks) -> dict:
-    return dict(FP64=x.dtype == torch.float64, num_warps=NUM_WARPS, **blocks)
+def _options(x: torch.Tensor, warps: int, **options) -> dict:
+    return dict(FP64=x.dtype == torch.float64, num_warps=warps, **options)
 
 
-def _group_blocks(channels: int, groups: int, parts: int) -> dict:
+def _group_blocks(channels: int, groups: int, parts: int, tile_elements: int) -> dict:
     """Tile of the per-group passes: BLOCK_K lanes for a group's channels, BLOCK_P programs' sums at a time (a tile
-    of at most TILE_ELEMENTS)."""
+    of at most `tile_elements`, the sums passes')."""
     block_k = triton.next_power_of_2(channels // groups)
-    return dict(BLOCK_P=max(1, min(TILE_ELEMENTS // block_k, triton.next_power_of_2(parts))), BLOCK_K=block_k)
+    return dict(BLOCK_P=max(1, min(tile_elements // block_k, triton.next_power_of_2(parts))), BLOCK_K=block_k)
 
 
 class _Passes(NamedTuple):
     """What both directions launch over one activation: the kernels' shape arguments (S, C, CPG, G), tiles and sums
-    programs per sample, the (2, N, PARTS, C) buffer of partial sums and the size of one plane, and the launch options
-    of the tile passes and of the per-group pass."""
+    programs per sample of the sums passes, tiles per sample of the apply passes, the (2, N, PARTS, C) buffer of
+    partial sums and the size of one plane, and the launch options of the sums passes, the apply passes and the
+    per-group pass."""
 
     shape: tuple[int, int, int, int]
     tiles: int
     parts: int
+    apply_tiles: int
     sums: torch.Tensor
     plane: int
     tile: dict
+    apply: dict
     per_group: dict
 
 
-def _passes(x: torch.Tensor, groups: int, compute: torch.dtype) -> _Passes:
+def _passes(x: torch.Tensor, groups: int, compute: torch.dtype, direction: str) -> _Passes:
+    """The passes of 'forward' or 'backward' over `x`, tiled as TILING says."""
+    tiling = TILING
+    elements, warps = tiling.sums(direction)
     batch = x.shape[0]
     shape = _shape_args(x, groups)
-    block_c, block_s, tiles, parts = _plan(batch, shape[1], shape[0])
+    block_c, block_s, tiles, parts = _plan(batch, shape[1], shape[0], elements, tiling.programs)
+    apply_rows = _rows(tiling.apply_elements, block_c, shape[0])
     sums = torch.empty((2, batch, parts, shape[1]), device=x.device, dtype=compute)
-    return _Passes(shape, tiles, parts, sums, batch * parts * shape[1], _options(x, BLOCK_S=block_s, BLOCK_C=block_c),
-                   _options(x, **_group_blocks(shape[1], groups, parts)))
+    return _Passes(shape, tiles, parts, triton.cdiv(shape[0], apply_rows), sums, batch * parts * shape[1],
+                   _options(x, warps, BLOCK_S=block_s, BLOCK_C=block_c),
+                   _options(x, tiling.apply_warps, BLOCK_S=apply_rows, BLOCK_C=block_c),
+                   _options(x, 4, **_group_blocks(shape[1], groups, parts, elements)))
 
 
 def _split_eps(eps: float) -> tuple[float, float]:
@@ -337,14 +373,15 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: 
     x = x.contiguous(memory_format=torch.channels_last_3d)
     batch = x.shape[0]
     compute = torch.promote_types(x.dtype, torch.float32)
-    run = _passes(x, groups, compute)
+    run = _passes(x, groups, compute, "forward")
     mean = torch.empty((batch, groups), device=x.device, dtype=compute)
     rstd = torch.empty_like(mean)
     y = torch.empty_like(x, memory_format=torch.channels_last_3d)
     _forward_sums[(batch * run.parts,)](x, run.sums, *run.shape[:3], run.tiles, run.parts, run.plane, **run.tile)
     _forward_statistics[(batch * groups,)](x, run.sums, mean, rstd, *run.shape, run.parts, run.plane,
                                            *_split_eps(eps), **run.per_group)
-    _forward_apply[(batch * run.tiles,)](x, y, weight, bias, mean, rstd, *run.shape, run.tiles, **run.tile)
+    _forward_apply[(batch * run.apply_tiles,)](x, y, weight, bias, mean, rstd, *run.shape, run.apply_tiles,
+                                               **run.apply)
     return y, mean, rstd
 
 
@@ -364,7 +401,7 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: tor
     dy = dy.contiguous(memory_format=torch.channels_last_3d)
     batch, groups = mean.shape
     channels = x.shape[1]
-    run = _passes(x, groups, mean.dtype)
+    run = _passes(x, groups, mean.dtype, "backward")
     pqr = torch.empty((3, batch, channels), device=x.device, dtype=mean.dtype)
     dweight = torch.empty(channels, device=x.device, dtype=mean.dtype)
     dbias = torch.empty_like(dweight)
@@ -373,8 +410,8 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: tor
                                          run.plane, **run.tile)
     _backward_coefficients[(groups,)](run.sums, weight, rstd, mean, pqr, dweight, dbias, batch, *run.shape, run.parts,
                                       run.plane, **run.per_group)
-    _backward_apply[(batch * run.tiles,)](x, dy, dx, weight, bias, mean, rstd, pqr, batch, *run.shape, run.tiles,
-                                          **run.tile)
+    _backward_apply[(batch * run.apply_tiles,)](x, dy, dx, weight, bias, mean, rstd, pqr, batch, *run.shape,
+                                                run.apply_tiles, **run.apply)
     return dx, dweight.to(weight.dtype), dbias.to(bias.dtype)
 
 
