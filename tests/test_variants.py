@@ -25,6 +25,8 @@ HARDWARE = {"cpu": {"device": "cpu"}, "h200": {"device": "cuda", "name_pattern":
         {"cudnn_tf32": True, "matmul_tf32": True, "channels_last": True},
         {"cudnn_tf32": True, "matmul_tf32": False, "channels_last": False},
         {"cudnn_tf32": False, "matmul_tf32": True, "channels_last": False, "cudnn_benchmark": True},
+        {"cudnn_tf32": True, "matmul_tf32": True, "channels_last": False, "cudnn_benchmark": True,
+         "cudnn_benchmark_all_engines": True},
     ],
 )
 def test_backend_flags_follow_the_variant(switches):
@@ -34,6 +36,8 @@ def test_backend_flags_follow_the_variant(switches):
     assert flags["cudnn_tf32"] == switches["cudnn_tf32"]
     assert flags["matmul_tf32"] == switches["matmul_tf32"]
     assert flags["cudnn_benchmark"] == switches.get("cudnn_benchmark", False)
+    # PyTorch's default of 10 engine configurations timed, or every one.
+    assert flags["cudnn_benchmark_limit"] == (0 if switches.get("cudnn_benchmark_all_engines") else 10)
     # What inductor's max-autotune reads: it raises when the per-backend and the legacy setting disagree.
     assert torch.get_float32_matmul_precision() == ("high" if switches["matmul_tf32"] else "highest")
 
@@ -88,7 +92,8 @@ def test_defaults_are_upstream_behaviour():
                                   "fused_norm_act": False, "checkpointing": "attention", "fused_adam": False,
                                   "foreach_ema": False, "cuda_graphs": False,
                                   "gather_upsampling": False, "ndhwc": False, "cuda_graph_training": False,
-                                  "data_parallel": 1, "stacked_micro_batches": False}
+                                  "data_parallel": 1, "stacked_micro_batches": False,
+                                  "cudnn_benchmark_all_engines": False}
     model = prepare_model(UNet3D(paper_unet()), variant, CPU)
     assert parameter_count(model) == 40_226_433
     assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))
@@ -108,6 +113,7 @@ def test_defaults_are_upstream_behaviour():
         ({"data_parallel": 1.5}, "data_parallel 1.5 is not a whole number"),
         ({"data_parallel": 2, "cuda_graph_training": True}, "data_parallel with cuda_graph_training"),
         ({"data_parallel": 2, "stacked_micro_batches": True}, "stacked_micro_batches with data_parallel"),
+        ({"cudnn_benchmark_all_engines": True}, "cudnn_benchmark_all_engines needs cudnn_benchmark"),
     ],
 )
 def test_invalid_switch_values_are_named(switches, message):

@@ -50,6 +50,10 @@ class Variant:
     # micro-batches in upstream's order. The same gradient to rounding: GroupNorm and attention act per sample, and
     # the mean of the stack's loss is the mean of the micro-batches' (each one sample). More activation memory.
     stacked_micro_batches: bool = False
+    # cuDNN's autotuning times every engine configuration its heuristics list for a convolution, not the first 10
+    # that PyTorch tries by default (torch.backends.cudnn.benchmark_limit 0 instead of 10). The same function; a
+    # longer warm-up. With cuDNN 9.19 on an H200 it bought nothing measurable (docs/optimization-ladder.md).
+    cudnn_benchmark_all_engines: bool = False
 
     def __post_init__(self):
         problems = []
@@ -59,6 +63,9 @@ class Variant:
             problems.append(f"compile {self.compile!r} is not one of {list(COMPILE_MODES)} or null")
         if self.checkpointing not in CHECKPOINTING:
             problems.append(f"checkpointing {self.checkpointing!r} is not one of {list(CHECKPOINTING)}")
+        if self.cudnn_benchmark_all_engines and not self.cudnn_benchmark:
+            problems.append("cudnn_benchmark_all_engines needs cudnn_benchmark: true (without autotuning cuDNN's "
+                            "heuristics pick one engine and the switch would do nothing)")
         if self.ndhwc and not self.channels_last:
             problems.append("ndhwc needs channels_last: true (its kernels read channels-last activations; "
                             "contiguous ones would take the plain function, and the switch would do nothing)")
@@ -108,6 +115,7 @@ class Variant:
             "cudnn_tf32": cuda,
             "matmul_tf32": cuda,
             "cudnn_benchmark": cuda,
+            "cudnn_benchmark_all_engines": cuda,
             "channels_last": True,
             "autocast": self.autocast is None or cuda or self.autocast == "bfloat16",
             "compile": True,

@@ -58,6 +58,8 @@ def backend_flags() -> dict:
         "cudnn_tf32": bool(cudnn_tf32),
         "matmul_tf32": bool(matmul_tf32),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        # None where PyTorch was built without cuDNN.
+        "cudnn_benchmark_limit": torch.backends.cudnn.benchmark_limit,
     }
 
 
@@ -65,6 +67,8 @@ def apply_backend(variant: Variant) -> None:
     """Set the process-wide backend switches of a variant (call once, before building anything)."""
     _set_tf32(variant.cudnn_tf32, variant.matmul_tf32)
     torch.backends.cudnn.benchmark = variant.cudnn_benchmark
+    # 0: every engine configuration; 10: PyTorch's default.
+    torch.backends.cudnn.benchmark_limit = 0 if variant.cudnn_benchmark_all_engines else 10
 
 
 def memory_format(variant: Variant) -> torch.memory_format:

@@ -56,7 +56,12 @@ def _backend(check: Check, device: torch.device):
                 else contextlib.nullcontext():
             yield
     finally:
+        # The engines' limit is not a variant's switch of its own (cudnn_benchmark_all_engines sets it): put it back
+        # as it was read.
+        limit = saved.pop("cudnn_benchmark_limit")
         apply_backend(Variant("saved", channels_last=False, **saved))
+        if limit is not None:
+            torch.backends.cudnn.benchmark_limit = limit
 
 
 def measurable(check: Check, device: torch.device) -> str | None:
