@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from matplotlib.patches import Rectangle
 
-from reporting import derived
+from reporting import derived, results
 from reporting.registry import BY_ID
 from reporting.render import Job
 from reporting.results import Results, collect
@@ -238,3 +238,15 @@ def test_the_ladder_page_quotes_the_shipped_bench():
             assert rate == str(round(row["sample_volumes_per_hour_b1"])), variant
 
 
+
+
+def test_a_job_row_carries_its_speed_probe_as_the_mean_of_before_and_after():
+    """The fixed single-core workload's time before and after a job's timed steps (measurement.conditions): their
+    mean on the runs row; NaN for a job written before the probe, or with none recorded."""
+    data = {"conditions": {"before": {"cpu_count": 2, "speed_probe_ms": 9.0}, "after": {"speed_probe_ms": 11.0},
+                           "changes": [], "other_load_cores": 0.1}}
+    columns = results._load_columns("train", data)
+    assert columns["train_speed_probe_ms"] == 10.0 and columns["train_other_load_cores"] == 0.1
+    assert math.isnan(results._load_columns("sample", {"conditions": {"before": {"cpu_count": 2}}})[
+        "sample_speed_probe_ms"])
+    assert math.isnan(results._load_columns("sample", {})["sample_speed_probe_ms"])

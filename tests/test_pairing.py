@@ -178,6 +178,16 @@ def test_what_changed_between_two_snapshots():
     assert conditions.changes({"cpu_set": [0, 1]}, {"cpu_set": [0]}) == ["the CPU set changed from [0, 1] to [0]"]
     here = conditions.snapshot()
     assert here["cpu_set"] and here["cpu_count"] >= 1 and len(here["load_average"]) == 3 and "gpu" not in here
+    assert here["speed_probe_ms"] > 0
+
+
+def test_the_speed_probe_is_the_median_of_its_repeats_and_follows_the_work():
+    times = iter([5.0, 9.0, 7.0])
+    assert conditions.speed_probe(3, once=lambda: next(times)) == 7.0
+    # Twice the loop takes about twice the time (a real measure, not a constant): between 1.3 and 3 times.
+    short = min(conditions._probe_once(100_000) for _ in range(5))
+    long = min(conditions._probe_once(200_000) for _ in range(5))
+    assert 1.3 < long / short < 3
 
 
 # -- the comparison job -------------------------------------------------------------------------------------------

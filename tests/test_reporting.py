@@ -802,6 +802,31 @@ def test_a_job_apart_from_its_own_runs_paired_rounds_is_not_judged():
     assert row_of({})[0] == conformance.SLOWER  # no rounds: judged as before
 
 
+def test_on_a_cpu_a_machine_of_another_speed_than_the_references_is_not_judged():
+    """Both sides ran the fixed single-core workload (measurement.conditions.speed_probe): here 30 % slower than in
+    the reference, further than the +-5 % band, so a training time 34 % slower says the machine's speed, not the
+    code's; within the band, or on a GPU (whose steps the host's speed hardly moves), or where either side has no
+    probe, the time is judged."""
+    quiet = {"train_other_load_cores": 0.07, "train_cpu_count": 2}
+    reference = {"variant": "baseline", "train_ms_per_sample": 414.7, "train_speed_probe_ms": 10.0} | quiet
+
+    def row_of(here: dict, ref: dict = reference, is_gpu: bool = False) -> tuple[str, str]:
+        results = conformance_results([{"variant": "baseline", "train_ms_per_sample": 555.7} | quiet | here], [ref],
+                                      is_gpu=is_gpu)
+        table, _, _ = conformance.conformance_table(results, BANDS, max_load=0.5)
+        return tuple(table.set_index("metric").loc["training time per sample", ["verdict", "reasons"]])
+
+    verdict, why = row_of({"train_speed_probe_ms": 13.0})
+    assert verdict == conformance.UNDER_LOAD and why == (
+        "the machine's speed differs from the reference's: a fixed single-core workload took 13 ms here, 10 in the "
+        "reference (+30%)")
+    assert row_of({"train_speed_probe_ms": 10.3})[0] == conformance.SLOWER  # the machines alike: judged
+    assert row_of({})[0] == conformance.SLOWER  # no probe here
+    assert row_of({"train_speed_probe_ms": 13.0}, ref={k: v for k, v in reference.items()
+                                                       if k != "train_speed_probe_ms"})[0] == conformance.SLOWER
+    assert row_of({"train_speed_probe_ms": 13.0}, is_gpu=True)[0] != conformance.UNDER_LOAD
+
+
 def test_what_cannot_be_compared_says_why():
     reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0}]
     here = [{"variant": "baseline", "train_ms_per_sample": 10.0, "volume_shape": "32x32x32", "parameters": 10},

@@ -5,14 +5,16 @@ conditions are not compared as if they were alike.
 - `OtherLoad`: the CPU time that other processes used while a region ran, in cores (from /proc/stat's busy time less
   this process's own): 1.0 means another process kept one core busy throughout. Cheap enough to wrap every timed
   step.
-- `snapshot`: load averages, runnable processes, the CPU set the job may run on; on a GPU its clocks, throttle
-  reasons, temperature, power and the other processes that hold it (nvidia-smi), by the job's own GPU.
+- `snapshot`: load averages, runnable processes, the CPU set the job may run on, the time of a fixed single-core
+  workload (`speed_probe`); on a GPU its clocks, throttle reasons, temperature, power and the other processes that
+  hold it (nvidia-smi), by the job's own GPU.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -69,6 +71,27 @@ def runnable_processes(stat: Path = Path("/proc/stat")) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+# The speed probe: a fixed loop of Python integer arithmetic, about 10 ms on one core of a current CPU, timed a few times
+# (the median). A machine that runs jobs slower without any load that /proc/stat shows (another virtual machine on the
+# host, a lower clock) runs this slower too: a default run's training job once took 45 % longer than the same step in
+# the same run's paired rounds on a machine that looked idle. Pure Python, so it touches no thread pool of the job.
+PROBE_ITERATIONS = 200_000
+PROBE_REPEATS = 5
+
+
+def _probe_once(iterations: int = PROBE_ITERATIONS) -> float:
+    start = time.perf_counter()
+    total = 0
+    for i in range(iterations):
+        total += i * i
+    return (time.perf_counter() - start) * 1e3
+
+
+def speed_probe(repeats: int = PROBE_REPEATS, once: Callable[[], float] = _probe_once) -> float:
+    """Milliseconds the fixed single-core workload takes now (the median of `repeats`)."""
+    return statistics.median(once() for _ in range(repeats))
 
 
 # nvidia-smi fields of the GPU's state, by snapshot key.
@@ -146,7 +169,8 @@ def snapshot(device=None) -> dict:
         cpus = list(range(os.cpu_count() or 1))
     record = {"at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-              "runnable_processes": runnable_processes(), "cpu_set": cpus, "cpu_count": os.cpu_count()}
+              "runnable_processes": runnable_processes(), "cpu_set": cpus, "cpu_count": os.cpu_count(),
+              "speed_probe_ms": speed_probe()}
     if device is not None and device.type == "cuda":
         from .provenance import pci_address
 

@@ -12,7 +12,10 @@ cuDNN, torch, GPU model and memory, clocks where both recorded them).
 A time measured under load is not judged: where other processes kept more than `max_other_load_cores` busy while
 either side timed its steps (measurement.conditions), or where either side's steps spread wider than the band
 (interquartile range over the median), a time reads "not measurable under this load", with the load or the spread,
-never faster or slower; so does a CPU's peak memory under that load (LOADED_ON_CPU).
+never faster or slower; so does a CPU's peak memory under that load (LOADED_ON_CPU). So does a time whose job lies
+further than the band from the same step in its run's paired rounds, and, on a CPU, a time whose job ran a fixed
+single-core workload (measurement.conditions.speed_probe) further than the band from the reference's: the machine's
+speed, not the code, would make the difference.
 
 Conformance reports; it never fails a run (users measure on busy machines).
 """
@@ -250,6 +253,7 @@ def load_reason(band_key: str, band: dict, mine: pd.Series, theirs: pd.Series,
     if phase is None:
         return None
     loads, spreads, moved = [], [], []
+    differs = _probe_reason(phase, band, mine, theirs) if cpu and band_key in TIMED_PHASE else None
     for side, name in ((mine, "here"), (theirs, "in the reference")):
         load, cores = side.get(f"{phase}_other_load_cores"), side.get(f"{phase}_cpu_count")
         if max_load is not None and pd.notna(load) and float(load) > max_load:
@@ -278,7 +282,24 @@ def load_reason(band_key: str, band: dict, mine: pd.Series, theirs: pd.Series,
         # by more than the band was slowed (or sped) by something its load reading did not see (another virtual
         # machine on the host, the clock frequency), as one default run's channels_last training job was by 45 %.
         said.append(f"the machine's speed changed under the job: {' and '.join(moved)}")
+    if differs:
+        said.append(differs)
     return "; ".join(said) or None
+
+
+def _probe_reason(phase: str, band: dict, mine: pd.Series, theirs: pd.Series) -> str | None:
+    """On a CPU, where both sides ran the fixed single-core workload (measurement.conditions.speed_probe) and its
+    times lie further apart than the band: the machine ran at another speed than the reference's (another CPU, a
+    lower clock, a busy host), which moves the job's time without the code changing. Not on a GPU, whose timed
+    steps the host's speed moves only for launch-bound steps."""
+    here, there = mine.get(f"{phase}_speed_probe_ms"), theirs.get(f"{phase}_speed_probe_ms")
+    if pd.isna(here) or pd.isna(there) or float(there) <= 0:
+        return None
+    apart = float(here) / float(there) - 1
+    if band["lower"] - EDGE <= apart <= band["upper"] + EDGE:
+        return None
+    return (f"the machine's speed differs from the reference's: a fixed single-core workload took "
+            f"{float(here):.3g} ms here, {float(there):.3g} in the reference ({apart:+.0%})")
 
 
 def _steps_reason(mine: pd.Series, theirs: pd.Series) -> list[str]:

@@ -237,14 +237,19 @@ def _runs(files: pd.DataFrame) -> pd.DataFrame:
 
 def _load_columns(phase: str, data: dict) -> dict:
     """The conditions a job was timed under (measurement.conditions): the cores other processes kept busy during its
-    timed steps, the cores there were, and what changed on the machine meanwhile; NaN / None for a job of before the
-    conditions were recorded."""
+    timed steps, the cores there were, what changed on the machine meanwhile and the speed probe's time; NaN / None
+    for a job of before the conditions were recorded."""
     conditions = data.get("conditions") or {}
     cores = (conditions.get("before") or {}).get("cpu_count")
     changes = conditions.get("changes")
+    probes = [(conditions.get(side) or {}).get("speed_probe_ms") for side in ("before", "after")]
+    probes = [float(probe) for probe in probes if probe is not None]
     return {f"{phase}_other_load_cores": conditions.get("other_load_cores", math.nan),
             f"{phase}_cpu_count": math.nan if cores is None else cores,
-            f"{phase}_condition_changes": "; ".join(changes) if changes else None}
+            f"{phase}_condition_changes": "; ".join(changes) if changes else None,
+            # The fixed single-core workload's time before and after the timed steps, averaged (NaN for a job of
+            # before the probe).
+            f"{phase}_speed_probe_ms": sum(probes) / len(probes) if probes else math.nan}
 
 
 def _flop_columns(flops: dict | None) -> dict:
