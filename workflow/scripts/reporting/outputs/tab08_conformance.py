@@ -11,8 +11,10 @@ CAPTION = ("Conformance with the shipped reference: per label measured here, var
            "the measured value, the deviation, the band of config.yaml (conformance.bands), the verdict (within; "
            "faster or slower for times; lower or higher for memory, shares and counts; not comparable; not measurable "
            "under this load for a time measured while other processes kept more than "
-           "conformance.max_other_load_cores busy, or whose steps spread wider than its band) and, outside the band, "
-           "the likely reasons from the provenance of both sides. Reported, never failed")
+           "conformance.max_other_load_cores busy, whose steps spread wider than its band, whose job lies further than "
+           "the band from the same run's paired rounds or, on a CPU, whose two sides ran a fixed single-core workload "
+           "further than the band apart) and, outside the band, the likely reasons from the provenance of both sides. "
+           "Reported, never failed")
 
 
 def build(job) -> Table:
