@@ -123,3 +123,18 @@ def test_on_the_gpu_the_bench_times_every_implementation_at_every_site(tmp_path)
     assert summary["copy_gb_per_s"] > 100
     swept = pd.read_csv(out / "sweep.csv")
     assert (swept["gb_per_s"].dropna() > 0).all()
+
+
+def test_the_pass_summary_of_the_sweep_recorded_on_an_h200():
+    """The sweep an H200 recorded (data/measurements/h200-2026-12-04-norm-tiles/sweep.csv): per tile pass at the
+    largest site, the fastest setting of that pass with its bandwidth, beside the chosen tiling's time."""
+    swept = pd.read_csv("data/measurements/h200-2026-12-04-norm-tiles/sweep.csv")
+    summary = norm_bench.pass_summary(swept, "1x128x128x128x128", ndhwc_norm.Tiling()).set_index("pass")
+    assert list(summary.index) == ["forward sums", "forward apply", "backward sums", "backward apply"]
+    assert summary.loc["forward sums", "fastest tile"] == "2048 x 4 warps, 1024 programs"
+    assert summary.loc["forward apply", "fastest tile"] == "8192 x 4 warps"
+    assert summary.loc["forward sums", "TB/s"] == pytest.approx(3.42, abs=0.01)
+    assert summary.loc["backward sums", "TB/s"] == pytest.approx(2.41, abs=0.01)
+    # The chosen tiling is the sweep's default: each pass's time where the sweep ran that pass's setting.
+    assert summary.loc["forward apply", "chosen tiling's us"] == pytest.approx(275.2, abs=0.1)
+    assert (summary["chosen tiling's us"] >= summary["us"]).all()
