@@ -109,6 +109,12 @@ def test_without_a_gpu_the_bench_says_so_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "bench").exists()
 
 
+def test_a_missing_config_is_named_in_one_line(tmp_path, capsys):
+    assert norm_bench.main(["--config", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "bench")]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [f"norm_bench: {tmp_path / 'nope.yaml'}: no such config file"]
+    assert not (tmp_path / "bench").exists()
+
+
 @pytest.mark.cuda
 def test_on_the_gpu_the_bench_times_every_implementation_at_every_site(tmp_path):
     out = tmp_path / "bench"

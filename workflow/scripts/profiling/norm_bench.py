@@ -275,13 +275,16 @@ def totals(compared: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="config/paper.yaml", help="the config whose `model` and volume to use")
+    parser.add_argument("--config", default="config/paper.yaml", help="the config whose `model` section (over config.yaml's) is the network")
     parser.add_argument("--out", required=True, type=Path, help="folder for the CSV and JSON files")
     parser.add_argument("--shape", type=int, nargs=3, default=(128, 128, 128), help="the volume (D H W)")
     parser.add_argument("--calls", type=int, default=10, help="profiled calls per site and implementation")
     parser.add_argument("--sweep-sites", type=int, default=2, help="the largest sites the tilings are swept at")
     parser.add_argument("--sweep-seconds", type=float, default=180.0, help="time for the sweep, at most")
     args = parser.parse_args(argv)
+    if not Path(args.config).is_file():
+        print(f"norm_bench: {args.config}: no such config file", file=sys.stderr)
+        return 1
     if not torch.cuda.is_available():
         print("norm_bench: needs a CUDA GPU (the Triton kernels and the device times are the GPU's)", file=sys.stderr)
         return 1
