@@ -12,7 +12,8 @@ from medddpm.diffusion import GaussianDiffusion
 from medddpm.sampling import UNetEvaluation
 from medddpm.ema import EMA
 from medddpm.unet import AttentionBlock, ResBlock, UNet3D, parameter_count, set_checkpointing
-from medddpm.variants import Variant, apply_backend, autocast, backend_flags, prepare_input, prepare_model
+from medddpm.variants import (Variant, apply_backend, autocast, backend_flags, prepare_input, prepare_model,
+                              restore_backend)
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet
 
 HARDWARE = {"cpu": {"device": "cpu"}, "h200": {"device": "cuda", "name_pattern": "H200"}}
@@ -40,6 +41,16 @@ def test_backend_flags_follow_the_variant(switches):
     assert flags["cudnn_benchmark_limit"] == (0 if switches.get("cudnn_benchmark_all_engines") else 10)
     # What inductor's max-autotune reads: it raises when the per-backend and the legacy setting disagree.
     assert torch.get_float32_matmul_precision() == ("high" if switches["matmul_tf32"] else "highest")
+
+
+def test_the_backend_state_read_is_put_back_as_it_was():
+    apply_backend(Variant.from_config("a", {"cudnn_tf32": True, "matmul_tf32": False, "channels_last": False,
+                                           "cudnn_benchmark": True, "cudnn_benchmark_all_engines": True}))
+    saved = backend_flags()
+    apply_backend(Variant.from_config("b", {"cudnn_tf32": False, "matmul_tf32": True, "channels_last": False}))
+    assert backend_flags() != saved
+    restore_backend(saved)
+    assert backend_flags() == saved
 
 
 def test_channels_last_changes_weights_and_inputs_memory_format():

@@ -24,6 +24,8 @@ from scipy.stats import binom
 FASTER, SLOWER, WITHIN, UNMEASURABLE = "faster", "slower", "within noise", "not measurable under this load"
 # A narrow interval that lies across an edge of the band: measured, and a difference of about the band's size.
 AT_EDGE = "at the band's edge"
+# The verdicts that undecided_reason explains.
+UNDECIDED = (UNMEASURABLE, AT_EDGE)
 
 
 def median_interval_ranks(n: int, confidence: float) -> tuple[int, int] | None:

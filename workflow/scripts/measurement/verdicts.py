@@ -49,7 +49,7 @@ def judge(reference: str, variant: str, rounds: pd.DataFrame, settings, switches
     elif load_difference is not None and abs(load_difference) > settings.load_difference_cores:
         verdict, why = pairing.UNMEASURABLE, (f"the two sides ran under different load: other processes used "
                                               f"{load_difference:+.2f} cores more during {reference}'s steps")
-    elif verdict in (pairing.UNMEASURABLE, pairing.AT_EDGE):
+    elif verdict in pairing.UNDECIDED:
         why = pairing.undecided_reason(ratio, settings.confidence, settings.band, settings.precision)
     return {"reference": reference, "variant": variant, "rounds": ratio.rounds, "speedup": ratio.speedup,
             "low": ratio.low, "high": ratio.high, "coverage": ratio.coverage,

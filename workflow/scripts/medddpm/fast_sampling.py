@@ -87,7 +87,7 @@ def against_chain(chain: list[float], fast: list[float], comparison: ComparisonS
     return {"rounds": ratio.rounds, "speedup": ratio.speedup, "low": ratio.low, "high": ratio.high,
             "coverage": ratio.coverage, "verdict": verdict,
             "why": pairing.undecided_reason(ratio, comparison.confidence, comparison.band, comparison.precision)
-            if verdict in (pairing.UNMEASURABLE, pairing.AT_EDGE) else None}
+            if verdict in pairing.UNDECIDED else None}
 
 
 def sampler_records(sampling: Sampling, samplers: dict[str, list[int]], mask_conditions: list[torch.Tensor],

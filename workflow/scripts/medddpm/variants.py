@@ -19,8 +19,8 @@ from torch import nn
 from .switches import Variant
 from .unet import fuse_norm_act, group_norm_silu, keep_channels_last, set_checkpointing, set_gather_upsampling
 
-__all__ = ["Variant", "apply_backend", "backend_flags", "prepare_model", "prepare_input", "compile_model",
-           "compiles_on", "autocast", "memory_format", "AUTOCAST_DTYPES"]
+__all__ = ["Variant", "apply_backend", "backend_flags", "restore_backend", "prepare_model", "prepare_input",
+           "compile_model", "compiles_on", "autocast", "memory_format", "AUTOCAST_DTYPES"]
 
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -69,6 +69,14 @@ def apply_backend(variant: Variant) -> None:
     torch.backends.cudnn.benchmark = variant.cudnn_benchmark
     # 0: every engine configuration; 10: PyTorch's default.
     torch.backends.cudnn.benchmark_limit = 0 if variant.cudnn_benchmark_all_engines else 10
+
+
+def restore_backend(flags: dict) -> None:
+    """Put the backend state that `backend_flags()` read back as it was."""
+    _set_tf32(flags["cudnn_tf32"], flags["matmul_tf32"])
+    torch.backends.cudnn.benchmark = flags["cudnn_benchmark"]
+    if flags["cudnn_benchmark_limit"] is not None:
+        torch.backends.cudnn.benchmark_limit = flags["cudnn_benchmark_limit"]
 
 
 def memory_format(variant: Variant) -> torch.memory_format:

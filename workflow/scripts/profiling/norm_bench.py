@@ -128,9 +128,13 @@ def _site_tensors(shape: tuple[int, ...], layout, dtype, seed: int = 0):
     return x.requires_grad_(True), weight.requires_grad_(True), bias.requires_grad_(True), dy
 
 
-def time_directions(implementation, shape, layout, dtype, calls: int) -> dict:
-    """Forward and backward kernel time per call (us) of `implementation(x, weight, bias, 32, 1e-5)` at one site, and
-    the kernel rows of the forward-and-backward calls."""
+def _dims(shape: str) -> tuple[int, ...]:
+    """A site's shape from its sites.csv text (N x C x D x H x W)."""
+    return tuple(int(v) for v in shape.split("x"))
+
+
+def _runs(implementation, shape, layout, dtype):
+    """Forward, and forward and backward, of `implementation(x, weight, bias, 32, 1e-5)` at one site."""
     x, weight, bias, dy = _site_tensors(shape, layout, dtype)
 
     def forward():
@@ -139,11 +143,16 @@ def time_directions(implementation, shape, layout, dtype, calls: int) -> dict:
     def forward_backward():
         torch.autograd.grad(forward(), (x, weight, bias), dy)
 
-    forward_only = _profiled(forward, calls)
-    both = _profiled(forward_backward, calls)
-    forward_us = float(forward_only["duration_us"].sum()) / calls
-    total_us = float(both["duration_us"].sum()) / calls
-    return {"forward_us": forward_us, "backward_us": total_us - forward_us, "rows": both}
+    return forward, forward_backward
+
+
+def time_directions(implementation, shape, layout, dtype, calls: int) -> dict:
+    """Forward and backward kernel time per call (us) of `implementation(x, weight, bias, 32, 1e-5)` at one site: the
+    forward profiled alone, the backward as the rest of forward and backward together."""
+    forward, forward_backward = _runs(implementation, shape, layout, dtype)
+    forward_us = float(_profiled(forward, calls)["duration_us"].sum()) / calls
+    total_us = float(_profiled(forward_backward, calls)["duration_us"].sum()) / calls
+    return {"forward_us": forward_us, "backward_us": total_us - forward_us}
 
 
 def aten_group_norm_silu(x, weight, bias, groups, eps):
@@ -173,12 +182,21 @@ def sweep(sites: pd.DataFrame, dtype, calls: int, deadline: float) -> pd.DataFra
             print(f"norm_bench: the sweep's time ran out after {len(rows)} rows", file=sys.stderr)
             break
         for site in sites.itertuples():
-            shape = tuple(int(v) for v in site.shape.split("x"))
-            timed = time_directions(_with_tiling(tiling), shape, torch.channels_last_3d, dtype, calls)
-            for row in pass_rows(timed["rows"], calls, site.elements, dtype.itemsize):
+            # Each Triton kernel is its own pass: one profile of forward and backward gives them all.
+            _, forward_backward = _runs(_with_tiling(tiling), _dims(site.shape), torch.channels_last_3d, dtype)
+            for row in pass_rows(_profiled(forward_backward, calls), calls, site.elements, dtype.itemsize):
                 rows.append({**asdict(tiling), "shape": site.shape, **row})
     ndhwc_norm.TILING = base
     return pd.DataFrame(rows)
+
+
+def _pass_settings(rows: pd.DataFrame, direction: str, step: str) -> pd.DataFrame:
+    """The settings that shape one tile pass, by row: the sums pass's tile, warps and programs of its direction, or
+    the apply passes' tile and warps."""
+    if step == "sums":
+        return pd.DataFrame({"elements": rows[f"{direction}_sums_elements"], "warps": rows[f"{direction}_sums_warps"],
+                             "programs": rows["programs"]})
+    return pd.DataFrame({"elements": rows["apply_elements"], "warps": rows["apply_warps"], "programs": math.nan})
 
 
 def best_tiling(swept: pd.DataFrame) -> ndhwc_norm.Tiling:
@@ -193,9 +211,8 @@ def best_tiling(swept: pd.DataFrame) -> ndhwc_norm.Tiling:
         return dict(zip(keys, (int(v) for v in (best if isinstance(best, tuple) else (best,)))))
 
     sums = swept[swept["pass"] == "sums"]
-    forward = sums["direction"] == "forward"
-    sums = sums.assign(elements=sums["forward_sums_elements"].where(forward, sums["backward_sums_elements"]),
-                       warps=sums["forward_sums_warps"].where(forward, sums["backward_sums_warps"]))
+    settings = pd.concat([_pass_settings(rows, direction, "sums") for direction, rows in sums.groupby("direction")])
+    sums = sums.assign(elements=settings["elements"], warps=settings["warps"])
     chosen = {"programs": fastest(sums, ["elements", "warps", "programs"])["programs"]}
     for direction in ("forward", "backward"):
         rows = sums[(sums["direction"] == direction) & (sums["programs"] == chosen["programs"])]
@@ -203,15 +220,6 @@ def best_tiling(swept: pd.DataFrame) -> ndhwc_norm.Tiling:
         chosen.update({f"{direction}_sums_elements": best["elements"], f"{direction}_sums_warps": best["warps"]})
     chosen.update(fastest(swept[swept["pass"] == "apply"], list(APPLY_GRID)))
     return ndhwc_norm.Tiling(**chosen)
-
-
-def _pass_settings(rows: pd.DataFrame, direction: str, step: str) -> pd.DataFrame:
-    """The settings that shape one tile pass, by row: the sums pass's tile, warps and programs of its direction, or
-    the apply passes' tile and warps."""
-    if step == "sums":
-        return pd.DataFrame({"elements": rows[f"{direction}_sums_elements"], "warps": rows[f"{direction}_sums_warps"],
-                             "programs": rows["programs"]})
-    return pd.DataFrame({"elements": rows["apply_elements"], "warps": rows["apply_warps"], "programs": math.nan})
 
 
 def pass_summary(swept: pd.DataFrame, shape: str, chosen: ndhwc_norm.Tiling) -> pd.DataFrame:
@@ -255,8 +263,7 @@ def compare(sites: pd.DataFrame, tilings: dict[str, ndhwc_norm.Tiling], dtype, c
     rows = []
     for name, (function, layout) in implementations(tilings).items():
         for site in sites.itertuples():
-            shape = tuple(int(v) for v in site.shape.split("x"))
-            timed = time_directions(function, shape, layout, dtype, calls)
+            timed = time_directions(function, _dims(site.shape), layout, dtype, calls)
             for direction in ("forward", "backward"):
                 rows.append({"implementation": name, "shape": site.shape, "count": site.count, "direction": direction,
                              "kernel_us": timed[f"{direction}_us"],

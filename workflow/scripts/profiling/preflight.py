@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from measurement.conv_checks import NOT_MEASURABLE, TOLERANCE, Check
 from medddpm.switches import Variant
-from medddpm.variants import apply_backend, backend_flags
+from medddpm.variants import apply_backend, backend_flags, restore_backend
 
 from .kernels import classify
 
@@ -56,12 +56,7 @@ def _backend(check: Check, device: torch.device):
                 else contextlib.nullcontext():
             yield
     finally:
-        # The engines' limit is not a variant's switch of its own (cudnn_benchmark_all_engines sets it): put it back
-        # as it was read.
-        limit = saved.pop("cudnn_benchmark_limit")
-        apply_backend(Variant("saved", channels_last=False, **saved))
-        if limit is not None:
-            torch.backends.cudnn.benchmark_limit = limit
+        restore_backend(saved)
 
 
 def measurable(check: Check, device: torch.device) -> str | None:

@@ -95,11 +95,16 @@ def judge(measured: float, reference: float, band: dict, relative: bool = True,
         deviation = (measured - reference) / reference
     else:
         deviation = measured - reference
-    if band["lower"] - EDGE <= deviation <= band["upper"] + EDGE:
+    if in_band(deviation, band):
         return deviation, WITHIN
     if deviation < band["lower"]:
         return deviation, FASTER if timelike else LOWER
     return deviation, SLOWER if timelike else HIGHER
+
+
+def in_band(deviation: float, band: dict) -> bool:
+    """Whether a deviation lies inside the band, its edges included (EDGE: a value on an edge stays within)."""
+    return band["lower"] - EDGE <= deviation <= band["upper"] + EDGE
 
 
 def band_text(band: dict, relative: bool) -> str:
@@ -267,7 +272,7 @@ def load_reason(band_key: str, band: dict, mine: pd.Series, theirs: pd.Series,
         job, rounds = side.get(TIMED_COLUMN.get(band_key, "")), side.get(f"{phase}_rounds_median_ms")
         if band_key in TIMED_PHASE and pd.notna(job) and pd.notna(rounds) and float(rounds) > 0:
             apart = float(job) / float(rounds) - 1
-            if not band["lower"] - EDGE <= apart <= band["upper"] + EDGE:
+            if not in_band(apart, band):
                 moved.append(f"{float(job):.4g} ms in its job, {float(rounds):.4g} in the same run's paired rounds "
                              f"({apart:+.0%}) {name}")
     said = []
@@ -296,7 +301,7 @@ def _probe_reason(phase: str, band: dict, mine: pd.Series, theirs: pd.Series) ->
     if pd.isna(here) or pd.isna(there) or float(there) <= 0:
         return None
     apart = float(here) / float(there) - 1
-    if band["lower"] - EDGE <= apart <= band["upper"] + EDGE:
+    if in_band(apart, band):
         return None
     return (f"the machine's speed differs from the reference's: a fixed single-core workload took "
             f"{float(here):.3g} ms here, {float(there):.3g} in the reference ({apart:+.0%})")
