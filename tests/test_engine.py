@@ -258,3 +258,30 @@ def test_the_torch_trace_records_each_operators_input_shapes(tmp_path):
     events = json.loads(trace.read_text())["traceEvents"]
     products = [e for e in events if e.get("name") == "aten::mm"]
     assert products and products[0]["args"]["Input Dims"] == [[2, 3], [3, 5]]
+
+
+def test_the_profiled_region_records_its_conditions_and_wall_time(tmp_path, monkeypatch):
+    """The conditions file of a profiled step (tab08 judges no share of a profile made under load): the snapshots
+    before and after it, what changed, the cores other processes kept busy, and its wall time by the clock (on a CPU
+    no GPU state)."""
+    import json
+    import time
+
+    from measurement import conditions
+
+    # The machine's busy CPU seconds at the region's start and end (this process used none): 1.5 cores of others.
+    busy, load_clock = iter([100.0, 101.5]), iter([10.0, 11.0])
+    scripted = conditions.OtherLoad(busy=lambda: next(busy), own=lambda: 0.0, clock=lambda: next(load_clock))
+    monkeypatch.setattr(conditions, "OtherLoad", lambda: scripted)
+    clock = iter([20.0, 21.0])  # the region's start and end
+    monkeypatch.setattr(time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(conditions, "speed_probe", lambda: 9.5)
+    recorded = tmp_path / "conditions.json"
+    with target.profiled_region(torch.device("cpu"), None, recorded):
+        pass
+    record = json.loads(recorded.read_text())
+    assert record["wall_ms"] == 1000.0
+    assert record["other_load_cores"] == 1.5
+    assert record["changes"] == []
+    assert record["before"]["speed_probe_ms"] == record["after"]["speed_probe_ms"] == 9.5
+    assert "gpu" not in record["before"]

@@ -155,7 +155,12 @@ def sample_job(folder: Path, dataset: Path, checkpoint: Path, diffusion: dict = 
 
 
 def extract_job(folder: Path, tool: str, phase: str = "train", **inputs: Path) -> Attempt:
-    """workflow/scripts/extract_profile.py on the given profiler exports."""
+    """workflow/scripts/extract_profile.py on the given profiler exports (and, unless given, the conditions file of a
+    quiet profiled step)."""
+    if "conditions" not in inputs:
+        inputs["conditions"] = folder / f"{tool}_conditions.json"
+        inputs["conditions"].write_text(json.dumps({"before": {"speed_probe_ms": 9.0}, "after": {"speed_probe_ms": 9.0},
+                                                    "changes": [], "other_load_cores": 0.0, "wall_ms": 1.0}))
     out = Files(kernels=folder / f"{tool}_kernels.parquet", summary=folder / f"{tool}_summary.csv")
     return Attempt(lambda: run_script("extract_profile.py", params=Params(tool=tool),
                                       wildcards=SimpleNamespace(phase=phase), input=Files(**inputs), output=out,
@@ -251,10 +256,12 @@ def profile_job(folder: Path, dataset: Path, executable: str | Path | None, tool
     if tool == "ncu":
         settings = {"executable": executable, "metrics": ["gpu__time_duration.sum"], "sections": [],
                     "launch_count": None, "extra_args": [], "timeout_minutes": minutes}
-        out = Files(report=folder / "ncu.ncu-rep", raw=folder / "ncu_raw.csv", details=folder / "ncu_details.csv")
+        out = Files(report=folder / "ncu.ncu-rep", raw=folder / "ncu_raw.csv", details=folder / "ncu_details.csv",
+                    conditions=folder / "ncu_conditions.json")
     else:
         settings = {"executable": executable, "timeout_minutes": minutes}
-        out = Files(report=folder / "nsys.nsys-rep", kern_sum=folder / "nsys_kern_sum.csv")
+        out = Files(report=folder / "nsys.nsys-rep", kern_sum=folder / "nsys_kern_sum.csv",
+                    conditions=folder / "nsys_conditions.json")
     params = Params(tool=tool, settings=settings, device=CPU, variant=BASELINE, model=MODEL, diffusion=DIFFUSION,
                     train={"seed": 0, "lr": 1e-5}, warmup_steps=1)
     return Attempt(lambda: run_script("profile_tool.py", params=params,
@@ -1157,13 +1164,17 @@ def test_refused_in_one_line_naming_the_fix_and_nothing_is_left(name, request, t
 
 
 def test_the_fake_profiler_writes_a_whole_profile(tmp_path, dataset):
-    """The control for the profiler cases: with a whole export and a clean log the job writes its outputs."""
+    """The control for the profiler cases: with a whole export and a clean log the job writes its outputs, among
+    them the machine's conditions around the profiler's run (it sleeps 0.3 s here)."""
     raw = H200_RAW.read_text()
     attempt = profile_job(tmp_path, dataset, fake_profiler(tmp_path, "ncu", ncu_log(41), raw=raw,
-                                                           details=H200_DETAILS.read_text()))
+                                                           details=H200_DETAILS.read_text(), seconds=0.3))
     attempt.act()
     assert all(path.exists() for path in attempt.outputs)
     assert (tmp_path / "ncu_raw.csv").read_text() == raw
+    recorded = json.loads((tmp_path / "ncu_conditions.json").read_text())
+    assert recorded["scope"] == "the profiler's whole run" and recorded["wall_ms"] >= 300
+    assert recorded["other_load_cores"] >= 0 and recorded["before"]["speed_probe_ms"] > 0
 
 
 def test_the_training_control_writes_valid_json(checkpoint):

@@ -170,7 +170,8 @@ for k in $(seq 0 40); do echo "==PROF== Profiling \\"k\\" - $k: 0%....50%....100
     h200 = {"label": "h200", "device": "cuda", "name_pattern": r"\bH200\b", "emulate_gpus_on_cpu": False}
     settings = {"executable": str(ncu), "metrics": ["gpu__time_duration.sum"], "sections": [], "launch_count": None,
                 "extra_args": [], "timeout_minutes": 1}
-    out = Files(report=tmp_path / "ncu.ncu-rep", raw=tmp_path / "ncu_raw.csv", details=tmp_path / "ncu_details.csv")
+    out = Files(report=tmp_path / "ncu.ncu-rep", raw=tmp_path / "ncu_raw.csv", details=tmp_path / "ncu_details.csv",
+                conditions=tmp_path / "ncu_conditions.json")
     run_script("profile_tool.py", params=Params(tool="ncu", settings=settings, device=h200, variant={}, model={},
                                                diffusion={}, train={"seed": 0}, warmup_steps=1),
                wildcards=SimpleNamespace(gpu="h200", variant="baseline", phase="train"),

@@ -881,6 +881,9 @@ def small_run() -> pd.DataFrame:
     )
 
 
+CONDITIONS = ["profiled_wall_ms", "other_load_cores", "speed_probe_ms", "condition_changes"]
+
+
 def test_summarise_math() -> None:
     summary = tables.summarise(small_run())
     assert list(summary.columns) == tables.SUMMARY_COLUMNS
@@ -902,7 +905,8 @@ def test_summarise_math() -> None:
     assert set(summary["tensor_pipe_metric"]) == {small_run()["tensor_pipe_metric"][0]}
     assert everything["ipc"] == pytest.approx((100 + 600 + 25 + 37.5 + 6.25) / 525)
     assert everything["fp32_flop"] == 6e6
-    assert not summary.drop(columns=["layout_conversion_share", "dtype_cast_share"]).isna().any().any()
+    assert not summary.drop(columns=["layout_conversion_share", "dtype_cast_share", *CONDITIONS]).isna().any().any()
+    assert summary[CONDITIONS].isna().all().all()  # tables.with_conditions fills them from the profiled step's file
 
 
 @pytest.mark.parametrize(("column", "row"), [("ipc", 3), ("duration_ns", 0), ("fp32_flop", 4), ("sm_cycles", 1)])
@@ -1218,3 +1222,18 @@ def test_a_byte_order_mark_before_the_header_is_not_part_of_it(tmp_path):
     summary = tmp_path / "ncu_summary.csv"
     summary.write_text(bom + "source,kernel_class,kernels\nncu,all,3\n")
     assert list(tables.load_csv(summary).columns) == ["source", "kernel_class", "kernels"]
+
+
+def test_a_summary_carries_its_profiled_steps_conditions_in_its_total_row() -> None:
+    """tables.with_conditions: the "all" row holds the step's wall time, the other load, the speed probe's mean and
+    what changed; the class rows hold none of them, and the summary still adds up."""
+    summary = tables.summarise(small_run())
+    record = {"wall_ms": 812.5, "other_load_cores": 0.25, "before": {"speed_probe_ms": 9.0},
+              "after": {"speed_probe_ms": 11.0}, "changes": ["the CPU set changed from [0, 1] to [0]"]}
+    summary = tables.with_conditions(summary, record)
+    total = summary[summary["kernel_class"] == "all"].iloc[0]
+    assert (total["profiled_wall_ms"], total["other_load_cores"], total["speed_probe_ms"]) == (812.5, 0.25, 10.0)
+    assert total["condition_changes"] == "the CPU set changed from [0, 1] to [0]"
+    assert summary.loc[summary["kernel_class"] != "all", "other_load_cores"].isna().all()
+    assert tables.summary_problem(summary) is None
+    assert list(summary.columns) == tables.SUMMARY_COLUMNS

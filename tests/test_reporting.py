@@ -827,6 +827,43 @@ def test_on_a_cpu_a_machine_of_another_speed_than_the_references_is_not_judged()
     assert row_of({"train_speed_probe_ms": 13.0}, is_gpu=True)[0] != conformance.UNDER_LOAD
 
 
+def test_kernel_class_shares_of_a_profile_made_under_load_are_not_judged():
+    """The shares of a profiled step outside their band (normalization 20 points below, here) are "not measurable under this load" where
+    a side's profile ran beside more than max_other_load_cores, or the machine changed under it, or, on a CPU with the
+    same software, its operators took longer than the phase's time band (a default run's 2.7 times); judged
+    otherwise: a GPU's operator time is not read this way, and another torch version leaves the verdict standing."""
+    reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0}]
+
+    def share_row(here_total: dict, ref_total: dict | None = None, is_gpu: bool = False,
+                  here_prov: dict | None = None) -> tuple[str, str, list[str]]:
+        results = conformance_results(reference, reference, here_prov=here_prov, here_shares={"baseline": 0.70},
+                                      ref_shares={"baseline": 0.50}, is_gpu=is_gpu)
+        for name, values in (("summaries", {"time_ns": 900e6} | here_total),
+                             ("reference_summaries", {"time_ns": 900e6} | (ref_total or {}))):
+            frame = results.tables[name]
+            for column, value in values.items():
+                frame.loc[frame["kernel_class"] == "all", column] = value
+        table, by_class, _ = conformance.conformance_table(results, BANDS, max_load=0.5)
+        row = table[table["metric"].str.startswith("kernel-class shares")].iloc[0]
+        return row["verdict"], row["reasons"], sorted(set(by_class["verdict"]))
+
+    assert share_row({})[0] == conformance.LOWER  # the same operator time, no load recorded: judged
+    verdict, why, classes = share_row({"time_ns": 2462e6})
+    assert verdict == conformance.UNDER_LOAD and classes == [conformance.UNDER_LOAD]
+    assert why == ("the profiled train step's operators took 2462 ms here, 900 in the reference (+174%) with the same "
+                   "software: the machine ran at another speed")
+    assert share_row({"time_ns": 930e6})[0] == conformance.LOWER  # +3.3 %: inside the +-5 % time band
+    assert share_row({"time_ns": 2462e6}, is_gpu=True)[0] == conformance.LOWER
+    assert share_row({"time_ns": 2462e6}, here_prov=_provenance(torch="2.12.0"))[0] == conformance.LOWER
+    verdict, why, _ = share_row({"other_load_cores": 1.4}, is_gpu=True)
+    assert verdict == conformance.UNDER_LOAD and why == (
+        "other processes kept cores busy while the step was profiled: 1.4 here (more than "
+        "conformance.max_other_load_cores, 0.5)")
+    verdict, why, _ = share_row({}, {"condition_changes": "the GPU throttled (hw_slowdown)"}, is_gpu=True)
+    assert verdict == conformance.UNDER_LOAD and why == (
+        "the machine changed while the step was profiled in the reference: the GPU throttled (hw_slowdown)")
+
+
 def test_what_cannot_be_compared_says_why():
     reference = [{"variant": "baseline", "train_ms_per_sample": 1000.0}]
     here = [{"variant": "baseline", "train_ms_per_sample": 10.0, "volume_shape": "32x32x32", "parameters": 10},

@@ -1,5 +1,6 @@
 """Snakemake job: tidy per-kernel table, per-class summary (and ncu's rule results) of one profile."""
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -32,6 +33,19 @@ def kernels_of(tool: str, inputs) -> pd.DataFrame:
     return tables.from_nsys(nsys.parse_kern_sum(inputs.kern_sum))
 
 
+def read_conditions(path: Path) -> dict:
+    """The profiled step's conditions (profiling.target), refused in one line where the file is not one."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ProfilingError(f"{path}: not a readable conditions file of a profiled step ({error}); fix: run the "
+                             "profile job again") from None
+    if not isinstance(record, dict) or "other_load_cores" not in record:
+        raise ProfilingError(f"{path}: holds no other_load_cores, which every conditions file of a profiled step "
+                             "holds (written by another version?); fix: run the profile job again")
+    return record
+
+
 def main() -> None:
     tool, phase, out = snakemake.params.tool, snakemake.wildcards.phase, snakemake.output
     try:
@@ -41,7 +55,7 @@ def main() -> None:
         gpu_rows = kernels[kernels["device"] == "gpu"]
         if phase == "train" and len(gpu_rows):
             ncu.validate_kernels(gpu_rows)  # the backward pass must be in a training-step profile
-        summary = tables.summarise(kernels)
+        summary = tables.with_conditions(tables.summarise(kernels), read_conditions(Path(snakemake.input.conditions)))
     except ProfilingError as error:
         raise JobError(str(error)) from None
     tables.save_frame(kernels, out.kernels)

@@ -29,12 +29,13 @@ def main() -> None:
         gpus.hold(f"label {wildcards.gpu}, {wildcards.variant}/{wildcards.phase} under {snakemake.params.tool}")
     try:
         if snakemake.params.tool == "torch":
-            profile_torch(spec, Path(out.trace), log)
+            profile_torch(spec, Path(out.trace), log, Path(out.conditions))
         elif snakemake.params.tool == "ncu":
             profile_ncu(spec, scripts, snakemake.params.settings, Path(out.report), Path(out.raw), Path(out.details),
-                        log)
+                        log, Path(out.conditions))
         else:
-            profile_nsys(spec, scripts, snakemake.params.settings, Path(out.report), Path(out.kern_sum), log)
+            profile_nsys(spec, scripts, snakemake.params.settings, Path(out.report), Path(out.kern_sum), log,
+                         Path(out.conditions))
     except ProfilingError as error:
         raise JobError(f"{error} (tool output: {log})") from None
     print(f"{snakemake.params.tool} profile written; the profiler's output is in {log}")

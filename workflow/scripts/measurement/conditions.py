@@ -178,6 +178,13 @@ def snapshot(device=None) -> dict:
     return record
 
 
+def measured(before: dict, load: OtherLoad, device=None) -> dict:
+    """The conditions of a timed or profiled region that began at `before` (a snapshot) with `load` started: before
+    and after it, what changed, and the cores other processes kept busy while it ran."""
+    after = snapshot(device)
+    return {"before": before, "after": after, "changes": changes(before, after), "other_load_cores": load.stop()}
+
+
 def changes(before: dict, after: dict) -> list[str]:
     """What changed between two snapshots that makes timings before and after unlike: another process on the GPU, a
     thermal or hardware slowdown, a narrower or wider CPU set."""

@@ -117,7 +117,7 @@ def train_and_write(model_spec: ModelSpec, train: TrainSettings, run: Run, datas
     ]
     step_ms = data_parallel.largest(timer.elapsed_ms(), processes)
     # Process 0's machine conditions (its GPU); the job's other processes count among the other load of the cores.
-    timed_conditions = measured_conditions(before, load, run.device)
+    timed_conditions = conditions.measured(before, load, run.device)
     memory = largest_peak_memory(run.device, processes)
     measured = [row for row in rows if row["phase"] == "measured"]
     for row, ms in zip(measured, step_ms):
@@ -202,7 +202,7 @@ def run_sampling(model_spec: ModelSpec, sample: SampleSettings, run: Run, checkp
         held_out.write(volume, index, out_path)
     warmed = sampling.compiled or sampling.evaluate.graphs  # the warm-up compiled or captured something
     # What the chains measured, read before the throughput sweep adds its batches' memory and graph captures.
-    timed_conditions = measured_conditions(before, load, run.device)
+    timed_conditions = conditions.measured(before, load, run.device)
     memory, captures = peak_memory(run.device), sampling.evaluate.captures
     sweep = throughput_sweep(sampling, sample, dataset_dir)
     steps_table = pd.DataFrame(rows)
@@ -235,14 +235,6 @@ def run_sampling(model_spec: ModelSpec, sample: SampleSettings, run: Run, checkp
             "throughput": sweep,
         },
     )
-
-
-def measured_conditions(before: dict, load: conditions.OtherLoad, device: torch.device) -> dict:
-    """The machine's conditions of a job's timed loop (measurement.conditions): before and after it, what changed,
-    and the cores other processes kept busy while it ran."""
-    after = conditions.snapshot(device)
-    return {"before": before, "after": after, "changes": conditions.changes(before, after),
-            "other_load_cores": load.stop()}
 
 
 # -- throughput: volumes per hour at several batch sizes -------------------------------------------------------------

@@ -9,8 +9,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from measurement import conditions
 
 from . import ncu, nsys
 from .errors import ProfilingError
@@ -72,13 +75,28 @@ def run_tool(argv: Sequence[str], scripts_dir: Path, timeout_s: float, log: Path
         raise ProfilingError(f"{tool} run failed with exit code {done.returncode}: {last[0].strip()}")
 
 
-def profile_torch(spec: dict, trace: Path, log: Path) -> None:
+@contextlib.contextmanager
+def tool_run_conditions(path: Path):
+    """The machine's conditions around a profiler's whole run (measurement.conditions) written to `path`, its wall time
+    as `wall_ms`: the CPU's load and speed probe, not the GPU's state, which nvidia-smi would read from beside the tool
+    (this job holds no CUDA context of its own). The profiled step itself is replayed inside the run."""
+    before, load = conditions.snapshot(), conditions.OtherLoad()
+    load.start()
+    started = time.perf_counter()
+    yield
+    record = {**conditions.measured(before, load), "wall_ms": 1000 * (time.perf_counter() - started),
+              "scope": "the profiler's whole run"}
+    path.write_text(json.dumps(record, indent=1))
+
+
+def profile_torch(spec: dict, trace: Path, log: Path, conditions_file: Path) -> None:
     """torch.profiler in the job's own process: a library, unlike ncu and nsys, so no second interpreter (and no
-    second import of torch) is needed; the profiled program's output goes to the tool log."""
+    second import of torch) is needed; the profiled program's output goes to the tool log, the profiled step's
+    conditions to `conditions_file` (profiling.target)."""
     from .target import run
 
     with open(log, "a") as out, contextlib.redirect_stdout(out):
-        run({**spec, "torch_trace": str(trace)})
+        run({**spec, "torch_trace": str(trace), "conditions": str(conditions_file)})
     if not trace.exists():
         raise ProfilingError(f"torch.profiler wrote no trace {trace}; fix: see the job's log")
 
@@ -107,7 +125,7 @@ def configured_executable(executable: str, tool: str) -> str:
 
 
 def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw_csv: Path, details_csv: Path,
-                log: Path) -> None:
+                log: Path, conditions_file: Path) -> None:
     configured = settings.get("executable")
     executable = configured_executable(configured, "ncu") if configured else ncu.locate_ncu()
     if not executable:
@@ -120,7 +138,8 @@ def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw
     with tempfile.TemporaryDirectory() as tmp:
         argv = ncu.build_command(target_argv(spec, Path(tmp)), settings["metrics"], spec["nvtx_range"], report,
                                  extra, sections=settings["sections"], ncu=executable)
-        run_tool(argv, scripts_dir, timeout_s, log, ncu.diagnose, "ncu")
+        with tool_run_conditions(conditions_file):
+            run_tool(argv, scripts_dir, timeout_s, log, ncu.diagnose, "ncu")
     if not report.exists():
         raise ProfilingError(f"ncu wrote no report {report}; fix: see the job's log")
     for page, out in (("raw", raw_csv), ("details", details_csv)):
@@ -138,7 +157,7 @@ def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw
 
 
 def profile_nsys(spec: dict, scripts_dir: Path, settings: dict, report: Path, kern_sum_csv: Path,
-                 log: Path) -> None:
+                 log: Path, conditions_file: Path) -> None:
     configured = settings.get("executable")
     executable = configured_executable(configured, "nsys") if configured else shutil.which("nsys")
     if not executable:
@@ -146,8 +165,9 @@ def profile_nsys(spec: dict, scripts_dir: Path, settings: dict, report: Path, ke
     timeout_s = settings["timeout_minutes"] * 60
     with tempfile.TemporaryDirectory() as tmp:
         argv = nsys.build_command(target_argv(spec, Path(tmp)), report, nsys=executable)
-        run_tool(argv, scripts_dir, timeout_s, log,
-                 lambda text, code: nsys.diagnose(text, code, report_path=report), "nsys")
+        with tool_run_conditions(conditions_file):
+            run_tool(argv, scripts_dir, timeout_s, log,
+                     lambda text, code: nsys.diagnose(text, code, report_path=report), "nsys")
         prefix = Path(tmp) / "stats"
         errors = []
         for name in nsys.KERN_SUM_REPORTS:  # the current report name first, then the pre-2023 one

@@ -104,6 +104,13 @@ SUMMARY_COLUMNS = [
     "tensor_pipe_metric",  # the ncu metric tensor_pipe_pct was read from (empty where none was measured)
     "tensor_flop",  # sum of instructions.tensor_flop (NaN where not collected)
     "fp32_flop",  # sum of instructions.fp32_flop (NaN where not collected)
+    # "all" row only, from the profiled step's recorded conditions (profiling.target; NaN in summaries made before
+    # they were recorded): its wall time, the cores other processes kept busy during it, the speed probe's time (the
+    # mean of before and after), and what changed on the machine meanwhile.
+    "profiled_wall_ms",
+    "other_load_cores",
+    "speed_probe_ms",
+    "condition_changes",
 ]
 
 
@@ -348,6 +355,21 @@ def load_csv(path: str | Path) -> pd.DataFrame:
     if ragged:
         raise ValueError(f"cut short or damaged: {ragged}")
     return pd.read_csv(io.StringIO(text))
+
+
+def with_conditions(summary: pd.DataFrame, record: dict) -> pd.DataFrame:
+    """The summary with its profiled step's conditions (a conditions file of profiling.target) in its "all" row."""
+    probes = [side.get("speed_probe_ms") for side in (record.get("before") or {}, record.get("after") or {})]
+    probes = [float(p) for p in probes if p is not None]
+    values = {"profiled_wall_ms": record.get("wall_ms"), "other_load_cores": record.get("other_load_cores"),
+              "speed_probe_ms": sum(probes) / len(probes) if probes else None,
+              "condition_changes": "; ".join(record.get("changes") or [])}
+    summary = summary.copy()
+    total = summary["kernel_class"] == "all"
+    for column, value in values.items():
+        summary[column] = summary[column].astype(object)
+        summary.loc[total, column] = math.nan if value is None else value
+    return summary.infer_objects()
 
 
 def summary_problem(summary: pd.DataFrame) -> str | None:

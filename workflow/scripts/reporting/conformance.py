@@ -15,7 +15,9 @@ either side timed its steps (measurement.conditions), or where either side's ste
 never faster or slower; so does a CPU's peak memory under that load (LOADED_ON_CPU). So does a time whose job lies
 further than the band from the same step in its run's paired rounds, and, on a CPU, a time whose job ran a fixed
 single-core workload (measurement.conditions.speed_probe) further than the band from the reference's: the machine's
-speed, not the code, would make the difference.
+speed, not the code, would make the difference. Kernel-class shares outside their band read the same where a side's
+profiled step ran under that load or while the machine changed, or, on a CPU, took an operator time outside the
+phase's time band with the same software (profile_reason).
 
 Conformance reports; it never fails a run (users measure on busy machines).
 """
@@ -314,8 +316,10 @@ def _steps_reason(mine: pd.Series, theirs: pd.Series) -> list[str]:
     return []
 
 
-def _share_rows(gpu, variant, phase, here: Side, ref: Side, bands) -> tuple[dict | None, list[dict]]:
-    """The kernel-class share row of one phase (the class that differs most) and every class's comparison."""
+def _share_rows(gpu, variant, phase, here: Side, ref: Side, bands,
+                max_load: float | None = None) -> tuple[dict | None, list[dict]]:
+    """The kernel-class share row of one phase (the class that differs most) and every class's comparison; an
+    outside verdict of a profile made under load is "not measurable under this load" (profile_reason)."""
     mine_tools, their_tools = here.tools(variant, phase), ref.tools(variant, phase)
     if not mine_tools and not their_tools:
         return None, []
@@ -338,9 +342,14 @@ def _share_rows(gpu, variant, phase, here: Side, ref: Side, bands) -> tuple[dict
     classes = sorted(set(mine.index) | set(theirs.index))
     mine, theirs = mine.reindex(classes, fill_value=0.0), theirs.reindex(classes, fill_value=0.0)
     band = bands[SHARES.band]
+    loaded = profile_reason(phase, _total_row(here.profile(variant, phase, tool)),
+                            _total_row(ref.profile(variant, phase, tool)), bands, max_load, cpu=not here.is_gpu,
+                            same_software=not provenance_differences(here.provenance, ref.provenance))
     by_class = []
     for kernel_class in classes:
         deviation, verdict = judge(mine[kernel_class], theirs[kernel_class], band, relative=False, timelike=False)
+        if loaded and verdict not in (WITHIN, NOT_COMPARABLE):
+            verdict = UNDER_LOAD
         by_class.append({"gpu": gpu, "variant": variant, "phase": phase, "tool": tool, "kernel_class": kernel_class,
                          "reference_pct": theirs[kernel_class], "measured_pct": mine[kernel_class],
                          "deviation_pt": deviation, "verdict": verdict})
@@ -348,7 +357,44 @@ def _share_rows(gpu, variant, phase, here: Side, ref: Side, bands) -> tuple[dict
     worst = max(classes, key=lambda c: (round(abs(mine[c] - theirs[c]), 9), theirs[c], c))
     row = _judged(gpu, variant, SHARES, f"{name} ({tool}), largest difference: {worst}", mine[worst], theirs[worst],
                   bands, here, ref)
+    if loaded and row["verdict"] not in (WITHIN, NOT_COMPARABLE):
+        row |= {"verdict": UNDER_LOAD, "reasons": loaded}
     return row, by_class
+
+
+def _total_row(rows: pd.DataFrame) -> pd.Series:
+    total = rows[rows["kernel_class"] == "all"]
+    return total.iloc[0] if len(total) else pd.Series(dtype=object)
+
+
+def profile_reason(phase: str, mine: pd.Series, theirs: pd.Series, bands: dict, max_load: float | None, cpu: bool,
+                   same_software: bool) -> str | None:
+    """Why the kernel-class shares of two profiles of a step (their summaries' "all" rows) cannot be judged: other
+    processes kept more than `max_load` cores busy while a side was profiled, the machine changed meanwhile (another
+    process on the GPU, a throttled GPU), or, on a CPU with the same software on both sides, the profiled step's
+    operators took longer or shorter than the phase's time band allows: a CPU's operators share its cores and
+    memory with whatever else the host runs, and one profiled step slowed by it shifts the mix (a default run's
+    training-step profile took 2.7 times the reference's operator time on a machine that showed no load, and its
+    convolutions' share rose by 20 points). None where they can be judged; an outside verdict otherwise stands."""
+    said, loads = [], []
+    for side, name in ((mine, "here"), (theirs, "in the reference")):
+        load = side.get("other_load_cores")
+        if max_load is not None and pd.notna(load) and float(load) > max_load:
+            loads.append(f"{float(load):.2g} {name}")
+        changed = side.get("condition_changes")
+        if isinstance(changed, str) and changed:
+            said.append(f"the machine changed while the step was profiled {name}: {changed}")
+    if loads:
+        said.insert(0, f"other processes kept cores busy while the step was profiled: {' and '.join(loads)} (more "
+                       f"than conformance.max_other_load_cores, {max_load:g})")
+    here_ns, there_ns = mine.get("time_ns"), theirs.get("time_ns")
+    if cpu and same_software and pd.notna(here_ns) and pd.notna(there_ns) and float(there_ns) > 0:
+        apart = float(here_ns) / float(there_ns) - 1
+        if not in_band(apart, bands[f"{phase}_step"]):
+            said.append(f"the profiled {phase} step's operators took {float(here_ns) / 1e6:.4g} ms here, "
+                        f"{float(there_ns) / 1e6:.4g} in the reference ({apart:+.0%}) with the same software: the "
+                        "machine ran at another speed")
+    return "; ".join(said) or None
 
 
 def _ncu_rows(gpu, variant, phase, here: Side, ref: Side, bands) -> list[dict]:
@@ -423,7 +469,7 @@ def conformance_table(results: Results, bands: dict, listed=(),
                     row |= {"verdict": UNDER_LOAD, "reasons": loaded}
                 rows.append(row)
             for phase in PHASES:
-                share, by_class = _share_rows(gpu, variant, phase, here, ref, bands)
+                share, by_class = _share_rows(gpu, variant, phase, here, ref, bands, max_load)
                 if share:
                     rows.append(share)
                 classes += by_class
