@@ -144,11 +144,14 @@ def extraction_code():
 
 def profile_inputs(wildcards):
     keys = dict(workload=wildcards.workload, gpu=wildcards.gpu, variant=wildcards.variant, phase=wildcards.phase)
-    return {**tool_outputs(wildcards, keys),
-            "conditions": layout.profile_file(f"{wildcards.tool}_conditions.json", **keys)}
+    return {
+        **profiler_exports(wildcards, keys),
+        "conditions": layout.profile_file(f"{wildcards.tool}_conditions.json", **keys),
+    }
 
 
-def tool_outputs(wildcards, keys: dict) -> dict:
+def profiler_exports(wildcards, keys: dict) -> dict:
+    """What the profiler of one profile wrote that its extraction reads."""
     if wildcards.tool == "torch":
         return {"trace": layout.profile_file("torch_trace.json", **keys)}
     if wildcards.tool == "ncu":
