@@ -32,7 +32,8 @@ for _tool, _profiler in PROFILERS.items():
             preflight=PREFLIGHT,
         output:
             **{key: layout.profile_file(name) for key, name in _profiler["outputs"].items()},
-            # The machine's conditions around the profiled step and its wall time (profiling.target).
+            # The machine's conditions around the profiled step (torch.profiler: profiling.target) or the tool's run (ncu,
+            # nsys: profiling.runner), and its wall time.
             conditions=layout.profile_file(f"{_tool}_conditions.json"),
         log:
             job=layout.run_log(f"profile_{{phase}}_{_tool}.log"),

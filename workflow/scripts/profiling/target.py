@@ -34,6 +34,11 @@ RANGE = "medddpm_profiled"
 def profiled_region(device: torch.device, torch_trace: Path | None, conditions_file: Path | None = None):
     """Mark the region for every profiler; yields the torch.profiler session (or None). Writes the region's
     conditions and wall time to `conditions_file` (module docstring) where one is given."""
+    if conditions_file is None:  # under ncu or nsys: nothing here to read (nvidia-smi would run under the tool)
+        with _marked(device, torch_trace) as prof:
+            yield prof
+            synchronize(device)
+        return
     before, load = conditions.snapshot(device), conditions.OtherLoad()
     with _marked(device, torch_trace) as prof:
         load.start()
@@ -41,9 +46,8 @@ def profiled_region(device: torch.device, torch_trace: Path | None, conditions_f
         yield prof
         synchronize(device)
         wall_ms = 1000 * (time.perf_counter() - started)
-    if conditions_file:
-        record = {**conditions.measured(before, load, device), "wall_ms": wall_ms}
-        conditions_file.write_text(json.dumps(record, indent=1))
+    record = {**conditions.measured(before, load, device), "wall_ms": wall_ms}
+    conditions_file.write_text(json.dumps(record, indent=1))
 
 
 @contextlib.contextmanager
