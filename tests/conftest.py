@@ -39,11 +39,12 @@ IGNORED = shutil.ignore_patterns("results", ".snakemake", "__pycache__", ".pytes
 # The longest test files, in the order the test workers should start them. With `--dist loadfile` and
 # `--no-loadscope-reorder` (pyproject.toml) a worker is handed the next file in this order whenever it has two tests
 # or fewer left: the first worker builds the end-to-end run, the second runs the SLURM test meanwhile (half of it
-# waiting for its cluster: the end-to-end run's parallel jobs take that time) and then builds the second clean run;
-# the other long files, among them the other readers of the end-to-end run (test_reruns.py, test_sharing.py), follow
-# on whichever worker runs low, then the short ones, so that no worker is left with a long file at the end.
-LONGEST_FIRST = ("test_workflow.py", "test_slurm.py", "test_reproducibility.py", "test_reruns.py", "test_sharing.py",
-                 "test_reporting.py", "test_errors.py", "test_compile.py")
+# waiting for its cluster: the end-to-end run's parallel jobs take that time) and the error cases, about as long as
+# that run takes; then the readers of the run (test_reproducibility.py builds its measuring chain again,
+# test_reruns.py, test_sharing.py) and the other long files follow on whichever worker runs low, then the short ones,
+# so that no worker is left with a long file at the end.
+LONGEST_FIRST = ("test_workflow.py", "test_slurm.py", "test_errors.py", "test_reproducibility.py", "test_reruns.py",
+                 "test_sharing.py", "test_reporting.py", "test_compile.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
