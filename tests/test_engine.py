@@ -285,3 +285,34 @@ def test_the_profiled_region_records_its_conditions_and_wall_time(tmp_path, monk
     assert record["changes"] == []
     assert record["before"]["speed_probe_ms"] == record["after"]["speed_probe_ms"] == 9.5
     assert "gpu" not in record["before"]
+
+
+def test_a_profilers_run_is_the_jobs_own_work_not_other_load(tmp_path, monkeypatch):
+    """The conditions around ncu's or nsys's run count the CPU time of the tool and of the program it profiled (the
+    job's waited-for descendants) as the job's own: os.times' children fields, here scripted."""
+    import json
+    import os
+
+    from measurement import conditions
+    from profiling import runner
+
+    times = iter([os.times_result((1.0, 0.5, 2.0, 0.5, 0.0)), os.times_result((1.0, 0.5, 4.0, 1.0, 0.0))])
+    monkeypatch.setattr(conditions.os, "times", lambda: next(times))
+    assert conditions.own_and_childrens_cpu_seconds() == 4.0  # 1.0 + 0.5 of its own, 2.5 of its descendants
+    assert conditions.own_and_childrens_cpu_seconds() == 6.5
+    made = []
+    monkeypatch.setattr(conditions, "OtherLoad", lambda **kwargs: made.append(kwargs) or _FixedLoad())
+    monkeypatch.setattr(conditions, "speed_probe", lambda: 9.0)
+    recorded = tmp_path / "ncu_conditions.json"
+    with runner.tool_run_conditions(recorded):
+        pass
+    assert made == [{"own": conditions.own_and_childrens_cpu_seconds}]
+    assert json.loads(recorded.read_text())["scope"] == "the profiler's whole run"
+
+
+class _FixedLoad:
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> float:
+        return 0.0

@@ -41,6 +41,13 @@ def own_cpu_seconds() -> float:
     return times.user + times.system
 
 
+def own_and_childrens_cpu_seconds() -> float:
+    """CPU seconds this process and its waited-for descendants have used: a profiler it ran to the end (and the program
+    the profiler ran) are its own work, not another process's load."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 class OtherLoad:
     """Cores kept busy by other processes while a region ran: start() before it, stop() after (returns the cores, or
     None where the machine's CPU time cannot be read)."""

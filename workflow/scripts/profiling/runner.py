@@ -79,8 +79,9 @@ def run_tool(argv: Sequence[str], scripts_dir: Path, timeout_s: float, log: Path
 def tool_run_conditions(path: Path):
     """The machine's conditions around a profiler's whole run (measurement.conditions) written to `path`, its wall time
     as `wall_ms`: the CPU's load and speed probe, not the GPU's state, which nvidia-smi would read from beside the tool
-    (this job holds no CUDA context of its own). The profiled step itself is replayed inside the run."""
-    before, load = conditions.snapshot(), conditions.OtherLoad()
+    (this job holds no CUDA context of its own). The tool and the program it profiles are this job's work, not other
+    load. The profiled step itself is replayed inside the run."""
+    before, load = conditions.snapshot(), conditions.OtherLoad(own=conditions.own_and_childrens_cpu_seconds)
     load.start()
     started = time.perf_counter()
     yield

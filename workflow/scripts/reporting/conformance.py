@@ -369,17 +369,19 @@ def _total_row(rows: pd.DataFrame) -> pd.Series:
 
 def profile_reason(phase: str, mine: pd.Series, theirs: pd.Series, bands: dict, max_load: float | None, cpu: bool,
                    same_software: bool) -> str | None:
-    """Why the kernel-class shares of two profiles of a step (their summaries' "all" rows) cannot be judged: other
-    processes kept more than `max_load` cores busy while a side was profiled, the machine changed meanwhile (another
-    process on the GPU, a throttled GPU), or, on a CPU with the same software on both sides, the profiled step's
-    operators took longer or shorter than the phase's time band allows: a CPU's operators share its cores and
+    """Why the kernel-class shares of two profiles of a step (their summaries' "all" rows) cannot be judged: the
+    machine changed while a side was profiled (another process on the GPU, a throttled GPU), or, on a CPU, other
+    processes kept more than `max_load` cores busy meanwhile or, with the same software on both sides, the profiled
+    step's operators took longer or shorter than the phase's time band allows. A GPU's shares are of its kernels'
+    device time, which the host's load does not move (and a GPU host's other jobs run beside a profile). A CPU's
+    operators share its cores and
     memory with whatever else the host runs, and one profiled step slowed by it shifts the mix (a default run's
     training-step profile took 2.7 times the reference's operator time on a machine that showed no load, and its
     convolutions' share rose by 20 points). None where they can be judged; an outside verdict otherwise stands."""
     said, loads = [], []
     for side, name in ((mine, "here"), (theirs, "in the reference")):
         load = side.get("other_load_cores")
-        if max_load is not None and pd.notna(load) and float(load) > max_load:
+        if cpu and max_load is not None and pd.notna(load) and float(load) > max_load:
             loads.append(f"{float(load):.2g} {name}")
         changed = side.get("condition_changes")
         if isinstance(changed, str) and changed:

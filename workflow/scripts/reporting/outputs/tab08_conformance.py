@@ -13,9 +13,9 @@ CAPTION = ("Conformance with the shipped reference: per label measured here, var
            "under this load for a time measured while other processes kept more than "
            "conformance.max_other_load_cores busy, whose steps spread wider than its band, whose job lies further than "
            "the band from the same run's paired rounds or, on a CPU, whose two sides ran a fixed single-core workload "
-           "further than the band apart, and for kernel-class shares whose profiled step ran under that load, while "
-           "the machine changed or, on a CPU with the same software, in an operator time outside the phase's time "
-           "band) and, outside the band, the likely reasons from the provenance of both sides. "
+           "further than the band apart, and for kernel-class shares whose profiled step ran while the machine "
+           "changed or, on a CPU, under that load or, with the same software, in an operator time outside the phase's "
+           "time band) and, outside the band, the likely reasons from the provenance of both sides. "
            "Reported, never failed")
 
 
