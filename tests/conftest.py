@@ -41,13 +41,10 @@ IGNORED = shutil.ignore_patterns("results", ".snakemake", "__pycache__", ".pytes
 # or fewer left: the first worker builds the end-to-end run, the second runs the SLURM test meanwhile (half of it
 # waiting for its cluster: the end-to-end run's parallel jobs take that time) and the error cases, about as long as
 # that run takes; then the readers of the run (test_reproducibility.py builds its measuring chain again,
-# test_reruns.py, test_sharing.py) and the other files of 15 s or more, longest first, on whichever worker runs low,
-# then the short ones, so that no worker is left with a long file at the end (a clean run with the long files in
-# collection order ended with one worker 71 s behind the other, having taken test_ndhwc_norm.py's 61 s late).
+# test_reruns.py, test_sharing.py) and the other long files follow on whichever worker runs low, then the short ones,
+# so that no worker is left with a long file at the end.
 LONGEST_FIRST = ("test_workflow.py", "test_slurm.py", "test_errors.py", "test_reproducibility.py", "test_reruns.py",
-                 "test_sharing.py", "test_documented_commands.py", "test_ndhwc_norm.py", "test_pairing.py",
-                 "test_data_parallel.py", "test_compile.py", "test_reporting.py", "test_figure_legibility.py",
-                 "test_watched.py", "test_h200_reference.py", "test_timing_core.py")
+                 "test_sharing.py", "test_reporting.py", "test_compile.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
