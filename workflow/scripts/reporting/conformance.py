@@ -333,17 +333,17 @@ def _share_rows(gpu, variant, phase, here: Side, ref: Side, bands,
                     f"{', '.join(their_tools)} in the reference)"), []
     tool = common[0]
 
-    def shares(side: Side) -> pd.Series:
-        rows = side.profile(variant, phase, tool)
+    def shares(rows: pd.DataFrame) -> pd.Series:
         rows = rows[rows["kernel_class"] != "all"]
         return rows.groupby("kernel_class")["time_share"].sum().astype(float) * 100
 
-    mine, theirs = shares(here), shares(ref)
+    mine_rows, their_rows = here.profile(variant, phase, tool), ref.profile(variant, phase, tool)
+    mine, theirs = shares(mine_rows), shares(their_rows)
     classes = sorted(set(mine.index) | set(theirs.index))
     mine, theirs = mine.reindex(classes, fill_value=0.0), theirs.reindex(classes, fill_value=0.0)
     band = bands[SHARES.band]
-    loaded = profile_reason(phase, _total_row(here.profile(variant, phase, tool)),
-                            _total_row(ref.profile(variant, phase, tool)), bands, max_load, cpu=not here.is_gpu,
+    loaded = profile_reason(phase, _total_row(mine_rows), _total_row(their_rows), bands, max_load,
+                            cpu=not here.is_gpu,
                             same_software=not provenance_differences(here.provenance, ref.provenance))
     by_class = []
     for kernel_class in classes:
