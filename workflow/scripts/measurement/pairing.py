@@ -19,8 +19,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import binom
-
 FASTER, SLOWER, WITHIN, UNMEASURABLE = "faster", "slower", "within noise", "not measurable under this load"
 # A narrow interval that lies across an edge of the band: measured, and a difference of about the band's size.
 AT_EDGE = "at the band's edge"
@@ -34,7 +32,7 @@ def median_interval_ranks(n: int, confidence: float) -> tuple[int, int] | None:
     covers 93.8 %, so 95 % needs 6)."""
     best = None
     for k in range(1, n // 2 + 1):
-        if 1 - 2 * binom.cdf(k - 1, n, 0.5) >= confidence:
+        if coverage(n, k) >= confidence:
             best = (k, n + 1 - k)
         else:
             break
@@ -43,6 +41,10 @@ def median_interval_ranks(n: int, confidence: float) -> tuple[int, int] | None:
 
 def coverage(n: int, k: int) -> float:
     """The exact coverage of the interval between the k-th and the (n + 1 - k)-th of n order statistics."""
+    # Imported here: scipy.stats takes most of a second to import, and every figure and table job imports this module
+    # (through measurement.verdicts) where most never compute a coverage.
+    from scipy.stats import binom
+
     return float(1 - 2 * binom.cdf(k - 1, n, 0.5))
 
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 EQUIVALENT = "equivalent"
 DIFFERENT = "different"
@@ -59,6 +58,10 @@ def interval(differences, alpha: float) -> tuple[float, float, float]:
     mean = float(d.mean()) if len(d) else math.nan
     if len(d) < 2:
         return mean, math.nan, math.nan
+    # Imported here: scipy.stats takes most of a second to import, and the Snakefile imports this module (through the
+    # run summary) in every snakemake command, a dry run included.
+    from scipy import stats
+
     half = float(stats.t.ppf(1 - alpha, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
     return mean, mean - half, mean + half
 
