@@ -164,8 +164,8 @@ def test_the_shipped_bench_is_what_the_bench_job_makes_of_the_shipped_runs(tmp_p
 
 VARIANTS = ["baseline", "tf32", "channels_last", "tf32_channels_last"]
 SAMPLED = ["baseline", "tf32", "channels_last", "tf32_channels_last"]
-# The sampling steps recorded (again) with the instruction-mix set, config.yaml's default for the sampling step
-# (tensor-op counters, every SASS family); channels_last's sampling step has the older, smaller set.
+# The sampling steps recorded (again) with the instruction-mix set (tensor-op counters, every SASS family), which holds
+# every metric of config.yaml's sampling set (paper_figures); channels_last's sampling step has the older, smaller set.
 MIX_SET = ["baseline", "tf32", "tf32_channels_last"]
 
 
