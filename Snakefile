@@ -38,6 +38,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/summary.smk"
+include: "workflow/rules/reproduce_time.smk"
 
 
 rule all:
