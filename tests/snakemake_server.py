@@ -44,7 +44,10 @@ LATER_IMPORTS = ("snakemake.api", "snakemake.dag", "snakemake.jobs", "snakemake.
 
 def _import_what_commands_share() -> None:
     for name in LATER_IMPORTS:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:  # not installed here (smart_open takes boto3 where it is): the commands go without it too
+            pass
     for registry in (ExecutorPluginRegistry, LoggerPluginRegistry, ReportPluginRegistry, StoragePluginRegistry):
         registry()
 
