@@ -63,13 +63,14 @@ def test_parts_add_up_to_every_jobs_time():
 
 @pytest.mark.workflow
 def test_the_tiny_runs_record_holds_every_job_of_its_dag_in_order(finished_run):
-    """Every job the tiny run's DAG has (its job stats, planned again with everything forced) is in Snakemake's record
-    once, each after the jobs that made its inputs; its sampling after its training. (Tests that build other targets
-    in the shared run add their jobs to its record: study_summary's.)"""
+    """Every job the tiny run's DAG has (its job stats, planned again with everything forced) is in Snakemake's record,
+    each after the jobs that made its inputs; its sampling after its training. (The run is shared: tests that build
+    other targets there, or build some of its outputs again, add their jobs to its record, quality_study's or a
+    figure's; so every planned job is recorded at least once.)"""
     jobs = recorded_jobs(finished_run)
     planned = job_stats(snakemake(finished_run, "-n", "--forceall", *TINY, "paper/figures/all"))
     recorded = jobs["rule"].value_counts().to_dict()
-    assert {rule: recorded.get(rule) for rule in planned} == planned
+    assert all(recorded.get(rule, 0) >= count for rule, count in planned.items()), (recorded, planned)
     after = dependencies(jobs)
     start, end = dict(zip(jobs["job"], jobs["start"])), dict(zip(jobs["job"], jobs["end"]))
     assert all(end[maker] <= start[job] for job, makers in after.items() for maker in makers)
@@ -100,7 +101,10 @@ def test_the_rule_writes_the_tables_of_the_finished_run(finished_run, tmp_path):
     for gpus in ("1", "2", "4", "8", "critical path"):
         assert f"\n| {gpus} | " in text, text
     table = pd.read_csv(workdir / "paper/time_to_reproduce.csv")
-    assert len(table) == len(recorded_jobs(finished_run)) and (table["seconds"] > 0).all()
+    # Every job recorded in the copy before this one, whose own record Snakemake writes once it has ended.
+    recorded = recorded_jobs(workdir)
+    assert len(table) == len(recorded) - 1 and list(recorded["rule"])[-1] == "time_to_reproduce"
+    assert (table["seconds"] > 0).all()
 
 
 def test_a_folder_without_a_record_is_refused_in_one_line(tmp_path):
