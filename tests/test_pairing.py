@@ -314,8 +314,10 @@ def test_the_job_times_every_variant_in_every_round_of_its_group(compared):
         n = len(logs)
         middle = (logs[(n - 1) // 2] + logs[n // 2]) / 2
         assert judged["channels_last"]["speedup"] == pytest.approx(math.exp(middle), rel=1e-5)  # the CSV: 6 digits
+        # Whatever this machine measures: every verdict the rounds can give (a narrow interval across the band's
+        # edge is AT_EDGE; a clean-clone CI run measured channels_last there).
         assert judged["channels_last"]["verdict"] in (pairing.FASTER, pairing.SLOWER, pairing.WITHIN,
-                                                      pairing.UNMEASURABLE)
+                                                      pairing.UNMEASURABLE, pairing.AT_EDGE)
         # TF32 does nothing on a CPU: its comparison says so instead of comparing noise with noise.
         assert judged["tf32"]["verdict"] == verdicts.NO_EFFECT and "cudnn_tf32" in judged["tf32"]["why"]
     assert record["settings"]["comparison"]["band"] == 0.10
