@@ -1,11 +1,11 @@
 """Snakemake's command line imported once per test worker, and forked for every `python -m snakemake` the tests run.
 
 Importing Snakemake with its plugins takes about 2 s, more than a dry run of the workflow itself, and the suite runs
-Snakemake some two hundred times. This server imports it once, with the libraries every command imports after it (nothing of
-the workflow: every command still parses its own copy of the workflow and imports that copy's modules) and forks a child per command. The child is what
-`python -m snakemake ARGS` would be: its own session (a process group to signal), the command's folder, environment,
-standard input and output files, then Snakemake's `main()`; its exit code is the command's. Jobs that Snakemake starts
-are new processes as always.
+Snakemake some two hundred times. This server imports it once, with the libraries every command imports after it
+(nothing of the workflow: every command still parses its own copy of the workflow and imports that copy's modules),
+and forks a child per command. The child is what `python -m snakemake ARGS` would be: its own session (a process
+group to signal), the command's folder, environment, standard input and output files, then Snakemake's `main()`; its
+exit code is the command's. Jobs that Snakemake starts are new processes as always.
 
 Protocol, one JSON object per line on the server's standard input: {"args", "cwd", "env", "stdin", "stdout", "stderr",
 "status"}; the server answers the child's pid on a line of its standard output and, once the child has ended, writes
@@ -16,14 +16,13 @@ ends when its standard input closes (the test worker ended); running children ar
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import os
 import select
 import signal
 import sys
 import traceback
-
-import importlib
 
 import snakemake.cli  # the import every command skips
 import snakemake.workflow

@@ -374,10 +374,10 @@ def profile_reason(phase: str, mine: pd.Series, theirs: pd.Series, bands: dict, 
     processes kept more than `max_load` cores busy meanwhile or, with the same software on both sides, the profiled
     step's operators took longer or shorter than the phase's time band allows. A GPU's shares are of its kernels'
     device time, which the host's load does not move (and a GPU host's other jobs run beside a profile). A CPU's
-    operators share its cores and
-    memory with whatever else the host runs, and one profiled step slowed by it shifts the mix (a default run's
-    training-step profile took 2.7 times the reference's operator time on a machine that showed no load, and its
-    convolutions' share rose by 20 points). None where they can be judged; an outside verdict otherwise stands."""
+    operators share its cores and memory with whatever else the host runs, and one profiled step slowed by it shifts
+    the mix (a default run's training-step profile took 2.7 times the reference's operator time on a machine that
+    showed no load, and its convolutions' share rose by 20 points). None where they can be judged; an outside verdict
+    otherwise stands."""
     said, loads = [], []
     for side, name in ((mine, "here"), (theirs, "in the reference")):
         load = side.get("other_load_cores")

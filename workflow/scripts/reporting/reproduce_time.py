@@ -68,7 +68,8 @@ def recorded_jobs(workdir: str | Path) -> pd.DataFrame:
             key = (data["rule"], data["job_hash"], data["endtime"])
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
             raise RecordError(f"{record}: not a record of Snakemake's output metadata ({type(error).__name__}: "
-                              f"{error}); fix: remove the folder's .snakemake/metadata and run the study again") from None
+                              f"{error}); fix: remove the folder's .snakemake/metadata and run the study again"
+                              ) from None
         if data.get("incomplete") or data["starttime"] is None or data["endtime"] is None:
             continue
         job = jobs.setdefault(key, {"rule": data["rule"], "start": float(data["starttime"]),
@@ -93,8 +94,7 @@ def dependencies(jobs: pd.DataFrame) -> dict[int, set[int]]:
 
 @dataclass(frozen=True)
 class Schedule:
-    gpus: int | None  # None: a GPU for every GPU job
-    seconds: float
+    seconds: float  # the wall time
 
 
 def list_schedule(jobs: pd.DataFrame, after: dict[int, set[int]], gpu_rules: set[str],
@@ -135,7 +135,7 @@ def list_schedule(jobs: pd.DataFrame, after: dict[int, set[int]], gpu_rules: set
             waiting_for[follower].discard(job)
             if not waiting_for[follower]:
                 heapq.heappush(ready, (-chain[follower], follower))
-    return Schedule(gpus, now)
+    return Schedule(now)
 
 
 def _topological(waiting_for: dict[int, set[int]], followers: dict[int, list[int]]) -> list[int]:
