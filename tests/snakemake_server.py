@@ -5,12 +5,14 @@ Snakemake some two hundred times. This server imports it once, with the librarie
 (nothing of the workflow: every command still parses its own copy of the workflow and imports that copy's modules),
 and forks a child per command. The child is what `python -m snakemake ARGS` would be: its own session (a process
 group to signal), the command's folder, environment, standard input and output files, then Snakemake's `main()`; its
-exit code is the command's. Jobs that Snakemake starts are new processes as always.
+exit code is the command's. Its jobs' scripts run in children of the job server (job_server.py) where the request names
+its shim ("job_interpreter"): Snakemake runs a script with `sys.executable`.
 
 Protocol, one JSON object per line on the server's standard input: {"args", "cwd", "env", "stdin", "stdout", "stderr",
-"status"}; the server answers the child's pid on a line of its standard output and, once the child has ended, writes
-its exit code (negative: the signal that ended it, as subprocess gives) to the file named by "status". The server
-ends when its standard input closes (the test worker ended); running children are left to finish.
+"status", "job_interpreter"}; the server answers the child's pid on a line of its standard output and, once the child
+has ended, writes its exit code (negative: the signal that ended it, as subprocess gives) to the file named by
+"status". The server ends when its standard input closes (the test worker ended); running children are left to
+finish.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ def _run_child(request: dict) -> None:
         else:
             os.dup2(1, 2)
         sys.stdin = open(0, closefd=False)
+        if request.get("job_interpreter"):  # the jobs' scripts handed to the job server (job_server.py)
+            sys.executable = request["job_interpreter"]
         sys.argv = [os.path.join(os.path.dirname(snakemake.cli.__file__), "__main__.py"), *request["args"]]
         try:
             snakemake.cli.main()

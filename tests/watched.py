@@ -25,6 +25,8 @@ from pathlib import Path
 
 import psutil
 
+import job_server
+
 POLL_SECONDS = 2.0
 
 
@@ -107,12 +109,25 @@ class _Forked:
 
 
 _server: subprocess.Popen | None = None
+_job_server: subprocess.Popen | None = None
+_job_shim: str | None = None
 
 
 def _is_snakemake(cmd: list[str]) -> bool:
     """`python -m snakemake ...` with this interpreter, unless TESTS_FORK_SNAKEMAKE=0 asks for a process of its own."""
     return (list(cmd[:3]) == [sys.executable, "-m", "snakemake"]
             and os.environ.get("TESTS_FORK_SNAKEMAKE", "1") != "0")
+
+
+def _job_interpreter() -> str | None:
+    """The shim that hands a forked command's jobs to this process's job server (job_server.py; started on first use),
+    unless TESTS_FORK_JOBS=0 asks for a process of its own per job."""
+    global _job_server, _job_shim
+    if os.environ.get("TESTS_FORK_JOBS", "1") == "0":
+        return None
+    if _job_server is None or _job_server.poll() is not None:
+        _job_server, _job_shim = job_server.start(sys.executable)
+    return _job_shim
 
 
 def _fork_snakemake(cmd: list[str], cwd: Path, env: dict, stdin: Path | None, stdout: Path, stderr: Path | None,
@@ -123,7 +138,8 @@ def _fork_snakemake(cmd: list[str], cwd: Path, env: dict, stdin: Path | None, st
         _server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("snakemake_server.py"))],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     request = {"args": list(map(str, cmd[3:])), "cwd": str(cwd), "env": env, "stdin": stdin and str(stdin),
-               "stdout": str(stdout), "stderr": stderr and str(stderr), "status": str(status)}
+               "stdout": str(stdout), "stderr": stderr and str(stderr), "status": str(status),
+               "job_interpreter": _job_interpreter()}
     _server.stdin.write(json.dumps(request) + "\n")
     _server.stdin.flush()
     answer = _server.stdout.readline()
