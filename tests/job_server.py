@@ -8,7 +8,8 @@ This server imports the third-party libraries once (nothing of the workflow: eve
 workflow's modules, so a test that edits one sees the edit) and forks a child per job. The child is what
 `python SCRIPT` would be: its own session, the job's folder, environment, umask and standard files, `sys.argv`,
 `sys.path` with the script's folder first, then the script run as `__main__` and the interpreter's own exit (atexit
-handlers, the exit code of SystemExit or of an uncaught exception's traceback).
+handlers, the exit code of SystemExit or of an uncaught exception's traceback). Processes a job starts itself stay
+processes of their own: the paired comparisons' workers, for one, are known to their job by the pid it started.
 
 How a job reaches it: a Snakemake command forked by snakemake_server.py runs its jobs' scripts with `sys.executable`,
 which the server sets to the shim that `start` writes beside the socket (job_client.py behind a shebang of this
