@@ -5,7 +5,9 @@ same Snakemake run takes two to four times as long, and a limit sized on a quiet
 watched command has no wall-clock limit. It is stopped when it is stuck or runs away:
 
 - stuck: for `stall_seconds` neither its process tree used CPU time nor any file under its folder changed (a slow
-  machine still makes progress; a deadlock or a wait for something that never comes makes none);
+  machine still makes progress; a deadlock or a wait for something that never comes makes none). A job that the job
+  server forked for the command (job_server.py) is not in that tree, nor is a SLURM job: their files are their
+  progress, and their CPU time counts toward neither rule;
 - runaway: its process tree used more than `cpu_seconds` of CPU time (CPU time grows with the work, not with the load:
   on a loaded machine a process waits for a core but is not charged while it waits).
 
