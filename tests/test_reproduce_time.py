@@ -133,3 +133,21 @@ def test_a_long_output_name_split_into_folders_is_read_whole(tmp_path):
     (folder / encoded[254:]).write_text(json.dumps(record))
     jobs = recorded_jobs(tmp_path)
     assert list(jobs["outputs"]) == [(output,)] and list(jobs["seconds"]) == [2.5]
+
+
+def _record(folder, output: str, **fields) -> None:
+    record = {"rule": "profile_torch", "job_hash": 7, "input": ["data/x"], "incomplete": False, **fields}
+    (folder / base64.urlsafe_b64encode(output.encode()).decode()).write_text(json.dumps(record))
+
+
+def test_a_jobs_outputs_with_different_ends_are_one_job_and_its_rerun_another(tmp_path):
+    """Snakemake stamps a job's outputs with one start (microseconds apart) and each with its own file's modification
+    time as the end: one job, from its start to its last output. The same job run again later (same hash) is another."""
+    folder = tmp_path / ".snakemake" / "metadata"
+    folder.mkdir(parents=True)
+    _record(folder, "results/trace.json", starttime=100.0, endtime=103.0)
+    _record(folder, "results/conditions.json", starttime=100.0001, endtime=103.004)
+    _record(folder, "results/again/trace.json", starttime=160.0, endtime=161.5)
+    jobs = recorded_jobs(tmp_path)
+    assert list(jobs["outputs"]) == [("results/conditions.json", "results/trace.json"), ("results/again/trace.json",)]
+    assert list(jobs["seconds"]) == pytest.approx([3.004, 1.5])

@@ -39,6 +39,8 @@ PARTS = {
     "study_run": "quality study",
 }
 CPU_PART = "CPU jobs (data, extraction, collecting, rendering, article)"
+# Seconds between the start stamps of one job's outputs at most (measured: microseconds).
+JOB_START_SPREAD = 1.0
 
 
 class RecordError(ExpectedError):
@@ -59,25 +61,36 @@ def recorded_jobs(workdir: str | Path) -> pd.DataFrame:
     if not folder.is_dir():
         raise RecordError(f"{folder}: no record of a run's outputs (Snakemake writes it when jobs finish); fix: run "
                           "the study in this folder first")
-    jobs: dict[tuple, dict] = {}
+    records = []
     for record in sorted(path for path in folder.rglob("*") if path.is_file()):
         try:
             data = json.loads(record.read_text())
-            output = _output_path(record, folder)
-            # A job's outputs share its rule, hash and end (their start times differ by microseconds).
-            key = (data["rule"], data["job_hash"], data["endtime"])
+            records.append((data["rule"], data["job_hash"], float(data["starttime"] or "nan"),
+                            float(data["endtime"] or "nan"), bool(data.get("incomplete")), _output_path(record, folder),
+                            data.get("input") or ()))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
             raise RecordError(f"{record}: not a record of Snakemake's output metadata ({type(error).__name__}: "
                               f"{error}); fix: remove the folder's .snakemake/metadata and run the study again"
                               ) from None
-        if data.get("incomplete") or data["starttime"] is None or data["endtime"] is None:
+    # A job's outputs share its rule and hash, and their start times differ by microseconds (Snakemake stamps them
+    # one after the other as the job starts); their end is each file's modification time, so they differ. The same job
+    # run again (a rerun) has the same hash and starts later: a record that starts more than JOB_START_SPREAD seconds
+    # after the previous one of its rule and hash begins another job.
+    jobs: list[dict] = []
+    last: dict[tuple, dict] = {}
+    for rule, job_hash, start, end, incomplete, output, inputs in sorted(records, key=lambda r: (r[0], r[1], r[2])):
+        if incomplete or start != start or end != end:  # NaN: a job that did not finish
             continue
-        job = jobs.setdefault(key, {"rule": data["rule"], "start": float(data["starttime"]),
-                                    "end": float(data["endtime"]), "outputs": set(), "inputs": set()})
-        job["start"] = min(job["start"], float(data["starttime"]))
+        job = last.get((rule, job_hash))
+        if job is None or start - job["last_start"] > JOB_START_SPREAD:
+            job = {"rule": rule, "start": start, "end": end, "outputs": set(), "inputs": set()}
+            jobs.append(job)
+            last[(rule, job_hash)] = job
+        job["last_start"] = start
+        job["end"] = max(job["end"], end)
         job["outputs"].add(output)
-        job["inputs"].update(data.get("input") or ())
-    rows = sorted(jobs.values(), key=lambda job: (job["start"], job["rule"]))
+        job["inputs"].update(inputs)
+    rows = sorted(jobs, key=lambda job: (job["start"], job["rule"]))
     frame = pd.DataFrame([{**job, "outputs": tuple(sorted(job["outputs"])), "inputs": tuple(sorted(job["inputs"]))}
                           for job in rows], columns=["rule", "start", "end", "outputs", "inputs"])
     frame.insert(0, "job", range(len(frame)))
