@@ -22,9 +22,8 @@ SERVER_PID: int
 
 
 def _is_snakemake_script(args: list) -> bool:
-    return (len(args) == 1 and args[0].endswith(".py")
-            and os.path.basename(os.path.dirname(os.path.abspath(args[0]))) == "scripts"
-            and os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(args[0])))) == ".snakemake")
+    folder = os.path.dirname(os.path.abspath(args[0])) if len(args) == 1 and args[0].endswith(".py") else ""
+    return folder.endswith(os.sep + os.path.join(".snakemake", "scripts"))
 
 
 def _connect() -> socket.socket | None:

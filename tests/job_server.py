@@ -25,7 +25,6 @@ its child's process group killed. The server ends when its standard input closes
 from __future__ import annotations
 
 import array
-import atexit
 import gc
 import importlib
 import json
@@ -41,6 +40,8 @@ import tempfile
 import threading
 import traceback
 from pathlib import Path
+
+from interpreter_exit import end_process, system_exit_code
 
 # What the workflow's jobs import that is not the workflow's: Snakemake's script preamble, torch with dynamo (and
 # the inductor it imports), the analysis libraries and the readers. One that is not installed is skipped: the jobs go
@@ -107,7 +108,7 @@ def _become_job(request: dict, fds: list[int], others: list[socket.socket]) -> s
     os.environ.clear()
     os.environ.update(request["env"])
     script = os.path.abspath(request["argv"][0])
-    sys.argv = [request["argv"][0], *request["argv"][1:]]
+    sys.argv = list(request["argv"])
     extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     sys.path[:] = [os.path.dirname(script), *extra, *BASE_PATH]
     sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
@@ -125,9 +126,7 @@ def run_as_main(script: str) -> None:
     try:
         runpy.run_path(script, run_name="__main__")  # its namespace is released on return
     except SystemExit as ended:
-        code = ended.code if isinstance(ended.code, int) else (0 if ended.code is None else 1)
-        if not isinstance(ended.code, (int, type(None))):
-            print(ended.code, file=sys.stderr)
+        code = system_exit_code(ended)
     except KeyboardInterrupt:
         traceback.print_exc()
         code = -signal.SIGINT
@@ -139,16 +138,7 @@ def run_as_main(script: str) -> None:
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code & 0xFF)
+    end_process(code)
 
 
 def serve(listener: socket.socket) -> str | None:

@@ -17,7 +17,6 @@ finish.
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import json
 import os
@@ -32,6 +31,8 @@ from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
 from snakemake_interface_logger_plugins.registry import LoggerPluginRegistry
 from snakemake_interface_report_plugins.registry import ReportPluginRegistry
 from snakemake_interface_storage_plugins.registry import StoragePluginRegistry
+
+from interpreter_exit import end_process, system_exit_code
 
 # What a command imports after `snakemake.cli`, none of it the workflow's: Snakemake's own later modules and the
 # libraries they bring (smart_open with boto3 and requests for every source file it reads, the report's nbformat,
@@ -86,21 +87,14 @@ def _run_child(request: dict) -> None:
             snakemake.cli.main()
             code = 0
         except SystemExit as ended:
-            code = ended.code if isinstance(ended.code, int) else (0 if ended.code is None else 1)
-            if not isinstance(ended.code, (int, type(None))):
-                print(ended.code, file=sys.stderr)
+            code = system_exit_code(ended)
         except KeyboardInterrupt:
             code = 128 + signal.SIGINT
         except BaseException:  # noqa: BLE001 (what an uncaught exception prints and returns in `python -m`)
             traceback.print_exc()
             code = 1
-        atexit._run_exitfuncs()  # what the interpreter runs at a normal exit
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        end_process(code)
 
 
 def _reap(children: dict[int, str]) -> None:
