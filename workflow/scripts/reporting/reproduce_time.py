@@ -65,28 +65,26 @@ def recorded_jobs(workdir: str | Path) -> pd.DataFrame:
     for record in sorted(path for path in folder.rglob("*") if path.is_file()):
         try:
             data = json.loads(record.read_text())
-            records.append((data["rule"], data["job_hash"], float(data["starttime"] or "nan"),
-                            float(data["endtime"] or "nan"), bool(data.get("incomplete")), _output_path(record, folder),
-                            data.get("input") or ()))
+            output = _output_path(record, folder)
+            rule, job_hash, start, end = data["rule"], data["job_hash"], data["starttime"], data["endtime"]
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
             raise RecordError(f"{record}: not a record of Snakemake's output metadata ({type(error).__name__}: "
                               f"{error}); fix: remove the folder's .snakemake/metadata and run the study again"
                               ) from None
+        if not data.get("incomplete") and start is not None and end is not None:  # else a job that did not finish
+            records.append((rule, job_hash, float(start), float(end), output, data.get("input") or ()))
     # A job's outputs share its rule and hash, and their start times differ by microseconds (Snakemake stamps them
     # one after the other as the job starts); their end is each file's modification time, so they differ. The same job
     # run again (a rerun) has the same hash and starts later: a record that starts more than JOB_START_SPREAD seconds
     # after the previous one of its rule and hash begins another job.
     jobs: list[dict] = []
-    last: dict[tuple, dict] = {}
-    for rule, job_hash, start, end, incomplete, output, inputs in sorted(records, key=lambda r: (r[0], r[1], r[2])):
-        if incomplete or start != start or end != end:  # NaN: a job that did not finish
-            continue
-        job = last.get((rule, job_hash))
-        if job is None or start - job["last_start"] > JOB_START_SPREAD:
+    last: dict[tuple, tuple[dict, float]] = {}  # (rule, hash) -> its latest job and that job's latest start stamp
+    for rule, job_hash, start, end, output, inputs in sorted(records, key=lambda r: r[:3]):
+        job, stamped = last.get((rule, job_hash), (None, None))
+        if job is None or start - stamped > JOB_START_SPREAD:
             job = {"rule": rule, "start": start, "end": end, "outputs": set(), "inputs": set()}
             jobs.append(job)
-            last[(rule, job_hash)] = job
-        job["last_start"] = start
+        last[(rule, job_hash)] = (job, start)
         job["end"] = max(job["end"], end)
         job["outputs"].add(output)
         job["inputs"].update(inputs)
