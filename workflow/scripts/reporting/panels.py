@@ -89,10 +89,9 @@ def has(frame: pd.DataFrame, columns) -> bool:
     return len(frame) > 0 and all(c in frame.columns and frame[c].notna().any() for c in columns)
 
 
-def ncu_rows(kernels: pd.DataFrame, gpu: str, phase: str) -> pd.DataFrame:
-    if kernels.empty:
-        return kernels
-    return kernels[(kernels["gpu"] == gpu) & (kernels["phase"] == phase) & (kernels["tool"] == "ncu")]
+def ncu_rows(results: Results, gpu: str, phase: str) -> pd.DataFrame:
+    """Nsight Compute's kernels of one panel row (Results.ncu_rows: the table split once per job)."""
+    return results.ncu_rows(gpu, phase)
 
 
 def absent_reason(results: Results, gpu: str, phase: str, what: str = "") -> str:

@@ -18,7 +18,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -632,6 +632,8 @@ class Results:
 
     hardware: pd.DataFrame
     tables: dict[str, pd.DataFrame]
+    _ncu_positions: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _ncu_taken: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, paths: dict[str, str | Path]) -> "Results":
@@ -696,6 +698,19 @@ class Results:
             if name in self.tables and "phase" in self.tables[name]:
                 present |= set(self.tables[name]["phase"].dropna())
         return [p for p in ("train", "sample") if p in present or not present] + sorted(present - {"train", "sample"})
+
+    def ncu_rows(self, gpu: str, phase: str) -> pd.DataFrame:
+        """Nsight Compute's kernels of one label and phase, every metric column kept, in the bundle's order. Each
+        row's positions are found once per job and its rows taken once: a boolean mask per call copied the table's
+        ~600 metric columns each time (about a second of every ncu figure's rendering)."""
+        kernels = self.table("ncu_kernels")
+        if self._ncu_positions is None:
+            self._ncu_positions = kernels.groupby(["gpu", "phase"], sort=False).indices if len(kernels) else {}
+            self._ncu_taken = {}
+        key = (gpu, phase)
+        if key not in self._ncu_taken:
+            self._ncu_taken[key] = kernels.take(self._ncu_positions.get(key, []))
+        return self._ncu_taken[key]
 
     def kernels(self, tools: Iterable[str] = TOOL_PREFERENCE) -> pd.DataFrame:
         """Kernels of `tools`: Nsight Compute's with every metric (`ncu_kernels`) when only ncu is asked for, else

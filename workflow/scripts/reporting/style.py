@@ -46,7 +46,8 @@ def lay_out(fig) -> None:
     if fig.get_layout_engine() is None:
         return
     fig.set_dpi(plt.rcParams["savefig.dpi"])
-    fig.canvas.draw()
+    # What Figure.draw does first, without rasterising every artist: the engine measures text on the Agg renderer.
+    fig.get_layout_engine().execute(fig)
     fig.set_layout_engine("none")
     # The solver's last bits differ from one solve to the next; rounded, equal inputs give equal files.
     for ax in fig.get_axes():

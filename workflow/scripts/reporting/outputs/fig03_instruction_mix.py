@@ -37,12 +37,12 @@ def instruction_mix(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def has_mix(data: pd.DataFrame) -> bool:
-    """True when the counters split at least one category off the total."""
+def split_mix(data: pd.DataFrame) -> pd.DataFrame | None:
+    """instruction_mix of a row's kernels by variant, or None when the counters split no category off the total."""
     if data.empty:
-        return False
+        return None
     mix = instruction_mix(data)
-    return bool(mix[SPLIT].fillna(0).to_numpy().sum() > 0)
+    return mix.set_index("variant") if mix[SPLIT].fillna(0).to_numpy().sum() > 0 else None
 
 
 def missing_counters(run: pd.DataFrame) -> list[str]:
@@ -72,25 +72,30 @@ def build(job):
     results = job.results
     kernels = results.kernels(["ncu"])
     what = "instruction-mix counters"
-    rows, left_out = rows_with_data(results, lambda g, p: has_mix(ncu_rows(kernels, g, p)), what)
-    counts = [len(set(ncu_rows(kernels, g, p)["variant"])) if len(kernels) else 1 for g, p in rows]
+    mixes = {}  # each row's mix, computed once (a groupby over every metric column of its kernels)
+
+    def mix_of(gpu, phase):
+        if (gpu, phase) not in mixes:
+            mixes[gpu, phase] = split_mix(ncu_rows(results, gpu, phase))
+        return mixes[gpu, phase]
+
+    rows, left_out = rows_with_data(results, lambda g, p: mix_of(g, p) is not None, what)
+    counts = [len(set(ncu_rows(results, g, p)["variant"])) if len(kernels) else 1 for g, p in rows]
     notes = {}
     for gpu, phase in rows:
-        data = ncu_rows(kernels, gpu, phase)
-        mix = instruction_mix(data).set_index("variant") if has_mix(data) else None
-        notes[gpu, phase] = fit(unsplit_note(data, mix, variant_order(mix.index)), PRINT_WIDTH_IN - 0.3,
-                                NOTE_CHARS_PER_INCH) if mix is not None else ""
+        mix = mix_of(gpu, phase)
+        notes[gpu, phase] = fit(unsplit_note(ncu_rows(results, gpu, phase), mix, variant_order(mix.index)),
+                                PRINT_WIDTH_IN - 0.3, NOTE_CHARS_PER_INCH) if mix is not None else ""
     fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 1,
                             height=[1.4 + 0.3 * n + 0.15 * (notes[row].count("\n") + bool(notes[row]))
                                     for row, n in zip(rows, counts)], left_out=left_out)
     drawn = []
     for (gpu, phase), (ax,) in zip(rows, axes):
         ax.set_title("executed instructions by kind, Nsight Compute", loc="left")
-        data = ncu_rows(kernels, gpu, phase)
-        if not has_mix(data):
+        mix = mix_of(gpu, phase)
+        if mix is None:
             say(ax, absent_reason(results, gpu, phase, what))
             continue
-        mix = instruction_mix(data).set_index("variant")
         order = variant_order(mix.index)
         left = np.zeros(len(order))
         for name, label in CATEGORIES:

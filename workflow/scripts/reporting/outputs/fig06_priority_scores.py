@@ -60,7 +60,7 @@ def build(job, top: int = 10):
             say(ax_rule, reason)
             say(ax_heat, reason)
             continue
-        scores = priority_scores(rules_of(gpu, phase), ncu_rows(kernels, gpu, phase))
+        scores = priority_scores(rules_of(gpu, phase), ncu_rows(results, gpu, phase))
         per_rule = scores.groupby(["variant", "rule"], as_index=False)["saving_pct"].sum()
         ranking = per_rule.groupby("rule")["saving_pct"].max().sort_values(ascending=False).index[:top]
         grouped_barh(ax_rule, per_rule, "rule", "saving_pct", list(ranking))

@@ -121,7 +121,7 @@ def build(job):
     what = "FLOP or DRAM counters"
 
     def drawable(gpu: str, phase: str) -> bool:
-        data = ncu_rows(kernels, gpu, phase)
+        data = ncu_rows(results, gpu, phase)
         return has(data, needs) and not roofline_points(data).empty
 
     rows, left_out = rows_with_data(results, drawable, what)
@@ -131,7 +131,7 @@ def build(job):
         ceiling = peaks_for(peaks, gpu, results.hardware.set_index("gpu").loc[gpu, "device"],
                             job.settings.get("hardware"))
         ax.set_title("top kernels on the roofline, Nsight Compute", loc="left")
-        data = ncu_rows(kernels, gpu, phase)
+        data = ncu_rows(results, gpu, phase)
         if not has(data, needs):
             say(ax, absent_reason(results, gpu, phase, "DRAM counters"))
             continue
