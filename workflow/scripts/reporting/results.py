@@ -547,8 +547,9 @@ def _slices(files: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["gpu", "variant", "seed", "image", "height", "width", "values"])
 
 
-def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
-    """Tags first (origin, device, date of the label), rows in label then variant order."""
+def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str], by_phase: bool = False) -> pd.DataFrame:
+    """Tags first (origin, device, date of the label), rows in label then variant order; `by_phase`: label, phase
+    (train, sample, any other), then variant, so that each panel row's kernels are one slice (Results.ncu_rows)."""
     if frame.empty:
         return pd.DataFrame(columns=TAGS + [c for c in frame.columns if c not in TAGS])
     info = hardware.set_index("gpu")
@@ -556,8 +557,10 @@ def _tag(frame: pd.DataFrame, hardware: pd.DataFrame, labels: list[str]) -> pd.D
     variants = {v: k for k, v in enumerate(variant_order(frame["variant"].dropna().unique()))}
     # Rows by label, then variant (stable; an unranked row last), taken once: sorting a copy with rank columns added
     # and dropped copied the Nsight Compute kernels' ~580 columns four times (2.3 s of the collecting job).
-    rows = np.lexsort((frame["variant"].map(variants).to_numpy(dtype=float, na_value=np.inf),
-                       frame["gpu"].map(order).to_numpy(dtype=float, na_value=np.inf)))
+    keys = [frame["variant"].map(variants).to_numpy(dtype=float, na_value=np.inf)]
+    if by_phase:
+        keys.append(frame["phase"].map({"train": 0, "sample": 1}).to_numpy(dtype=float, na_value=np.inf))
+    rows = np.lexsort((*keys, frame["gpu"].map(order).to_numpy(dtype=float, na_value=np.inf)))
     frame = frame.take(rows).reset_index(drop=True)
     for key in ("origin", "device", "date"):
         if key not in frame:  # rows that carry their own (the quality study's runs their date) keep it
@@ -616,7 +619,7 @@ def collect(measured: Iterable, shipped: Iterable = (), measured_labels: Iterabl
     tables["memory_floor"] = memory_floor_rows(tables["ncu_kernels"], rates)
     tables["bench"] = with_memory_floors(bench_rows(tables["runs"], rates, refuse_uncounted=False),
                                          tables["memory_floor"], tables["runs"])
-    tagged = {name: _tag(frame, hardware, labels) for name, frame in tables.items()}
+    tagged = {name: _tag(frame, hardware, labels, by_phase=name == "ncu_kernels") for name, frame in tables.items()}
     return {"hardware": hardware, **tagged, **_references(references)}
 
 
@@ -626,6 +629,15 @@ def write_bundle(tables: dict[str, pd.DataFrame], paths: dict[str, str | Path]) 
 
 
 # -- reading a bundle ---------------------------------------------------------------------------------------------
+def rows_at(frame: pd.DataFrame, positions: np.ndarray) -> pd.DataFrame:
+    """The rows at ascending `positions` (a groupby's `indices`): a slice, which copies nothing, where they are
+    contiguous (a bundle collected by_phase holds each label and phase, and within it each variant, as one run of
+    rows), else taken. Taking copies every column: the Nsight Compute kernels' ~600 of them."""
+    if len(positions) and positions[-1] - positions[0] == len(positions) - 1:
+        return frame.iloc[positions[0]:positions[-1] + 1]
+    return frame.take(positions)
+
+
 @dataclass
 class Results:
     """The bundle's tables of one figure or table job; a table the job did not declare is empty."""
@@ -701,15 +713,15 @@ class Results:
 
     def ncu_rows(self, gpu: str, phase: str) -> pd.DataFrame:
         """Nsight Compute's kernels of one label and phase, every metric column kept, in the bundle's order. Each
-        row's positions are found once per job and its rows taken once: a boolean mask per call copied the table's
-        ~600 metric columns each time (about a second of every ncu figure's rendering)."""
+        panel row's positions are found once per job (rows_at): a boolean mask per call copied the table's ~600
+        metric columns each time (about a second of every ncu figure's rendering)."""
         kernels = self.table("ncu_kernels")
         if self._ncu_positions is None:
             self._ncu_positions = kernels.groupby(["gpu", "phase"], sort=False).indices if len(kernels) else {}
             self._ncu_taken = {}
         key = (gpu, phase)
         if key not in self._ncu_taken:
-            self._ncu_taken[key] = kernels.take(self._ncu_positions.get(key, []))
+            self._ncu_taken[key] = rows_at(kernels, self._ncu_positions.get(key, np.array([], dtype=int)))
         return self._ncu_taken[key]
 
     def kernels(self, tools: Iterable[str] = TOOL_PREFERENCE) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from ..palette import INSTRUCTION_COLORS as COLORS
 from ..panels import (NOTE_CHARS_PER_INCH, absent_reason, fit, mark_as, ncu_rows, panel_title, rows_figure,
                       rows_with_data, say)
 from ..prose import Context, num, present
-from ..results import variant_order
+from ..results import rows_at, variant_order
 from ..style import PRINT_WIDTH_IN
 
 SPLIT = [name for name, _ in CATEGORIES if name != "not_split"]
@@ -30,7 +30,8 @@ COUNTER_GROUPS = (("SASS instruction families", ("thread_inst_integer", "thread_
 def instruction_mix(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per variant: the run's mix (profiling.instructions.mix_by_class, the 'all' row), one column per category."""
     rows = []
-    for variant, run in kernels.groupby("variant"):
+    for variant, positions in kernels.groupby("variant").indices.items():
+        run = rows_at(kernels, positions)
         total = mix_by_class(run.reset_index(drop=True)).set_index("kernel_class").loc["all"]
         rows.append({"variant": variant, **{name: float(total[f"mix_{name}"]) for name, _ in CATEGORIES},
                      "total": float(total["mix_total"]), "warp_instructions": float(run["warp_instructions"].sum())})
