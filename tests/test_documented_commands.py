@@ -5,7 +5,6 @@ clean copy of the workflow, where the files that are the reader's own (data fold
 path the pages name exists."""
 
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +75,14 @@ def test_the_pages_show_commands_and_repeat_few():
     assert len(COMMANDS) <= 24, sorted(COMMANDS)
 
 
+def shell_words(command: str, cwd: Path) -> list[str]:
+    """The words bash makes of `command` (quotes removed, braces expanded): the arguments the command runs with.
+    Snakemake then runs with them as the other tests run it (its imports already made), not in a shell of its own."""
+    words = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], cwd=cwd, capture_output=True, text=True,
+                           check=True).stdout
+    return words.split("\0")[:-1]
+
+
 @pytest.fixture(scope="module")
 def readers_checkout(tmp_path_factory) -> Path:
     copy = copy_workflow(tmp_path_factory.mktemp("documented") / "wf")
@@ -94,8 +101,8 @@ def test_documented_command_plans(command, readers_checkout):
         pytest.skip(NOT_PLANNED[command])
     assert not re.search(r"<[a-z]|\.\.\.|NAME|GROUP", command), \
         f"{command} (in {COMMANDS[command]}) holds a placeholder: write it concretely, or list it in NOT_PLANNED"
-    dry = f"{shlex.quote(sys.executable)} -m snakemake -n" + command[len("snakemake"):]
-    done = run_watched(["bash", "-c", dry], readers_checkout)
+    done = run_watched([sys.executable, "-m", "snakemake", "-n", *shell_words(command, readers_checkout)[1:]],
+                       readers_checkout)
     output = done.stdout + done.stderr
     assert done.returncode == 0 and ("This was a dry-run" in output or "Nothing to be done" in output), \
         f"{command} (in {', '.join(COMMANDS[command])}) does not plan:\n{output[-3000:]}"

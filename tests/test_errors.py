@@ -16,6 +16,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import time
@@ -1426,7 +1427,7 @@ def test_the_command_a_truncated_checkpoint_names_trains_again(finished_run, tmp
     command = line.split("; fix: run ", 1)[1].split(" (the same command forcing its train job", 1)[0]
     assert command == ("snakemake --cores 1 --configfile tiny.yaml --forcerun results/wholehead/cpu/baseline/"
                        f"checkpoint.pt {target} -- {target}"), command
-    fixed = run_watched(["bash", "-c", command.replace("snakemake", f"{sys.executable} -m snakemake", 1)], workdir)
+    fixed = snakemake(workdir, *shlex.split(command)[1:])  # the line's arguments, as they are
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert "Training baseline on cpu" in fixed.stdout + fixed.stderr
     assert (workdir / target).is_file()
@@ -1543,7 +1544,8 @@ def test_a_second_checkout_sharing_the_results_folder_is_refused_while_the_first
     (first / "results").mkdir()
     (second / "results").symlink_to(first / "results")
     tiny = ("--cores", "1", "--configfile", "tests/tiny.yaml", "--")
-    running = subprocess.Popen([sys.executable, "-m", "snakemake", *tiny, "results/wholehead/cpu/baseline/train.json"],
+    # The first run's target is the dataset: it is held still once it has taken the folder, and only has to finish.
+    running = subprocess.Popen([sys.executable, "-m", "snakemake", *tiny, "results/wholehead/dataset/prepared"],
                                cwd=first, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lock = first / "results" / ".run.lock"
     try:
