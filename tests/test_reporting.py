@@ -23,7 +23,7 @@ from matplotlib.patches import Rectangle
 from profiling.tables import summarise
 from reporting import claims, conformance, derived, render
 from reporting.registry import BY_ID, OUTPUTS, markdown_list
-from reporting.results import MEASURED, SHIPPED, Results, collect, panel_label
+from reporting.results import MEASURED, SHIPPED, Results, collect, panel_label, rows_at
 from planning.plan import SHIPPED_NAMES
 from config_settings import output_settings
 
@@ -177,6 +177,24 @@ def test_collected_tables_tag_every_row_and_measured_wins(tmp_path, tables, resu
     files = write_run(tmp_path, "h200", "baseline", 10.0, 1.0, 1.0, 1.0, device="NVIDIA H200")
     both = collect(files, shipped_files(), ["h200"])
     assert set(both["runs"]["origin"]) == {MEASURED} and list(both["runs"]["variant"]) == ["baseline"]
+
+
+def test_each_panel_rows_ncu_kernels_are_one_slice_equal_to_filtering_them(tables):
+    """The collected Nsight Compute kernels hold each label's phase, and each variant in it, as one run of rows, so a
+    figure's panel row is a slice of the table: the same rows, columns and order as filtering the whole table."""
+    kernels = tables["ncu_kernels"]
+    results = Results.from_tables(tables)  # a fresh one: nothing split yet
+    pairs = kernels[["gpu", "phase"]].drop_duplicates().itertuples(index=False)
+    assert len(kernels[["gpu", "phase"]].drop_duplicates()) >= 3  # a100 (both phases) and the shipped h200's
+    for gpu, phase in pairs:
+        filtered = kernels[(kernels["gpu"] == gpu) & (kernels["phase"] == phase)]
+        assert filtered.index[-1] - filtered.index[0] == len(filtered) - 1, (gpu, phase)  # one run of rows
+        pd.testing.assert_frame_equal(results.ncu_rows(gpu, phase), filtered)
+        for variant, rows in filtered.groupby("variant").indices.items():
+            assert rows[-1] - rows[0] == len(rows) - 1, (gpu, phase, variant)
+            pd.testing.assert_frame_equal(rows_at(filtered, rows), filtered[filtered["variant"] == variant])
+    assert results.ncu_rows("h200", "no such phase").empty
+    assert list(results.ncu_rows("h200", "no such phase").columns) == list(kernels.columns)
 
 
 # -- derived numbers ------------------------------------------------------------------------------------------
