@@ -1,5 +1,6 @@
 """How the interpreter ends a program, for the test servers' forked children (snakemake_server.py, job_server.py),
-which run a program in a process that has more imported than the program did and end it without tearing that down."""
+which run a program in a process that has more imported than the program did and end it without tearing that down;
+and how the servers collect those ends."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import atexit
 import os
 import signal
 import sys
-from typing import NoReturn
+from collections.abc import Iterator
+from typing import NoReturn, TypeVar
+
+T = TypeVar("T")
 
 
 def system_exit_code(ended: SystemExit) -> int:
@@ -35,3 +39,17 @@ def end_process(code: int) -> NoReturn:
             signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
         os._exit(code & 0xFF)
+
+
+def ended_children(children: dict[int, T]) -> Iterator[tuple[T, int]]:
+    """Without waiting: each ended child's entry of `children` (pid -> what the server keeps for it), taken out of it,
+    with the child's exit code as the interpreter reports it."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid in children:
+            yield children.pop(pid), os.waitstatus_to_exitcode(status)

@@ -41,7 +41,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from interpreter_exit import end_process, system_exit_code
+from interpreter_exit import end_process, ended_children, system_exit_code
 
 # What the workflow's jobs import that is not the workflow's: Snakemake's script preamble, torch with dynamo (and
 # the inductor it imports), the analysis libraries and the readers. One that is not installed is skipped: the jobs go
@@ -160,20 +160,12 @@ def serve(listener: socket.socket) -> str | None:
                 woken.recv(4096)
             except BlockingIOError:
                 pass
-        while children:  # every ended child's exit code to its client
+        for connection, code in ended_children(children):  # every ended child's exit code to its client
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            connection = children.pop(pid, None)
-            if connection is not None:
-                try:
-                    connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
-                except OSError:
-                    pass
-                connection.close()
+                connection.sendall(f"{code}\n".encode())
+            except OSError:
+                pass
+            connection.close()
         for item in ready:
             if item is woken:
                 continue

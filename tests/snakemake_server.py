@@ -32,7 +32,7 @@ from snakemake_interface_logger_plugins.registry import LoggerPluginRegistry
 from snakemake_interface_report_plugins.registry import ReportPluginRegistry
 from snakemake_interface_storage_plugins.registry import StoragePluginRegistry
 
-from interpreter_exit import end_process, system_exit_code
+from interpreter_exit import end_process, ended_children, system_exit_code
 
 # What a command imports after `snakemake.cli`, none of it the workflow's: Snakemake's own later modules and the
 # libraries they bring (smart_open with boto3 and requests for every source file it reads, the report's nbformat,
@@ -99,18 +99,10 @@ def _run_child(request: dict) -> None:
 
 def _reap(children: dict[int, str]) -> None:
     """Every ended child's exit code into its status file (written whole, then renamed into place)."""
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        path = children.pop(pid, None)
-        if path is not None:
-            with open(path + ".part", "w") as out:
-                out.write(str(os.waitstatus_to_exitcode(status)))
-            os.replace(path + ".part", path)
+    for path, code in ended_children(children):
+        with open(path + ".part", "w") as out:
+            out.write(str(code))
+        os.replace(path + ".part", path)
 
 
 def serve() -> None:
