@@ -89,11 +89,6 @@ def has(frame: pd.DataFrame, columns) -> bool:
     return len(frame) > 0 and all(c in frame.columns and frame[c].notna().any() for c in columns)
 
 
-def ncu_rows(results: Results, gpu: str, phase: str) -> pd.DataFrame:
-    """Nsight Compute's kernels of one panel row (Results.ncu_rows: the table split once per job)."""
-    return results.ncu_rows(gpu, phase)
-
-
 def absent_reason(results: Results, gpu: str, phase: str, what: str = "") -> str:
     """Why a label has no Nsight Compute numbers for `phase` (or why `what` is missing from its ncu profile)."""
     if not results.gpu_device(gpu):

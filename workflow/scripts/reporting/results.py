@@ -645,7 +645,6 @@ class Results:
     hardware: pd.DataFrame
     tables: dict[str, pd.DataFrame]
     _ncu_positions: dict | None = field(default=None, init=False, repr=False, compare=False)
-    _ncu_taken: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, paths: dict[str, str | Path]) -> "Results":
@@ -712,17 +711,13 @@ class Results:
         return [p for p in ("train", "sample") if p in present or not present] + sorted(present - {"train", "sample"})
 
     def ncu_rows(self, gpu: str, phase: str) -> pd.DataFrame:
-        """Nsight Compute's kernels of one label and phase, every metric column kept, in the bundle's order. Each
-        panel row's positions are found once per job (rows_at): a boolean mask per call copied the table's ~600
-        metric columns each time (about a second of every ncu figure's rendering)."""
+        """Nsight Compute's kernels of one label and phase, every metric column kept, in the bundle's order: a slice
+        of the collected table (rows_at), its rows' positions found once per job. A boolean mask per call copied the
+        table's ~600 metric columns each time (about a second of every ncu figure's rendering)."""
         kernels = self.table("ncu_kernels")
         if self._ncu_positions is None:
             self._ncu_positions = kernels.groupby(["gpu", "phase"], sort=False).indices if len(kernels) else {}
-            self._ncu_taken = {}
-        key = (gpu, phase)
-        if key not in self._ncu_taken:
-            self._ncu_taken[key] = rows_at(kernels, self._ncu_positions.get(key, np.array([], dtype=int)))
-        return self._ncu_taken[key]
+        return rows_at(kernels, self._ncu_positions.get((gpu, phase), np.array([], dtype=int)))
 
     def kernels(self, tools: Iterable[str] = TOOL_PREFERENCE) -> pd.DataFrame:
         """Kernels of `tools`: Nsight Compute's with every metric (`ncu_kernels`) when only ncu is asked for, else

@@ -14,7 +14,7 @@ import pandas as pd
 from profiling.instructions import CATEGORIES, UNIT, mix_by_class
 
 from ..palette import INSTRUCTION_COLORS as COLORS
-from ..panels import (NOTE_CHARS_PER_INCH, absent_reason, fit, mark_as, ncu_rows, panel_title, rows_figure,
+from ..panels import (NOTE_CHARS_PER_INCH, absent_reason, fit, mark_as, panel_title, rows_figure,
                       rows_with_data, say)
 from ..prose import Context, num, present
 from ..results import rows_at, variant_order
@@ -77,15 +77,15 @@ def build(job):
 
     def mix_of(gpu, phase):
         if (gpu, phase) not in mixes:
-            mixes[gpu, phase] = split_mix(ncu_rows(results, gpu, phase))
+            mixes[gpu, phase] = split_mix(results.ncu_rows(gpu, phase))
         return mixes[gpu, phase]
 
     rows, left_out = rows_with_data(results, lambda g, p: mix_of(g, p) is not None, what)
-    counts = [len(set(ncu_rows(results, g, p)["variant"])) if len(kernels) else 1 for g, p in rows]
+    counts = [len(set(results.ncu_rows(g, p)["variant"])) if len(kernels) else 1 for g, p in rows]
     notes = {}
     for gpu, phase in rows:
         mix = mix_of(gpu, phase)
-        notes[gpu, phase] = fit(unsplit_note(ncu_rows(results, gpu, phase), mix, variant_order(mix.index)),
+        notes[gpu, phase] = fit(unsplit_note(results.ncu_rows(gpu, phase), mix, variant_order(mix.index)),
                                 PRINT_WIDTH_IN - 0.3, NOTE_CHARS_PER_INCH) if mix is not None else ""
     fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 1,
                             height=[1.4 + 0.3 * n + 0.15 * (notes[row].count("\n") + bool(notes[row]))

@@ -9,7 +9,7 @@ import pandas as pd
 from profiling.kernels import CLASS_NAMES
 
 from ..derived import weighted_mean
-from ..panels import (absent_reason, bars_height, grouped_barh, has, ncu_rows, panel_title, rows_figure,
+from ..panels import (absent_reason, bars_height, grouped_barh, has, panel_title, rows_figure,
                       rows_with_data, say)
 from ..prose import Context, class_words, num, pct
 
@@ -33,16 +33,16 @@ def build(job):
     results = job.results
     kernels = results.kernels(["ncu"])
     memory = ["dram_read_bytes", "l2_hit_pct", "l1_hit_pct"]
-    rows, left_out = rows_with_data(results, lambda g, p: any(has(ncu_rows(results, g, p), [c]) for c in memory),
+    rows, left_out = rows_with_data(results, lambda g, p: any(has(results.ncu_rows(g, p), [c]) for c in memory),
                                     "DRAM or cache counters")
     sizes = []
     for gpu, phase in rows:
-        data = ncu_rows(results, gpu, phase)
+        data = results.ncu_rows(gpu, phase)
         sizes.append(data["kernel_class"].nunique() * max(data["variant"].nunique(), 1) if len(data) else 1)
     fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 3,
                             height=[bars_height(n, per=0.09) for n in sizes], left_out=left_out, sharey=True)
     for (gpu, phase), row in zip(rows, axes):
-        data = ncu_rows(results, gpu, phase)
+        data = results.ncu_rows(gpu, phase)
         table = memory_by_class(data) if len(data) else pd.DataFrame()
         drawn = [column for column, needs, _, _ in PANELS if has(data, needs)]
         for (column, needs, xlabel, what), ax in zip(PANELS, row):

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from ..derived import weighted_mean
-from ..panels import (absent_reason, bars_height, grouped_barh, has, ncu_rows, panel_title, rows_figure,
+from ..panels import (absent_reason, bars_height, grouped_barh, has, panel_title, rows_figure,
                       rows_with_data, say, variant_barh)
 from ..prose import Context, num, present
 from ..results import variant_order
@@ -33,16 +33,16 @@ def build(job):
     kernels = results.kernels(["ncu"])
 
     def has_states(gpu: str, phase: str) -> bool:
-        data = ncu_rows(results, gpu, phase)
+        data = results.ncu_rows(gpu, phase)
         return has(data, ["achieved_occupancy_pct"]) or any(has(data, [c]) for c in data.columns
                                                              if c.startswith("stall_"))
 
     rows, left_out = rows_with_data(results, has_states, "stall-reason or occupancy counters")
-    counts = [ncu_rows(results, g, p)["variant"].nunique() if len(kernels) else 1 for g, p in rows]
+    counts = [results.ncu_rows(g, p)["variant"].nunique() if len(kernels) else 1 for g, p in rows]
     fig, axes = rows_figure([panel_title(results, g, p) for g, p in rows], 2, ratios=[1.5, 1],
                             height=[bars_height(9 * n, per=0.08) for n in counts], left_out=left_out)
     for (gpu, phase), (ax_stall, ax_occ) in zip(rows, axes):
-        data = ncu_rows(results, gpu, phase)
+        data = results.ncu_rows(gpu, phase)
         ax_stall.set_title("warp stall reasons, time-weighted", loc="left")
         ax_occ.set_title("achieved occupancy", loc="left")
         stalls = [c for c in data.columns if c.startswith("stall_")] if len(data) else []

@@ -8,7 +8,7 @@ import pandas as pd
 
 from profiling.kernels import CLASS_NAMES, classify
 
-from ..panels import (absent_reason, bars_height, grouped_barh, ncu_rows, panel_title, rows_figure, rows_with_data,
+from ..panels import (absent_reason, bars_height, grouped_barh, panel_title, rows_figure, rows_with_data,
                       say)
 from ..prose import Context, class_words, num
 from ..results import variant_order
@@ -60,7 +60,7 @@ def build(job, top: int = 10):
             say(ax_rule, reason)
             say(ax_heat, reason)
             continue
-        scores = priority_scores(rules_of(gpu, phase), ncu_rows(results, gpu, phase))
+        scores = priority_scores(rules_of(gpu, phase), results.ncu_rows(gpu, phase))
         per_rule = scores.groupby(["variant", "rule"], as_index=False)["saving_pct"].sum()
         ranking = per_rule.groupby("rule")["saving_pct"].max().sort_values(ascending=False).index[:top]
         grouped_barh(ax_rule, per_rule, "rule", "saving_pct", list(ranking))

@@ -15,7 +15,7 @@ from profiling.kernels import CLASS_NAMES
 from matplotlib.lines import Line2D
 
 from ..panels import (CLASS_COLORS, NOTE_CHARS_PER_INCH, absent_reason, class_legend, decade_ticks, fit, has, mark_as,
-                      ncu_rows, panel_title, rows_figure, rows_with_data, say)
+                      panel_title, rows_figure, rows_with_data, say)
 from ..prose import Context, num, pct
 from ..results import variant_order
 from ..style import PRINT_WIDTH_IN
@@ -121,7 +121,7 @@ def build(job):
     what = "FLOP or DRAM counters"
 
     def drawable(gpu: str, phase: str) -> bool:
-        data = ncu_rows(results, gpu, phase)
+        data = results.ncu_rows(gpu, phase)
         return has(data, needs) and not roofline_points(data).empty
 
     rows, left_out = rows_with_data(results, drawable, what)
@@ -131,7 +131,7 @@ def build(job):
         ceiling = peaks_for(peaks, gpu, results.hardware.set_index("gpu").loc[gpu, "device"],
                             job.settings.get("hardware"))
         ax.set_title("top kernels on the roofline, Nsight Compute", loc="left")
-        data = ncu_rows(results, gpu, phase)
+        data = results.ncu_rows(gpu, phase)
         if not has(data, needs):
             say(ax, absent_reason(results, gpu, phase, "DRAM counters"))
             continue
