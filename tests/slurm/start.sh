@@ -85,9 +85,12 @@ if [ -e "$registry" ]; then
     rm -f "$registry"   # stale: its daemons are gone
 fi
 for d in slurmctld slurmd; do
-    if pid=$(pgrep -x "$d" | head -n 1) && [ -n "$pid" ]; then
+    for pid in $(pgrep -x "$d"); do
+        # A daemon that has exited but is not yet reaped (stop.sh does not wait for that) runs no more.
+        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = "Z" ] && continue
+        [ -r "/proc/$pid/stat" ] || continue
         die "a $d not started by this script is running (pid $pid); stop it or use that cluster"
-    fi
+    done
 done
 if [ -f /etc/slurm/slurm.conf ] && [[ "$(head -n 1 /etc/slurm/slurm.conf)" != "$marker"* ]]; then
     die "/etc/slurm/slurm.conf exists and was not written by this script; move it away first"

@@ -26,6 +26,12 @@ fi
 same_process() {  # same_process PID STARTTIME
     [ -r "/proc/$1/stat" ] && [ "$(awk '{print $22}' "/proc/$1/stat" 2>/dev/null)" = "$2" ]
 }
+# A daemon that has exited is stopped, reaped or not: the daemons were started in sessions of their own by start.sh,
+# which has ended, so whatever adopted them reaps them (in some containers 2 s after they exit, which cost each of the
+# three daemons those 2 s here when a zombie counted as running).
+running() {  # running PID STARTTIME: that process, and not a zombie
+    same_process "$1" "$2" && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != "Z" ]
+}
 
 # Jobs first, while slurmctld still answers (only when it is ours and alive).
 ctld=$(awk '$1 == "slurmctld" {print $2, $3}' "$pids_file")
@@ -44,18 +50,18 @@ status=0
 for name in slurmd slurmctld munged; do
     while read -r n pid start; do
         [ "$n" = "$name" ] || continue
-        if ! same_process "$pid" "$start"; then
+        if ! running "$pid" "$start"; then
             echo "stop.sh: $name (pid $pid) already gone"
             continue
         fi
         kill -TERM "$pid" 2>/dev/null
         deadline=$((SECONDS + timeout_s))
-        while same_process "$pid" "$start" && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-        if same_process "$pid" "$start"; then
+        while running "$pid" "$start" && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+        if running "$pid" "$start"; then
             echo "stop.sh: $name (pid $pid) still running after ${timeout_s}s; sending SIGKILL"
             kill -KILL "$pid" 2>/dev/null
             sleep 0.5
-            if same_process "$pid" "$start"; then
+            if running "$pid" "$start"; then
                 echo "stop.sh: $name (pid $pid) survived SIGKILL" >&2
                 status=1
             fi
