@@ -11,7 +11,9 @@ import sys
 
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 
-STATUS_CHECK_CAP_S = 2
+# A check is one `squeue` (5-50 ms on the test cluster); a job that ends waits for the next one, half the cap on
+# average, at each of the DAG's levels.
+STATUS_CHECK_CAP_S = 0.5
 
 
 async def _sleep_at_most_the_cap(self) -> None:
