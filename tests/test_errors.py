@@ -33,7 +33,7 @@ import torch
 import yaml
 
 from conftest import REPO, Files, Params, copy_run, copy_workflow, random_prepared_dataset, run_script, snakemake
-from watched import run_watched
+from watched import run_watched, start_snakemake
 from test_data import BAD_INPUTS
 from planning.configcheck import ConfigError, check_config, check_files, read_mapping
 from jobio.errors import ExpectedError
@@ -1545,15 +1545,16 @@ def test_a_second_checkout_sharing_the_results_folder_is_refused_while_the_first
     (second / "results").symlink_to(first / "results")
     tiny = ("--cores", "1", "--configfile", "tests/tiny.yaml", "--")
     # The first run's target is the dataset: it is held still once it has taken the folder, and only has to finish.
-    running = subprocess.Popen([sys.executable, "-m", "snakemake", *tiny, "results/wholehead/dataset/prepared"],
-                               cwd=first, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # It is forked by the Snakemake server as every other command of the tests (its pid is the Snakemake process's).
+    log = tmp_path / "first.log"
+    running = start_snakemake([*tiny, "results/wholehead/dataset/prepared"], first, log)
     lock = first / "results" / ".run.lock"
     try:
         # The first run takes the folder when its first job is about to start (no wall-clock limit: a loaded machine
         # only makes that later; a run that ends without taking it fails here).
         while f"pid {running.pid} " not in (lock.read_text() if lock.exists() else ""):
             assert running.poll() is None, "the first run ended without taking the results folder: " + \
-                running.stdout.read()[-3000:]
+                log.read_text()[-3000:]
             time.sleep(0.05)
         os.kill(running.pid, signal.SIGSTOP)
         refused = snakemake(second, *tiny, "results/wholehead/dataset/prepared")
@@ -1567,8 +1568,8 @@ def test_a_second_checkout_sharing_the_results_folder_is_refused_while_the_first
         assert "Traceback" not in output and "Deriving" not in output  # refused before its first job
     finally:
         os.kill(running.pid, signal.SIGCONT)
-    finished = running.communicate()[0]
-    assert running.returncode == 0, finished[-3000:]
+    running.wait()
+    assert running.returncode == 0, log.read_text()[-3000:]
     again = snakemake(second, "--forcerun", "results/wholehead/dataset/prepared", *tiny,
                       "results/wholehead/dataset/prepared")
     assert again.returncode == 0, again.stderr[-3000:]

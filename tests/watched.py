@@ -150,6 +150,18 @@ def _fork_snakemake(cmd: list[str], cwd: Path, env: dict, stdin: Path | None, st
     return _Forked(cmd, int(answer), status)
 
 
+def start_snakemake(args: list[str], cwd: Path, log: Path) -> subprocess.Popen | _Forked:
+    """`python -m snakemake *args` in cwd, started and not waited for, both streams into log: forked by the Snakemake
+    server as run_watched's commands are (unless TESTS_FORK_SNAKEMAKE=0), its pid the command's own. For a test that
+    acts on a command while it runs; wait() for its end."""
+    cmd = [sys.executable, "-m", "snakemake", *map(str, args)]
+    if _is_snakemake(cmd):
+        return _fork_snakemake(cmd, Path(cwd), dict(os.environ), None, log, None, log.with_name(log.name + ".status"))
+    with open(log, "w") as out:
+        return subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
 def run_watched(cmd: list[str], cwd: Path, *, env: dict | None = None, stall_seconds: float = 600,
                 cpu_seconds: float = 3600, merge_output: bool = False, interrupt_first: bool = False,
                 log: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
