@@ -8,11 +8,15 @@ group to signal), the command's folder, environment, standard input and output f
 exit code is the command's. Its jobs' scripts run in children of the job server (job_server.py) where the request names
 its shim ("job_interpreter"): Snakemake runs a script with `sys.executable`.
 
+A test's `python -c` program of Snakemake's API (a dry run that reads the DAG's jobs, the workflow's rules) is forked
+the same way where it asks for it (`run_watched(..., snakemake_api=True)`): it imports Snakemake's API and its
+plugins, which the server holds, and parses the workflow itself as a command does.
+
 Protocol, one JSON object per line on the server's standard input: {"args", "cwd", "env", "stdin", "stdout", "stderr",
-"status", "job_interpreter"}; the server answers the child's pid on a line of its standard output and, once the child
-has ended, writes its exit code (negative: the signal that ended it, as subprocess gives) to the file named by
-"status". The server ends when its standard input closes (the test worker ended); running children are left to
-finish.
+"status", "job_interpreter", "code" (null, or a `python -c` program)}; the server answers the child's pid on a line of
+its standard output and, once the child has ended, writes its exit code (negative: the signal that ended it, as
+subprocess gives) to the file named by "status". The server ends when its standard input closes (the test worker
+ended); running children are left to finish.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ def _redirect(fd: int, path: str | None, flags: int) -> None:
 
 
 def _run_child(request: dict) -> None:
-    """In the forked child: become `python -m snakemake ARGS` run in request's folder; never returns."""
+    """In the forked child: become `python -m snakemake ARGS` (or, where the request holds "code", `python -c CODE
+    ARGS`) run in request's folder; never returns."""
     code = 1
     try:
         os.setsid()
@@ -82,9 +87,13 @@ def _run_child(request: dict) -> None:
         sys.stdin = open(0, closefd=False)
         if request.get("job_interpreter"):  # the jobs' scripts handed to the job server (job_server.py)
             sys.executable = request["job_interpreter"]
-        sys.argv = [os.path.join(os.path.dirname(snakemake.cli.__file__), "__main__.py"), *request["args"]]
         try:
-            snakemake.cli.main()
+            if request.get("code") is None:
+                sys.argv = [os.path.join(os.path.dirname(snakemake.cli.__file__), "__main__.py"), *request["args"]]
+                snakemake.cli.main()
+            else:  # `python -c CODE ARGS`: a program of Snakemake's API (watched.run_watched(..., snakemake_api=True))
+                sys.argv = ["-c", *request["args"]]
+                exec(compile(request["code"], "<string>", "exec"), {"__name__": "__main__"})
             code = 0
         except SystemExit as ended:
             code = system_exit_code(ended)

@@ -89,7 +89,7 @@ with SnakemakeApi(OutputSettings()) as api:
 
 def declared_rules() -> tuple[set[str], set[str]]:
     """(GPU rules, CPU rules) of the workflow; GPU = a `gpu=` resource."""
-    done = run_watched([sys.executable, "-c", RULES_SCRIPT], REPO)
+    done = run_watched([sys.executable, "-c", RULES_SCRIPT], REPO, snakemake_api=True)
     assert done.returncode == 0, done.stderr[-2000:]
     needs_gpu = json.loads(done.stdout.strip().splitlines()[-1])
     return {rule for rule, gpu in needs_gpu.items() if gpu}, {rule for rule, gpu in needs_gpu.items() if not gpu}

@@ -40,7 +40,7 @@ def planned_train_jobs(workdir: Path, configfiles: list[str], targets: list[str]
     """{variant: {"gpu": the job's gpu resource, "sbatch": the plugin's sbatch line}} of the training jobs that a dry
     run of `targets` plans in `workdir` (`set_resources`: a profile's, as --profile gives them)."""
     done = run_watched([sys.executable, "-c", SCRIPT, json.dumps(set_resources or {}), json.dumps(configfiles),
-                        json.dumps(targets)], workdir)
+                        json.dumps(targets)], workdir, snakemake_api=True)
     assert done.returncode == 0, done.stderr[-2000:]
     line = next(line for line in done.stdout.splitlines() if line.startswith("TRAIN_JOBS "))
     return json.loads(line.removeprefix("TRAIN_JOBS "))

@@ -115,9 +115,11 @@ _job_server: subprocess.Popen | None = None
 _job_shim: str | None = None
 
 
-def _is_snakemake(cmd: list[str]) -> bool:
-    """`python -m snakemake ...` with this interpreter, unless TESTS_FORK_SNAKEMAKE=0 asks for a process of its own."""
-    return (list(cmd[:3]) == [sys.executable, "-m", "snakemake"]
+def _is_snakemake(cmd: list[str], snakemake_api: bool = False) -> bool:
+    """`python -m snakemake ...` with this interpreter (with snakemake_api, `python -c PROGRAM ...` as well), unless
+    TESTS_FORK_SNAKEMAKE=0 asks for a process of its own."""
+    return ((list(cmd[:3]) == [sys.executable, "-m", "snakemake"]
+             or (snakemake_api and list(cmd[:2]) == [sys.executable, "-c"] and len(cmd) > 2))
             and os.environ.get("TESTS_FORK_SNAKEMAKE", "1") != "0")
 
 
@@ -141,7 +143,7 @@ def _fork_snakemake(cmd: list[str], cwd: Path, env: dict, stdin: Path | None, st
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     request = {"args": list(map(str, cmd[3:])), "cwd": str(cwd), "env": env, "stdin": stdin and str(stdin),
                "stdout": str(stdout), "stderr": stderr and str(stderr), "status": str(status),
-               "job_interpreter": _job_interpreter()}
+               "job_interpreter": _job_interpreter(), "code": str(cmd[2]) if cmd[1] == "-c" else None}
     _server.stdin.write(json.dumps(request) + "\n")
     _server.stdin.flush()
     answer = _server.stdout.readline()
@@ -164,16 +166,19 @@ def start_snakemake(args: list[str], cwd: Path, log: Path) -> subprocess.Popen |
 
 def run_watched(cmd: list[str], cwd: Path, *, env: dict | None = None, stall_seconds: float = 600,
                 cpu_seconds: float = 3600, merge_output: bool = False, interrupt_first: bool = False,
-                log: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+                log: Path | None = None, input: str | None = None,
+                snakemake_api: bool = False) -> subprocess.CompletedProcess:
     """`subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)` without a wall-clock limit, stopped (Stopped)
     when stuck or runaway (module docstring). `merge_output`: stderr into stdout; `log`: stdout written there as it
-    comes (and returned); `input`: text for its standard input."""
+    comes (and returned); `input`: text for its standard input; `snakemake_api`: cmd is `python -c PROGRAM ARGS`, a
+    program of Snakemake's API that imports nothing of the workflow before parsing it, forked by the Snakemake server
+    as `python -m snakemake` is (snakemake_server.py)."""
     cwd = Path(cwd)
     with tempfile.TemporaryDirectory() as scratch:
         out_path = log or Path(scratch) / "stdout"
         err_path = Path(scratch) / "stderr"
         with open(out_path, "w") as out, open(err_path, "w") as err:
-            if _is_snakemake(cmd):
+            if _is_snakemake(cmd, snakemake_api):
                 stdin_path = None
                 if input is not None:
                     stdin_path = Path(scratch) / "stdin"
