@@ -63,7 +63,10 @@ wait_idle() {
             down*|drain*|fail*|unknown*)
                 scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true ;;
         esac
-        sleep 1
+        if grep -q '^slurmd ' "$statedir/pids" 2>/dev/null && ! alive slurmd; then
+            die "slurmd exited at start; see $statedir/slurmd.log"
+        fi
+        sleep 0.2
     done
     die "node $node not idle after ${timeout_s}s (state: '${state:-no answer}'); logs in $statedir"
 }
@@ -170,12 +173,10 @@ deadline=$((SECONDS + timeout_s))
 until scontrol ping 2>/dev/null | grep -q UP; do
     alive slurmctld || die "slurmctld exited at start; see $statedir/slurmctld.log"
     [ $SECONDS -lt $deadline ] || die "slurmctld does not answer after ${timeout_s}s; see $statedir/slurmctld.log"
-    sleep 0.5
+    sleep 0.2
 done
 setsid slurmd -D </dev/null >>"$statedir/slurmd.out" 2>&1 &
 record slurmd $!
-sleep 1
-alive slurmd || die "slurmd exited at start; see $statedir/slurmd.log"
 
-wait_idle
+wait_idle  # polls every 0.2 s, and stops with one line if slurmd has exited
 echo "start.sh: cluster up: node $node CPUs=$cpus RealMemory=$mem Gres=$gres; state in $statedir"
