@@ -12,24 +12,11 @@ from jobio.job import JobError, run_job
 snakemake: "Snakemake"  # noqa: F821 (injected by Snakemake)
 
 
-def ncu_kernels(raw_csv: Path, tool_log: Path, details_csv: Path) -> pd.DataFrame:
-    """The raw page's kernels, refused unless it holds every kernel ncu's log says it profiled and the same kernels
-    as the details page of the same report."""
-    text = raw_csv.read_text(errors="replace")
-    raw = ncu.parse_raw(text, source=f"ncu raw CSV {raw_csv}")
-    profiled = ncu.profiled_kernels(tool_log.read_text(errors="replace"))
-    if profiled is None:
-        print(f"{tool_log} holds no ==PROF== lines: {raw_csv} is checked against the details page only")
-    ncu.check_kernel_count(len(raw), profiled, f"ncu raw CSV {raw_csv}", f"its log {tool_log}")
-    ncu.check_pages_agree(text, raw_csv, details_csv.read_text(errors="replace"), details_csv)
-    return tables.from_ncu(raw)
-
-
 def kernels_of(tool: str, inputs) -> pd.DataFrame:
     if tool == "torch":
         return tables.from_torch(torchprof.trace_rows(inputs.trace))
     if tool == "ncu":
-        return ncu_kernels(Path(inputs.raw), Path(inputs.tool_log), Path(inputs.details))
+        return ncu.checked_kernels(Path(inputs.raw), Path(inputs.tool_log), Path(inputs.details))
     return tables.from_nsys(nsys.parse_kern_sum(inputs.kern_sum))
 
 

@@ -32,6 +32,11 @@ def ncu_settings(config: dict, basedir: str | Path, label: str, phase: str) -> d
         settings = resolve(config["profiling"]["ncu"], architecture, phase, metric_sets(config, basedir))
     except MetricSetError as error:
         raise ConfigError(f"config: {error}") from None
+    if settings.get("repeated_operators") == "once" and settings.get("launch_count"):
+        raise ConfigError(
+            f"config: profiling.ncu sets launch_count {settings['launch_count']} with repeated_operators: once for "
+            f"the {phase} step of {label}: a step cut after that many kernels has no later calls to copy them to; "
+            "fix: set repeated_operators: every with a launch_count")
     chip, known = shipped_list(architecture)
     unknown = missing(settings["metrics"], known) if known is not None else []
     if unknown:

@@ -202,6 +202,38 @@ def profiled_kernels(log_text: str) -> int | None:
     return len(_PROFILED.findall(log_text))
 
 
+# The profile job's own line in ncu's log after the pages were expanded (profiling.operators): the raw page then holds
+# the profiled kernels and these copies.
+_COPIED = re.compile(r"^==MEDDDPM== (\d+) kernels of repeated operators copied", re.M)
+
+
+def copied_line(copied: int) -> str:
+    return (f"==MEDDDPM== {copied} kernels of repeated operators copied from their first calls into the exported "
+            "pages (profiling.operators)")
+
+
+def copied_kernels(log_text: str) -> int:
+    """The kernels the profile job copied into the pages (0 where the log says none)."""
+    found = _COPIED.findall(log_text)
+    return int(found[-1]) if found else 0
+
+
+def checked_kernels(raw_csv: Path, tool_log: Path, details_csv: Path) -> pd.DataFrame:
+    """The raw page's kernels, refused unless it holds every kernel ncu's log says it profiled and the same kernels
+    as the details page of the same report."""
+    text = raw_csv.read_text(errors="replace")
+    raw = parse_raw(text, source=f"ncu raw CSV {raw_csv}")
+    log_text = tool_log.read_text(errors="replace")
+    profiled = profiled_kernels(log_text)
+    if profiled is None:
+        print(f"{tool_log} holds no ==PROF== lines: {raw_csv} is checked against the details page only")
+    else:  # with the kernels of repeated operators copied from their first calls (profiling.operators)
+        profiled += copied_kernels(log_text)
+    check_kernel_count(len(raw), profiled, f"ncu raw CSV {raw_csv}", f"its log {tool_log}")
+    check_pages_agree(text, raw_csv, details_csv.read_text(errors="replace"), details_csv)
+    return tables.from_ncu(raw)
+
+
 def check_kernel_count(kernels: int, profiled: int | None, source: str, log: str = "its log") -> None:
     """Raise ProfilingError unless a raw page of `kernels` rows holds every kernel ncu profiled (`profiled`, from
     profiled_kernels; None: unknown, not checked). A page cut at a row boundary parses, and would otherwise be

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from measurement import conditions
 
-from . import ncu, nsys
+from . import ncu, nsys, operators
 from .errors import ProfilingError
 
 
@@ -135,14 +135,24 @@ def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw
     if settings.get("launch_count"):
         extra += ["--launch-count", str(settings["launch_count"])]
     extra += list(settings.get("extra_args", []))
+    once = settings.get("repeated_operators", "every") == "once"
+    if once:
+        extra += ["--nvtx-exclude", operators.NCU_EXCLUDE]
     timeout_s = settings["timeout_minutes"] * 60
     with tempfile.TemporaryDirectory() as tmp:
-        argv = ncu.build_command(target_argv(spec, Path(tmp)), settings["metrics"], spec["nvtx_range"], report,
+        calls_file = Path(tmp) / "operators.json"
+        marked = {**spec, "operators": str(calls_file)} if once else spec
+        argv = ncu.build_command(target_argv(marked, Path(tmp)), settings["metrics"], spec["nvtx_range"], report,
                                  extra, sections=settings["sections"], ncu=executable)
         with tool_run_conditions(conditions_file):
             run_tool(argv, scripts_dir, timeout_s, log, ncu.diagnose, "ncu")
+        if once and not calls_file.exists():
+            raise ProfilingError(f"the profiled program under ncu wrote no list of its operator calls, so the kernels "
+                                 f"of repeated operators cannot be put back in {report}'s pages; fix: see {log}")
+        calls = operators.read_calls(calls_file) if once else None
     if not report.exists():
         raise ProfilingError(f"ncu wrote no report {report}; fix: see the job's log")
+    pages = {}
     for page, out in (("raw", raw_csv), ("details", details_csv)):
         done = subprocess.run(ncu.export_command(report, page, ncu=executable), capture_output=True, text=True,
                               timeout=timeout_s, check=False)
@@ -154,7 +164,18 @@ def profile_ncu(spec: dict, scripts_dir: Path, settings: dict, report: Path, raw
             exported = ncu.exported_kernels(done.stdout)
             profiled = ncu.profiled_kernels(log.read_text(errors="replace"))
             ncu.check_kernel_count(exported, profiled, f"the raw page of {report}", f"its log {log}")
-        out.write_text(done.stdout)
+        pages[out] = done.stdout
+    if calls is not None:
+        try:
+            expanded = {out: operators.expand(text, calls) for out, text in pages.items()}
+        except operators.ExpansionError as error:
+            raise ProfilingError(f"the pages of {report} do not fit the step's operator calls: {error}; fix: set "
+                                 "profiling.ncu.repeated_operators: every (profiles every kernel)") from None
+        pages = {out: text for out, (text, _) in expanded.items()}
+        with open(log, "a") as out:  # what extraction checks the raw page's kernels against (ncu.copied_kernels)
+            out.write(ncu.copied_line(expanded[raw_csv][1]) + "\n")
+    for out, text in pages.items():
+        out.write_text(text)
 
 
 def profile_nsys(spec: dict, scripts_dir: Path, settings: dict, report: Path, kern_sum_csv: Path,

@@ -6,6 +6,8 @@ marked three ways at once, so every tool sees the same step:
   backward kernels from its own thread, and a thread-local range would silently drop them), for `ncu --nvtx`;
 - `cudaProfilerStart/Stop`, for `nsys --capture-range=cudaProfilerApi`;
 - a torch.profiler session, when the spec asks for one.
+Under ncu every operator call inside it is marked as well (profiling.operators), so that ncu can profile each repeated
+operator once.
 On its own (torch.profiler, in the profile job's process), the machine's conditions around the step
 (measurement.conditions: the load beside it, the speed probe, the GPU's state) and its wall time by a synchronised
 clock go to the spec's `conditions` file, so that a profile made under load says so (tab08 judges no kernel-class share
@@ -25,6 +27,7 @@ from pathlib import Path
 import torch
 
 from measurement import conditions
+from profiling import operators
 from measurement.timing import synchronize
 
 RANGE = "medddpm_profiled"
@@ -71,6 +74,24 @@ def _marked(device: torch.device, torch_trace: Path | None):
         prof.export_chrome_trace(str(torch_trace))
 
 
+@contextlib.contextmanager
+def marked_operators(calls_file: Path | None, run_):
+    """Under ncu (a spec with `operators`): every operator call of the step in its NVTX ranges, and the calls written
+    to `calls_file` (profiling.operators); where the variant launches kernels outside the dispatcher, nothing is
+    marked and the file says why."""
+    if calls_file is None:
+        yield
+        return
+    if not operators.markable(run_.variant, run_.device):
+        operators.write_calls(calls_file, None, f"{run_.variant.name} on {run_.device} launches kernels outside "
+                                                "the dispatcher (compiled, CUDA graphs or several processes)")
+        yield
+        return
+    with operators.operator_marks() as marks:
+        yield
+    operators.write_calls(calls_file, marks.calls)
+
+
 def run(spec: dict) -> None:
     """Build the variant's training or sampling step from the spec's params with the engine the timing jobs use,
     warm it up (compilation, CUDA graph capture, cuDNN autotuning happen there), then profile one step."""
@@ -89,6 +110,7 @@ def run(spec: dict) -> None:
     trace = Path(spec["torch_trace"]) if spec.get("torch_trace") else None
     recorded = Path(spec["conditions"]) if spec.get("conditions") else None
     region = {"torch_trace": trace, "conditions_file": recorded}
+    operators = Path(spec["operators"]) if spec.get("operators") else None
     if spec["phase"] == "train":
         training = Training(model_spec, train, run_, Path(spec["dataset"]))
         training.warm_up()
@@ -98,7 +120,7 @@ def run(spec: dict) -> None:
         # `ema_start_step`), so the profile holds forward, backward of every micro-batch, Adam and the EMA update.
         training.trainer.step_index = -(-train.ema_start_step // train.ema_update_every) * train.ema_update_every
         training.prepare()  # batch assembly and pinning stay outside, as in the timed training step
-        with profiled_region(run_.device, **region):
+        with profiled_region(run_.device, **region), marked_operators(operators, run_):
             training.step()
     else:
         # The sampling step of the sample job (initial weights: the kernels do not depend on the values).
@@ -107,7 +129,7 @@ def run(spec: dict) -> None:
         condition = sampling.placement.input(batch["input"].unsqueeze(0))
         x = sampling.placement.input(torch.randn_like(batch["target"].unsqueeze(0)))
         sampling.warm_up(condition, train.seed, steps=warmup)
-        with sampling.running(), profiled_region(run_.device, **region):
+        with sampling.running(), profiled_region(run_.device, **region), marked_operators(operators, run_):
             sampling.step(x, condition, sampling.middle_step)
     print(json.dumps({"profiled": spec["phase"], "variant": spec["variant"], "device": str(run_.device)}))
 
