@@ -222,3 +222,24 @@ def test_repeats_once_with_a_launch_count_is_refused_in_one_line():
     with pytest.raises(ConfigError, match=r"launch_count 40 with repeated_operators: once .* fix: set "
                                           r"repeated_operators: every"):
         ncu_settings(once, repo, "h200", "sample")
+
+
+def test_only_eager_one_process_steps_on_a_gpu_are_marked():
+    """A compiled step's Triton kernels and a CUDA graph's replays run outside the dispatcher: no operator range would
+    hold them, so their profiles keep every kernel."""
+    import torch
+
+    from medddpm.placement import Placement
+    from medddpm.switches import Variant
+
+    def placed(device: str, **switches) -> bool:
+        variant = Variant(name="v", cudnn_tf32=True, matmul_tf32=True, channels_last=False, **switches)
+        return operators.markable(Placement(variant, torch.device(device)))
+
+    assert placed("cuda") and placed("cuda", cudnn_benchmark=True, fused_adam=True, foreach_ema=True)
+    assert not placed("cpu")  # no NVTX on a CPU
+    assert not placed("cuda", compile="default")
+    assert not placed("cuda", fused_norm_act=True)  # the norm compiled on its own
+    assert not placed("cuda", cuda_graphs=True)
+    assert not placed("cuda", cuda_graph_training=True)
+    assert not placed("cuda", data_parallel=2)

@@ -42,13 +42,13 @@ _OCCURRENCE = re.compile(rf':{OCCURRENCE}(\d+):')
 _FIRST_IN_STACK = f":{FIRST}:"
 
 
-def markable(variant, device) -> bool:
-    """Whether every kernel of the variant's step on `device` is launched inside an operator the dispatcher runs
-    (eager, one process, no CUDA graph), so that its repeated operators can be profiled once."""
-    from medddpm.variants import compiles_on
-
-    return (getattr(device, "type", device) == "cuda" and not compiles_on(variant, device)
-            and not variant.cuda_graphs and not variant.cuda_graph_training and variant.data_parallel == 1)
+def markable(placement) -> bool:
+    """Whether every kernel of the step placed so (a medddpm.placement.Placement: the variant on its device) is
+    launched inside an operator the dispatcher runs (eager, one process, no CUDA graph), so that its repeated
+    operators can be profiled once."""
+    variant = placement.variant
+    return (placement.device.type == "cuda" and not placement.compiles and not variant.cuda_graphs
+            and not variant.cuda_graph_training and variant.data_parallel == 1)
 
 
 def signature(func, args: tuple, kwargs: dict) -> tuple:

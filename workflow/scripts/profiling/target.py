@@ -82,7 +82,9 @@ def marked_operators(calls_file: Path | None, run_):
     if calls_file is None:
         yield
         return
-    if not operators.markable(run_.variant, run_.device):
+    from medddpm.placement import Placement
+
+    if not operators.markable(Placement.of(run_)):
         operators.write_calls(calls_file, None, f"{run_.variant.name} on {run_.device} launches kernels outside "
                                                 "the dispatcher (compiled, CUDA graphs or several processes)")
         yield
