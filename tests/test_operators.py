@@ -172,19 +172,24 @@ def test_every_kernel_profiled_passes_no_exclude_filter(tmp_path):
 
 
 def test_the_marks_record_every_operator_of_a_medddpm_training_step_and_change_nothing_it_computes():
-    """The marking mode around the paper's U-Net (config.yaml's embedded size, 16^3) on this machine's CPU: the
-    same loss and gradients as without it, and calls that repeat (the ranges are CUDA's: left out here)."""
+    """The marking mode around the embedded default's U-Net at 16^3 on this machine's CPU, placed as a variant with
+    every block checkpointed (the backward recomputes the forward) and channels-last: the same loss and gradients as
+    without it, and calls that repeat (the ranges are CUDA's: left out here)."""
     import contextlib
 
     import torch
     import yaml
 
     from medddpm.build import build_diffusion
+    from medddpm.placement import Placement
+    from medddpm.switches import Variant
 
     config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())
+    variant = Variant(name="v", cudnn_tf32=False, matmul_tf32=False, channels_last=True, checkpointing="all")
 
     def step(mark: bool):
-        diffusion = build_diffusion(config["model"], config["diffusion"], seed=0)
+        diffusion = Placement(variant, torch.device("cpu")).model(
+            build_diffusion(config["model"], config["diffusion"], seed=0))
         x, condition, noise = (torch.randn(shape, generator=torch.Generator().manual_seed(seed))
                                for seed, shape in enumerate([(1, 1, 16, 16, 16), (1, 2, 16, 16, 16), (1, 1, 16, 16, 16)]))
         marks = operators.operator_marks(nvtx=False) if mark else None
