@@ -15,6 +15,9 @@ for stage in "$@"; do
   (cd $W && timeout -s KILL ${!limit:-300} python3 -m snakemake --cores 16 --scheduler greedy \
     --configfile config/paper.yaml $D/$stage.yaml -- $P/sample/ncu_summary.csv $P/train/ncu_summary.csv \
     > $S/snakemake.log 2>&1; echo "$stage: snakemake exit $?" | tee -a $S/snakemake.log)
+  # A killed Snakemake leaves its running job behind (the job's script, ncu, the profiled program): end them before
+  # the next stage measures anything.
+  pkill -KILL -f '\.snakemake/scripts/'; pkill -KILL -x ncu; pkill -KILL -f 'profiling\.target'
   date -u +%FT%TZ > $S/ended
   for phase in sample train; do
     cp $W/$P/$phase/ncu_summary.csv $S/${phase}_ncu_summary.csv

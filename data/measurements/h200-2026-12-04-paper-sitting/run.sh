@@ -24,6 +24,8 @@ date -u +%FT%T.%3NZ > "$OUT/started"
 timeout -s KILL $LIMIT python3 -m snakemake --cores 8 --scheduler greedy --configfile config/paper.yaml \
   -P "${FIRST[@]}" -- paper/figures/all > "$OUT/snakemake.log" 2>&1
 echo "exit $?" >> "$OUT/snakemake.log"
+# A killed Snakemake leaves its running job behind: end it, so that the next call's jobs have the GPU to themselves.
+pkill -KILL -f '\.snakemake/scripts/'; pkill -KILL -x ncu; pkill -KILL -f 'profiling\.target'
 date -u +%FT%T.%3NZ > "$OUT/ended"
 kill $sampler
 tar czf "$OUT/record.tgz" .snakemake/metadata $(find results paper -name "*.benchmark.tsv" -o -name "*.log" -path "*logs*" | grep -v "^paper/figures") 2>/dev/null
