@@ -76,6 +76,15 @@ def test_a_page_without_skipped_repeats_comes_back_byte_for_byte():
     assert operators.expand(text, every_call_first) == (text, 0)
 
 
+def test_ncu_own_lines_in_a_page_are_kept_and_not_taken_for_kernels():
+    text = (FIXTURES / "exclude_repeat.csv").read_text()
+    lines = text.splitlines(keepends=True)
+    warning = '==WARNING== a line ncu printed among the rows, "quoted" in part\n'
+    expanded, copied = operators.expand("".join([*lines[:5], warning, *lines[5:]]), recorded_calls())
+    assert copied == 30 and warning in expanded
+    assert expanded.replace(warning, "") == operators.expand(text, recorded_calls())[0]
+
+
 def test_a_kernel_outside_every_operator_range_is_refused():
     with pytest.raises(operators.ExpansionError, match="kernel 0 ran outside every operator range"):
         operators.expand((FIXTURES / "plain.csv").read_text(), recorded_calls())

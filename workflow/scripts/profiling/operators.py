@@ -133,14 +133,17 @@ def expand(page_text: str, calls: list[tuple[str, int]]) -> tuple[str, int]:
     column ncu names so) rebuilt for every launch of the step; returns it and the number of kernels copied. The text
     of every row is ncu's own but for the ID, which runs 0, 1, 2, ... again, and a copy's NVTX stack; the rows before
     the first kernel (header, units) are kept as they are."""
-    records = list(_records(page_text))
+    # ncu's own lines (==WARNING==, ==PROF==) are no CSV: kept, ahead of the rows, as every reader skips them
+    lines = io.StringIO(page_text).readlines()
+    own = [line for line in lines if line.startswith("==")]
+    records = list(_records("".join(line for line in lines if not line.startswith("=="))))
     header_at = next((i for i, (row, _) in enumerate(records) if row and row[0] == "ID"), None)
     if header_at is None:
         raise ExpansionError("no header row with an 'ID' column")
     nvtx = next((i for i, name in enumerate(records[header_at][0]) if "Push/Pop_Range" in name), None)
     if nvtx is None:
         raise ExpansionError("no NVTX push/pop column: profiled without --nvtx?")
-    lead = [text for _, text in records[: header_at + 1]]
+    lead = own + [text for _, text in records[: header_at + 1]]
     kernels: list[tuple[str, str, list[str]]] = []  # (ID, NVTX stack, its rows' text) in the page's order
     for row, text in records[header_at + 1:]:
         if not row or not row[0].strip():  # the raw page's units row
