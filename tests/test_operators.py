@@ -139,13 +139,15 @@ print("\\n".join(line for line in (fixtures / "exclude_repeat.log").read_text().
 """
 
 
-def run_fake_ncu(tmp_path: Path, repeated_operators: str, write_calls: bool = True):
+def run_fake_ncu(tmp_path: Path, repeated_operators: str, write_calls: bool = True, marked: bool = True):
     argv_file = tmp_path / "argv.json"
     fake = tmp_path / "ncu"
     script = FAKE_NCU.format(python=sys.executable, fixtures=str(FIXTURES), argv_file=str(argv_file),
                              details=details_page((FIXTURES / "exclude_repeat.csv").read_text()))
     if not write_calls:
         script = script.replace('Path(spec["operators"]).write_text', "(lambda text: None)")
+    if not marked:  # what the profiled program writes for a compiled or CUDA-graph step
+        script = script.replace('"marked": True, "calls": calls', '"marked": False, "calls": []')
     fake.write_text(script)
     fake.chmod(0o755)
     settings = {"executable": str(fake), "metrics": [DURATION], "sections": [], "launch_count": None,
@@ -173,6 +175,12 @@ def test_without_the_calls_the_profile_job_stops_instead_of_writing_a_step_with_
     with pytest.raises(ProfilingError, match="wrote no list of its operator calls"):
         run_fake_ncu(tmp_path, "once", write_calls=False)
     assert not (tmp_path / "raw.csv").exists()
+
+
+def test_a_step_that_was_not_marked_keeps_the_pages_as_ncu_wrote_them(tmp_path):
+    _, paths = run_fake_ncu(tmp_path, "once", marked=False)
+    assert paths["raw.csv"].read_text() == (FIXTURES / "exclude_repeat.csv").read_text()
+    assert ncu.copied_kernels(paths["tool.log"].read_text()) == 0
 
 
 def test_every_kernel_profiled_passes_no_exclude_filter(tmp_path):
