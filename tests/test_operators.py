@@ -133,7 +133,7 @@ Path(argv[argv.index("-o") + 1] + ".ncu-rep").write_text("")
 spec = json.loads(Path(argv[-1]).read_text())
 calls = [[line.split()[1], int(line.split()[2])] for line in (fixtures / "exclude_repeat.log").read_text().splitlines()
          if line.split()[0][2:].isdigit()]
-Path(spec["operators"]).write_text(json.dumps({{"marked": True, "calls": calls, "reason": ""}}))
+Path(spec["operators"]).write_text(json.dumps({{"marked": True, "calls": calls}}))
 print("\\n".join(line for line in (fixtures / "exclude_repeat.log").read_text().splitlines()
                 if line.startswith("==PROF==")))
 """

@@ -113,13 +113,14 @@ class _ranges:
         self.nvtx.range_pop()
 
 
-def write_calls(path: Path, calls: list[tuple[str, int]] | None, reason: str = "") -> None:
-    """The step's calls for `expand` (None: the step was not marked, for `reason`)."""
-    record = {"marked": calls is not None, "calls": calls or [], "reason": reason}
+def write_calls(path: Path, calls: list[tuple[str, int]] | None) -> None:
+    """The step's calls for `expand` (None: the step was not marked)."""
+    record = {"marked": calls is not None, "calls": calls or []}
     Path(path).write_text(json.dumps(record))
 
 
 def read_calls(path: Path) -> list[tuple[str, int]] | None:
+    """The step's calls, None where it was not marked."""
     record = json.loads(Path(path).read_text())
     return [(name, int(index)) for name, index in record["calls"]] if record["marked"] else None
 
@@ -152,7 +153,7 @@ def expand(page_text: str, calls: list[tuple[str, int]]) -> tuple[str, int]:
             kernels[-1][2].append(text)
         else:
             kernels.append((row[0], row[nvtx] if len(row) > nvtx else "", [text]))
-    by_call: dict[int, list[list[str]]] = {}
+    by_call: dict[int, list[tuple[str, list[str]]]] = {}  # first call -> its kernels' (NVTX stack, rows' text)
     for kernel_id, stack, texts in kernels:
         found = _OCCURRENCE.findall(stack)
         if not found:
@@ -162,19 +163,22 @@ def expand(page_text: str, calls: list[tuple[str, int]]) -> tuple[str, int]:
         if call >= len(calls) or _FIRST_IN_STACK not in stack:
             raise ExpansionError(f"kernel {kernel_id} belongs to call {call}, which is not a first call of the "
                                  f"{len(calls)} recorded (a repeat was profiled: ncu's exclude filter missing?)")
-        by_call.setdefault(call, []).append(texts)
+        by_call.setdefault(call, []).append((stack, texts))
     first_call: dict[int, int] = {}  # signature -> its first call
     out_kernels: list[list[str]] = []
     copied = 0
     for call, (_, index) in enumerate(calls):
         if index not in first_call:
             first_call[index] = call
-            out_kernels += by_call.get(call, [])
+            out_kernels += [texts for _, texts in by_call.get(call, [])]
             continue
         first = first_call[index]
-        for texts in by_call.get(first, []):
+        for stack, texts in by_call.get(first, []):
             copied += 1
-            out_kernels.append([_as_repeat(text, first, call) for text in texts])
+            cell, repeat_cell = _csv_cell(stack), _csv_cell(_as_repeat(stack, first, call))
+            if cell not in texts[0]:
+                raise ExpansionError(f"kernel {_ID.match(texts[0])[0]}'s NVTX cell is not written as {cell[:40]}...")
+            out_kernels.append([text.replace(cell, repeat_cell, 1) for text in texts])
     strays = sorted(set(by_call) - set(first_call.values()))
     if strays:
         raise ExpansionError(f"kernels of calls {strays[:5]} are profiled, but those calls repeat an earlier one")
@@ -199,6 +203,12 @@ def _records(text: str):
         taken.clear()
 
 
-def _as_repeat(text: str, first: int, call: int) -> str:
-    """A first call's kernel row as the same kernel of a later call (`call`) shows in a profile of every launch."""
-    return text.replace(_FIRST_IN_STACK, f":{REPEAT}:").replace(f":{OCCURRENCE}{first}:", f":{OCCURRENCE}{call}:")
+def _as_repeat(stack: str, first: int, call: int) -> str:
+    """A first call's kernel's NVTX stack as the same kernel of a later call (`call`) shows in a profile of every
+    launch."""
+    return stack.replace(_FIRST_IN_STACK, f":{REPEAT}:").replace(f":{OCCURRENCE}{first}:", f":{OCCURRENCE}{call}:")
+
+
+def _csv_cell(value: str) -> str:
+    """A cell as ncu writes it: quoted, its quotes doubled."""
+    return '"' + value.replace('"', '""') + '"'

@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 from measurement import conditions
-from profiling import operators
 from measurement.timing import synchronize
+from profiling import operators
 
 RANGE = "medddpm_profiled"
 
@@ -78,15 +78,14 @@ def _marked(device: torch.device, torch_trace: Path | None):
 def marked_operators(calls_file: Path | None, run_):
     """Under ncu (a spec with `operators`): every operator call of the step in its NVTX ranges, and the calls written
     to `calls_file` (profiling.operators); where the variant launches kernels outside the dispatcher, nothing is
-    marked and the file says why."""
+    marked and the file says so."""
     if calls_file is None:
         yield
         return
     from medddpm.placement import Placement
 
-    if not operators.markable(Placement.of(run_)):
-        operators.write_calls(calls_file, None, f"{run_.variant.name} on {run_.device} launches kernels outside "
-                                                "the dispatcher (compiled, CUDA graphs or several processes)")
+    if not operators.markable(Placement.of(run_)):  # kernels launched outside the dispatcher: every one profiled
+        operators.write_calls(calls_file, None)
         yield
         return
     with operators.operator_marks() as marks:
@@ -112,7 +111,7 @@ def run(spec: dict) -> None:
     trace = Path(spec["torch_trace"]) if spec.get("torch_trace") else None
     recorded = Path(spec["conditions"]) if spec.get("conditions") else None
     region = {"torch_trace": trace, "conditions_file": recorded}
-    operators = Path(spec["operators"]) if spec.get("operators") else None
+    calls_file = Path(spec["operators"]) if spec.get("operators") else None
     if spec["phase"] == "train":
         training = Training(model_spec, train, run_, Path(spec["dataset"]))
         training.warm_up()
@@ -122,7 +121,7 @@ def run(spec: dict) -> None:
         # `ema_start_step`), so the profile holds forward, backward of every micro-batch, Adam and the EMA update.
         training.trainer.step_index = -(-train.ema_start_step // train.ema_update_every) * train.ema_update_every
         training.prepare()  # batch assembly and pinning stay outside, as in the timed training step
-        with profiled_region(run_.device, **region), marked_operators(operators, run_):
+        with profiled_region(run_.device, **region), marked_operators(calls_file, run_):
             training.step()
     else:
         # The sampling step of the sample job (initial weights: the kernels do not depend on the values).
@@ -131,7 +130,7 @@ def run(spec: dict) -> None:
         condition = sampling.placement.input(batch["input"].unsqueeze(0))
         x = sampling.placement.input(torch.randn_like(batch["target"].unsqueeze(0)))
         sampling.warm_up(condition, train.seed, steps=warmup)
-        with sampling.running(), profiled_region(run_.device, **region), marked_operators(operators, run_):
+        with sampling.running(), profiled_region(run_.device, **region), marked_operators(calls_file, run_):
             sampling.step(x, condition, sampling.middle_step)
     print(json.dumps({"profiled": spec["phase"], "variant": spec["variant"], "device": str(run_.device)}))
 
