@@ -975,6 +975,17 @@ def test_clocks_are_read_from_nvidia_smi_as_far_as_the_board_reports_them():
     assert reasons == ["clocks recorded here only"]
 
 
+def test_a_cpu_label_on_another_host_cpu_names_the_cpu_once_and_never_as_a_gpu():
+    """A CPU label's device name is its host CPU's model (measurement.provenance): the reason says "CPU" once."""
+    def cpu_side(model: str) -> dict:
+        return _provenance(device_type="cpu", device_name=model, host_cpu=model, driver=None, cuda=None, cudnn=None,
+                           memory_bytes=None, multiprocessors=None, clocks={})
+
+    reasons = conformance.provenance_differences(cpu_side("Intel(R) Xeon(R) Processor"), cpu_side("AMD EPYC"))
+    assert reasons == ["CPU Intel(R) Xeon(R) Processor here, AMD EPYC in the reference"]
+    assert conformance.provenance_differences(cpu_side("AMD EPYC"), cpu_side("AMD EPYC")) == []
+
+
 def test_fig07_says_which_speed_up_bars_are_paired_intervals_and_which_quartile_ranges():
     """A shipped set whose comparison holds some of its variants (the H200's: the ladder's rungs, not the paper's
     channels-last ones) names the bars whose range is two separate jobs' quartiles."""

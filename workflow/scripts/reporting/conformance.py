@@ -150,11 +150,14 @@ def provenance_differences(here: dict, reference: dict) -> list[str]:
     reasons = []
     if bool(here.get("emulated_on_cpu")) != bool(reference.get("emulated_on_cpu")):
         reasons.append("emulated on the CPU here" if here.get("emulated_on_cpu") else "the reference was emulated")
+    on_cpu = here.get("device_type") == "cpu"
     for key, name in _SOFTWARE:
+        if key == "device_name" and on_cpu:
+            continue  # a CPU label's device name is the host CPU's model, said once below
         mine, theirs = here.get(key), reference.get(key)
         if mine != theirs and not (mine is None and theirs is None):
             reasons.append(f"{name} {_shown(key, mine)} here, {_shown(key, theirs)} in the reference")
-    if here.get("device_type") == "cpu" and here.get("host_cpu") != reference.get("host_cpu"):
+    if on_cpu and here.get("host_cpu") != reference.get("host_cpu"):
         reasons.append(f"CPU {here.get('host_cpu')} here, {reference.get('host_cpu')} in the reference")
     mine, theirs = here.get("clocks") or {}, reference.get("clocks") or {}
     if bool(mine) != bool(theirs):
