@@ -1,6 +1,8 @@
 """What the shipped configurations plan (dry runs in a clean copy, nothing measured): the paper's matrix, BraTS and
 the profiles target."""
 
+import re
+
 import pytest
 
 from conftest import dry_run, planned_jobs
@@ -9,12 +11,20 @@ pytestmark = pytest.mark.workflow
 
 
 def test_paper_configuration_plans_the_full_matrix(workflow_copy):
-    jobs = planned_jobs(workflow_copy, "paper/figures/all", "--configfile", "config/paper.yaml")
+    jobs, text = dry_run(workflow_copy, "paper/figures/all", "--configfile", "config/paper.yaml")
     assert jobs["train"] == jobs["sample"] == jobs["quality"] == 5  # five variants on the h200 label
     # The quality study: six variants, each one job training its five seeds; one dataset, one job comparing the runs.
     assert jobs["study_run"] == 6 and jobs["study_compare"] == jobs["study_dataset"] == 1
     assert jobs["profile_torch"] == 10  # two phases each; ncu/nsys join where they are installed
     assert jobs["manifest"] == 1
+    # Each job's line reads as words: no Python list or dict of a setting, no empty list at its end.
+    lines = re.findall(r"^Job \d+: (.*)$", text, re.M)
+    assert len(lines) == sum(jobs.values()) - jobs["manifest"]  # the manifest has no message
+    assert not [line for line in lines if re.search(r"[{}\[\]]|\s$", line)], lines
+    assert ("Timing the fast samplers deis_ipndm, ddim and dpm_solver_pp_2m at 10, 25 and 50 steps; "
+            "deis_ipndm_as_shipped at 10 steps against the 250-step chain with tf32 on h200") in lines
+    assert "Paired rounds of train and sample steps on h200, group 1 of 1, until each speed-up's interval decides" \
+        in lines and "Collecting the results of h200" in lines
 
 
 def test_brats_configuration_plans_the_same_study_apart_from_the_whole_head_one(workflow_copy):

@@ -38,7 +38,10 @@ rule compare_group:
         sample=config["sample"],
         comparison=config["comparison"],
     message:
-        "Paired rounds of {params.comparison[phases]} steps on {wildcards.gpu}, group {wildcards.group} of {params.groups}, until each speed-up's interval decides"
+        (
+            f"Paired rounds of {listed(config['comparison']['phases'])} steps on {{wildcards.gpu}}, group "
+            "{wildcards.group} of {params.groups}, until each speed-up's interval decides"
+        )
     script:
         "../scripts/compare_group.py"
 

@@ -23,7 +23,8 @@ rule collect_results:
         references=PLAN.reference_labels(),
         conformance=PLAN.conformance_labels(),
     message:
-        "Collecting the results of {params.gpus} and the shipped reference sets {params.references}"
+        f"Collecting the results of {listed(config['gpus'])}"
+        + (f" and the shipped reference sets of {listed(PLAN.reference_labels())}" if PLAN.reference_labels() else "")
     script:
         "../scripts/collect_results.py"
 

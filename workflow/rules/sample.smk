@@ -56,6 +56,9 @@ rule sample_fast:
         comparison=config["comparison"],
         batch_sizes=config["fast_sampling"]["batch_sizes"] or config["sample"]["batch_sizes"],
     message:
-        "Timing the fast samplers {params.samplers} with {wildcards.variant} on {wildcards.gpu}"
+        (
+            f"Timing the fast samplers {sampler_words(config['fast_sampling']['samplers'])} against the "
+            f"{config['diffusion']['timesteps']}-step chain with {{wildcards.variant}} on {{wildcards.gpu}}"
+        )
     script:
         "../scripts/sample_fast.py"
