@@ -9,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 from medddpm.switches import Variant
 from medddpm.workloads import WORKLOADS, preparation_settings, synthetic_sources
 from planning import layout
+from planning.messages import listed, sampler_words
 from planning.ncu import ncu_settings
 from planning.plan import ReferenceSetError
 
@@ -270,25 +271,3 @@ def article_settings():
 # than a parameter: a parameter would make the export rerun whenever the command differs (a dry run, another --cores).
 # Jobs inherit it; a Snakemake process that a job starts keeps the first one.
 os.environ.setdefault("MEDDDPM_SNAKEMAKE_COMMAND", shlex.join(["snakemake", *sys.argv[1:]]))
-
-
-# -- the words of a job's line (its message) ------------------------------------------------------------------------
-# Written when the rule is defined, not from params: Snakemake prints a params list as space-separated words and a
-# dict as Python, and a param added only for its words would rerun the job's existing results.
-def listed(words) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    words = [str(word) for word in words]
-    return " and ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} and {words[-1]}"
-
-
-def sampler_words(samplers: dict) -> str:
-    """`fast_sampling.samplers` as a reader says it, samplers of the same step counts together: 'ddim and
-    dpm_solver_pp_2m at 10, 25 and 50 steps; deis_ipndm_as_shipped at 10 steps'."""
-
-    def steps(counts) -> str:
-        return f"{listed(counts)} step{'' if list(counts) == [1] else 's'}"
-
-    by_counts = {}
-    for name, counts in samplers.items():
-        by_counts.setdefault(tuple(counts), []).append(name)
-    return "; ".join(f"{listed(names)} at {steps(counts)}" for counts, names in by_counts.items())
