@@ -208,30 +208,61 @@ def log_ticks(ax) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def _log_tick_values(low: float, high: float) -> list[float]:
-    """Ticks of a log axis from `low` to `high`: 1, 2 and 5 times each power of ten up to two decades, the powers of
-    ten alone over more (a panel is narrow); where that leaves one or none in view, three plain steps. (matplotlib's
-    LogLocator falls back to its linear locator there, which wrote 0.3 and 0.325 on one another in a narrow panel.)"""
+# A tick label's width per character, in ems: DejaVu Sans's digits are 0.64 em wide, its '.' 0.32; with the gap
+# kept between two labels, half an em.
+_LABEL_EM_PER_CHAR = 0.64
+_LABEL_GAP_EM = 0.5
+
+
+def _log_tick_values(low: float, high: float, room: float | None = None) -> list[float]:
+    """Ticks of a log axis from `low` to `high`: the densest of 1, 2 and 5 times each power of ten (up to two
+    decades), 1 and 3 times, the powers of ten, every other power of ten, whose labels fit side by side in `room`
+    (the axis's width in ems of its tick labels; None: not known, which fits all); where none leaves two in view,
+    three plain steps. (matplotlib's LogLocator falls back to its linear locator there, which wrote 0.3 and 0.325 on
+    one another in a narrow panel; 0.005 and 0.01 touched in a quarter of the page.)"""
     from matplotlib.ticker import MaxNLocator
 
-    subs = (1, 2, 5) if np.log10(high / low) <= 2 else (1,)
+    span = np.log10(high / low)
     powers = range(int(np.floor(np.log10(low))) - 1, int(np.ceil(np.log10(high))) + 1)
-    ticks = [m * 10.0 ** p for p in powers for m in subs]
-    if sum(low <= t <= high for t in ticks) >= 2:
-        return ticks
+    choices = [[m * 10.0 ** p for p in powers for m in subs] for subs in ((1, 2, 5), (1, 3), (1,))]
+    choices.append([10.0 ** p for p in powers if p % 2 == 0])
+    if span > 2:
+        del choices[0]
+    for ticks in choices:
+        shown = [t for t in ticks if low <= t <= high]
+        if len(shown) >= 2 and (room is None or _labels_fit(shown, low, span, room)):
+            return ticks
     return [t for t in MaxNLocator(nbins=3).tick_values(low, high) if t > 0]
 
 
+def _labels_fit(shown: list[float], low: float, span: float, room: float) -> bool:
+    """Whether labels centred on `shown` (ascending) leave a gap between neighbours, on an axis `room` ems wide."""
+    at = [room * np.log10(t / low) / span for t in shown]
+    half = [_LABEL_EM_PER_CHAR * len(compact(t)) / 2 for t in shown]
+    return all(at[k + 1] - at[k] >= half[k] + half[k + 1] + _LABEL_GAP_EM for k in range(len(shown) - 1))
+
+
 class LogTicks(Locator):
-    """A locator choosing `_log_tick_values` from the axis's view when it is drawn, not when it is set (limits set
-    afterwards would otherwise keep ticks chosen for others)."""
+    """A locator choosing `_log_tick_values` from the axis's view and width when it is drawn, not when it is set
+    (limits set afterwards, or the layout, would otherwise keep ticks chosen for others)."""
 
     def __call__(self):
         low, high = sorted(self.axis.get_view_interval())
-        return self.tick_values(low, high)
+        return _log_tick_values(float(low), float(high), self._room())
 
     def tick_values(self, vmin, vmax):
         return _log_tick_values(float(vmin), float(vmax))
+
+    def _room(self) -> float | None:
+        """The axis's width in ems of its tick labels' font."""
+        from matplotlib.font_manager import FontProperties
+
+        axes = self.axis.axes
+        if axes is None or axes.figure is None:
+            return None
+        width_in = axes.get_window_extent().width / axes.figure.dpi
+        size_pt = FontProperties(size=plt.rcParams["xtick.labelsize"]).get_size_in_points()
+        return width_in * 72 / size_pt
 
 
 def compact(value: float) -> str:
