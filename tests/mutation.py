@@ -108,6 +108,19 @@ GROUPS: dict[str, tuple] = {
     # The samplers: the respacing, each fast solver's coefficients and update, the chain, x_T (medddpm/sampling.py
     # holds only UNetEvaluation, which the group "graphs" mutates).
     "sampling": (["medddpm/samplers.py"], ["tests/test_samplers.py"]),
+    # The paired comparisons' statistics and verdicts: the median's order-statistic interval, its coverage, the halves
+    # check, the verdict against the band, when rounds stop, one comparison judged (tests/test_pairing.py, without its
+    # tests that start worker processes). Left out: merging the groups' files (verdicts.merge_groups, read_group),
+    # whose tests time a real group of worker processes, about 10 s per mutant.
+    "pairing": (["measurement/pairing.py", "measurement/verdicts.py"],
+                ["tests/test_pairing.py", "-k",
+                 "not job_times and not processes_start and not process_fails and not workers_stop "
+                 "and not ends_before"],
+                ["median_interval_ranks", "coverage", "*Ratio*", "paired_ratio", "halves_disagree", "verdict",
+                 "undecided_reason", "*StopRule*", "judge"]),
+    # Nsight Compute's pages rebuilt for every call of a repeated operator (repeated_operators: once), against the
+    # real pages a probe recorded with and without ncu's exclude filter (tests/fixtures/profiling/ncu_operators).
+    "operators": (["profiling/operators.py"], ["tests/test_operators.py"]),
     # Not mutmut: the module-level tables (kernel-class patterns, unit factors), see tests/mutation_tables.py.
     "constants": (["profiling/kernels.py (patterns)", "profiling/units.py (factors)"],
                   ["tests/test_kernel_classes.py", "tests/test_profiling_units.py", "tests/test_profiling_parsers.py"]),

@@ -265,3 +265,90 @@ def test_only_eager_one_process_steps_on_a_gpu_are_marked():
     assert not placed("cuda", cuda_graphs=True)
     assert not placed("cuda", cuda_graph_training=True)
     assert not placed("cuda", data_parallel=2)
+
+
+def test_a_signature_tells_apart_what_changes_the_kernels_or_their_data():
+    """The same function on tensors of the same shape, strides, offset, dtype, device and alignment, with the same
+    other arguments, is one signature; a change of any of them is another."""
+    import torch
+
+    add = torch.ops.aten.add.Tensor
+    x, y = torch.ones(4, 6), torch.ones(4, 6)
+    base = operators.signature(add, (x, y), {})
+    assert operators.signature(add, (torch.zeros(4, 6), y), {}) == base  # values do not count
+    storage = torch.ones(64)
+    others = [
+        operators.signature(torch.ops.aten.mul.Tensor, (x, y), {}),  # the function
+        operators.signature(add, (torch.ones(6, 4), y), {}),  # a shape
+        operators.signature(add, (torch.ones(6, 4).t(), y), {}),  # the strides (same shape)
+        operators.signature(add, (storage[8:32].view(4, 6), y), {}),  # the storage offset (aligned alike)
+        operators.signature(add, (storage[1:25].view(4, 6), y), {}),  # the data's alignment
+        operators.signature(add, (x.double(), y), {}),  # the dtype
+        operators.signature(add, (torch.ones(4, 6, device="meta"), y), {}),  # the device
+        operators.signature(add, (x, y), {"alpha": 2}),  # another argument's value
+    ]
+    assert len({base, *others}) == len(others) + 1
+
+
+def test_the_marks_push_a_first_or_repeat_range_around_each_call_and_run_it_unchanged(monkeypatch):
+    """With NVTX (CUDA's, replaced here by a recorder): every call inside 'first' or 'repeat' and its own 'op<k>',
+    popped after it; a call's keyword arguments reach the function."""
+    import torch
+
+    pushed = []
+
+    class Recorder:
+        @staticmethod
+        def range_push(message):
+            pushed.append(message)
+
+        @staticmethod
+        def range_pop():
+            pushed.append("pop")
+
+    monkeypatch.setattr(torch.cuda, "nvtx", Recorder)
+    x, y = torch.ones(3), torch.full((3,), 2.0)
+    x2, y2 = x[:2], y[:2]  # sliced before: a slice is an operator call too
+    with operators.operator_marks(nvtx=True) as marks:
+        first, again = torch.add(x, y), torch.add(x, y)
+        other = torch.mul(x, y)  # the same arguments, another function
+        scaled = torch.add(x, y, alpha=3)  # the same tensors, another keyword argument
+        shorter = torch.add(x2, y2)  # the same function, other tensors
+    assert torch.equal(first, torch.full((3,), 3.0)) and torch.equal(again, first) and torch.equal(other, y)
+    assert torch.equal(scaled, torch.full((3,), 7.0)) and torch.equal(shorter, first[:2])
+    assert marks.calls == [("aten.add.Tensor", 0), ("aten.add.Tensor", 0), ("aten.mul.Tensor", 1),
+                           ("aten.add.Tensor", 2), ("aten.add.Tensor", 3)]
+    assert pushed == [word for k, kind in enumerate(["first", "repeat", "first", "first", "first"])
+                      for word in (kind, f"op{k}", "pop", "pop")]
+
+
+def test_the_calls_file_keeps_the_calls_and_whether_the_step_was_marked(tmp_path):
+    calls = [("aten.add.Tensor", 0), ("aten.add.Tensor", 0), ("aten.mul.Tensor", 1)]
+    operators.write_calls(tmp_path / "calls.json", calls)
+    assert json.loads((tmp_path / "calls.json").read_text()) == {"marked": True, "calls": [list(c) for c in calls]}
+    assert operators.read_calls(tmp_path / "calls.json") == calls
+    operators.write_calls(tmp_path / "unmarked.json", None)
+    assert json.loads((tmp_path / "unmarked.json").read_text()) == {"marked": False, "calls": []}
+    assert operators.read_calls(tmp_path / "unmarked.json") is None
+
+
+def test_a_page_that_is_not_an_export_with_operator_ranges_is_refused_in_one_line():
+    raw = (FIXTURES / "exclude_repeat.csv").read_text()
+    with pytest.raises(operators.ExpansionError, match=r"^no header row with an 'ID' column$"):
+        operators.expand(raw.replace('"ID"', '"Id"'), recorded_calls())
+    with pytest.raises(operators.ExpansionError, match=r"^no NVTX push/pop column: profiled without --nvtx\?$"):
+        operators.expand(raw.replace("Push/Pop_Range", "Push_Range"), recorded_calls())
+
+
+def test_a_profiled_first_range_of_a_call_that_repeats_an_earlier_one_is_refused():
+    """The pages and the list of calls disagree: a call profiled as the first of its signature which the list says
+    repeats an earlier call."""
+    calls = recorded_calls()
+    stacks = [row[STACK] for row in kernels((FIXTURES / "exclude_repeat.csv").read_text())]
+    profiled = sorted({int(re.search(r":op(\d+):", stack)[1]) for stack in stacks})
+    assert len(profiled) > 1 and all(":first:" in stack for stack in stacks)
+    stray = profiled[-1]
+    calls[stray] = (calls[stray][0], calls[profiled[0]][1])
+    with pytest.raises(operators.ExpansionError, match=rf"^kernels of calls \[{stray}\] are profiled, but those calls "
+                                                       r"repeat an earlier one"):
+        operators.expand((FIXTURES / "exclude_repeat.csv").read_text(), calls)

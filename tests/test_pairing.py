@@ -87,6 +87,83 @@ def test_a_narrow_interval_across_the_edge_is_at_the_edge_and_a_wide_one_not_mea
     assert pairing.verdict(_ratio(1.2, 1.1001, 1.3), 0.10, precision=0.5) == pairing.FASTER  # decided: unchanged
 
 
+def test_an_interval_that_ends_on_an_edge_is_decided_only_where_it_lies_inside():
+    """The band's edges, hit exactly: an interval from the upper edge up is not wholly beyond it (not faster), one
+    from below up to the lower edge not wholly below (not slower); each says which edge it touches. An interval whose
+    half-width is the precision itself counts as narrow (at the edge; the rounds stop)."""
+    low_edge, high_edge = 1 / 1.1, 1.1
+    touching_high, touching_low = _ratio(1.2, high_edge, 1.3), _ratio(0.85, 0.8, low_edge)
+    assert pairing.verdict(touching_high, 0.10) == pairing.verdict(touching_low, 0.10) == pairing.UNMEASURABLE
+    assert pairing.undecided_reason(touching_high, 0.95, 0.10).endswith("band's edge 1.1 (+-10 %)")
+    assert pairing.undecided_reason(touching_low, 0.95, 0.10).endswith("band's edge 0.909 (+-10 %)")
+    narrow = _ratio(0.92, 0.9, 0.94)
+    exactly = narrow.half_width
+    assert pairing.verdict(narrow, 0.10, precision=exactly) == pairing.AT_EDGE
+    assert pairing.undecided_reason(narrow, 0.95, 0.10, exactly).endswith("a difference of about the band's size")
+    rule = pairing.StopRule(0.95, precision=exactly, band=0.10, min_rounds=6, max_rounds=20, budget_seconds=10.0)
+    assert rule.stop([narrow], 6, 1.0) == "settled"
+
+
+def test_the_median_interval_takes_the_innermost_ranks_the_confidence_allows():
+    """At a low confidence the interval narrows towards the middle; a confidence equal to a coverage is met by it."""
+    assert pairing.median_interval_ranks(6, 0.5) == (2, 5)  # 78.1 % at k = 2, 31.3 % at k = 3
+    assert pairing.median_interval_ranks(6, pairing.coverage(6, 2)) == (2, 5)
+    assert pairing.median_interval_ranks(20, 0.5) == (8, 13)
+    assert pairing.paired_ratio([100.0] * 3, [50.0] * 3, 0.95) == pairing.Ratio(3, 2.0, None, None, None)
+    assert pairing.halves_disagree([100.0], [50.0], 0.95) is None  # one round: no halves
+
+
+def _rounds(reference_ms, variant_ms, reference_load=None, variant_load=None) -> pd.DataFrame:
+    rows = []
+    for k, (r, v) in enumerate(zip(reference_ms, variant_ms)):
+        rows.append({"round": k, "variant": "baseline", "step_ms": r,
+                     "other_load_cores": 0.0 if reference_load is None else reference_load})
+        rows.append({"round": k, "variant": "other", "step_ms": v,
+                     "other_load_cores": 0.0 if variant_load is None else variant_load})
+    return pd.DataFrame(rows)
+
+
+def test_judging_a_comparison_records_its_interval_and_says_why_it_is_not_decided():
+    settings = ComparisonSettings(**SETTINGS)
+    differ = {"baseline": {"switches": {"x": 0}, "switches_effective": {"x": True}},
+              "other": {"switches": {"x": 1}, "switches_effective": {"x": True}}}
+    steady = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2] * 2
+    faster = verdicts.judge("baseline", "other", _rounds(steady, [50.0] * 12), settings, differ, [])
+    ratio = pairing.paired_ratio(steady, [50.0] * 12, 0.95)
+    assert faster == {"reference": "baseline", "variant": "other", "rounds": 12, "speedup": ratio.speedup,
+                      "low": ratio.low, "high": ratio.high, "coverage": ratio.coverage,
+                      "half_width": ratio.half_width, "halves_disagree": False, "load_difference_cores": 0.0,
+                      "verdict": pairing.FASTER, "why": None}
+    # The variant's effect moved halfway through (the load changed one side): not measurable, whatever the median.
+    drifting = [50.0, 51.0, 49.0, 50.5, 49.5, 50.2, 80.0, 81.0, 79.0, 80.5, 79.5, 80.2]
+    moved = verdicts.judge("baseline", "other", _rounds(steady, drifting), settings, differ, [])
+    assert moved["verdict"] == pairing.UNMEASURABLE and moved["halves_disagree"] is True
+    assert moved["why"] == "the first and the second half of the rounds give intervals that do not overlap"
+    # Too few rounds for an interval: no half-width, and the reason names the confidence.
+    short = verdicts.judge("baseline", "other", _rounds(steady[:3], [50.0] * 3), settings, differ, [])
+    assert short["half_width"] is None and short["coverage"] is None
+    assert short["why"] == "3 rounds give no interval at 95 %"
+    # The load the other processes put on each side, as a median difference in cores.
+    loaded = verdicts.judge("baseline", "other", _rounds(steady, [50.0] * 12, 1.5, 0.25), settings, differ, [])
+    assert loaded["load_difference_cores"] == 1.25 and loaded["why"] == (
+        "the two sides ran under different load: other processes used +1.25 cores more during baseline's steps")
+
+
+def test_a_variant_whose_switches_do_nothing_here_is_not_measurable_here_and_says_which():
+    settings = ComparisonSettings(**SETTINGS)
+    rounds = _rounds([100.0] * 6, [99.0] * 6)
+    idle = {"baseline": {"switches": {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": False},
+                         "switches_effective": {}},
+            "other": {"switches": {"cudnn_tf32": True, "matmul_tf32": True, "channels_last": False},
+                      "switches_effective": {"cudnn_tf32": False, "matmul_tf32": False, "channels_last": True}}}
+    judged = verdicts.judge("baseline", "other", rounds, settings, idle, [])
+    assert judged["verdict"] == verdicts.NO_EFFECT and judged["why"] == (
+        "every switch that sets other apart from baseline (cudnn_tf32, matmul_tf32) has no effect on this device")
+    # A switch the device's record does not list is taken to act: the rounds decide.
+    del idle["other"]["switches_effective"]["matmul_tf32"]
+    assert verdicts.judge("baseline", "other", rounds, settings, idle, [])["verdict"] == pairing.WITHIN
+
+
 def test_no_interval_is_not_measurable():
     assert pairing.verdict(pairing.Ratio(3, 2.0, None, None, None), 0.10) == pairing.UNMEASURABLE
     assert pairing.undecided_reason(pairing.Ratio(3, 2.0, None, None, None), 0.95, 0.10) == \

@@ -121,7 +121,9 @@ def undecided_reason(ratio: Ratio, confidence: float, band: float, precision: fl
     """Why `verdict` said not measurable, or at the band's edge, in words."""
     if ratio.low is None:
         return f"{ratio.rounds} rounds give no interval at {100 * confidence:g} %"
-    edges = [edge for edge in (1 / (1 + band), 1 + band) if ratio.low < edge < ratio.high]
+    # An interval that ends exactly on an edge and goes beyond it is not wholly inside nor wholly beyond: it names
+    # that edge too.
+    edges = [edge for edge in (1 / (1 + band), 1 + band) if ratio.low <= edge <= ratio.high]
     across = (f"the interval [{ratio.low:.3g}, {ratio.high:.3g}] reaches across the band's edge "
               f"{' and '.join(f'{edge:.3g}' for edge in edges)} (+-{100 * band:g} %)")
     if precision is not None and ratio.half_width <= precision:
