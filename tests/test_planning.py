@@ -57,8 +57,7 @@ def test_profiles_target_profiles_every_variant_and_phase_without_training(workf
 
 
 def test_a_job_line_lists_settings_in_words():
-    from planning.messages import listed, sampler_words
+    from reporting.terminal import sampler_words
 
-    assert [listed(words) for words in ([], ["a"], ["a", "b"], [10, 25, 50])] == ["", "a", "a and b", "10, 25 and 50"]
     assert sampler_words({"ddim": [1], "deis_ipndm": [10, 25], "dpm_solver_pp_2m": [10, 25]}) == (
         "ddim at 1 step; deis_ipndm and dpm_solver_pp_2m at 10 and 25 steps")

@@ -9,9 +9,10 @@ from snakemake.exceptions import WorkflowError
 from medddpm.switches import Variant
 from medddpm.workloads import WORKLOADS, preparation_settings, synthetic_sources
 from planning import layout
-from planning.messages import listed, sampler_words
 from planning.ncu import ncu_settings
 from planning.plan import ReferenceSetError
+from reporting.prose import join_words
+from reporting.terminal import sampler_words
 
 
 # Closed wildcard sets. A rule narrows one where it serves fewer values (the quality study's labels and variants).

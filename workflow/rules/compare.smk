@@ -39,7 +39,7 @@ rule compare_group:
         comparison=config["comparison"],
     message:
         (
-            f"Paired rounds of {listed(config['comparison']['phases'])} steps on {{wildcards.gpu}}, group "
+            f"Paired rounds of {join_words(config['comparison']['phases'])} steps on {{wildcards.gpu}}, group "
             "{wildcards.group} of {params.groups}, until each speed-up's interval decides"
         )
     script:

@@ -23,8 +23,12 @@ rule collect_results:
         references=PLAN.reference_labels(),
         conformance=PLAN.conformance_labels(),
     message:
-        f"Collecting the results of {listed(config['gpus'])}"
-        + (f" and the shipped reference sets of {listed(PLAN.reference_labels())}" if PLAN.reference_labels() else "")
+        f"Collecting the results of {join_words(config['gpus'])}"
+        + (
+            f" and the shipped reference sets of {join_words(PLAN.reference_labels())}"
+            if PLAN.reference_labels()
+            else ""
+        )
     script:
         "../scripts/collect_results.py"
 

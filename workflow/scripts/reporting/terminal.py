@@ -18,6 +18,8 @@ from collections.abc import Callable
 
 from snakemake.logging import LogEvent
 
+from .prose import join_words
+
 # What the terminal leaves out; everything else (progress, warnings, errors, the job stats) is printed as Snakemake
 # prints it.
 DROPPED_EVENTS = {LogEvent.JOB_STARTED, LogEvent.JOB_FINISHED, LogEvent.WORKFLOW_STARTED}
@@ -123,3 +125,15 @@ def install(logger: logging.Logger, main_process: bool, quick: Callable[[str], b
         handler.setFormatter(TerseFormatter(handler.formatter, quick))
         done = True
     return done
+
+
+def sampler_words(samplers: dict) -> str:
+    """`fast_sampling.samplers` for a job's line, samplers of the same step counts together: 'ddim and
+    dpm_solver_pp_2m at 10, 25 and 50 steps; deis_ipndm_as_shipped at 10 steps'. (A rule's message is written when
+    the rule is defined: Snakemake prints a params dict as Python, and a param added for its words would rerun the
+    job's existing results.)"""
+    by_counts: dict[tuple, list[str]] = {}
+    for name, counts in samplers.items():
+        by_counts.setdefault(tuple(counts), []).append(name)
+    return "; ".join(f"{join_words(names)} at {join_words([str(c) for c in counts])} step{'' if counts == (1,) else 's'}"
+                     for counts, names in by_counts.items())
