@@ -85,6 +85,39 @@ def test_the_timing_job_times_every_sampler_in_rounds_beside_the_chain_and_pairs
     assert record["settings"]["batch_sizes"] == [1, 2] and record["settings"]["batch_chains"] == 1
 
 
+def test_the_timing_job_opens_each_batch_size_with_each_samplers_first_steps_untimed(trained, monkeypatch, tmp_path):
+    """Before the timed rounds of a batch size each sampler runs its first WARM_UP_STEPS steps untimed (compilation,
+    capture and each update's first steps), not a whole chain; every timed chain then runs to its end."""
+    from medddpm import fast_sampling
+    from medddpm.engine import Sampling
+    from medddpm.settings import ComparisonSettings
+
+    spec, run, dataset, folder = trained
+    chains = []  # (sampler, batch, steps the job drew from the chain), in the order the job ran them
+    fast_chain = Sampling.fast_chain
+
+    def counted(self, sampler, condition, generator):
+        record = [type(sampler).__name__, condition.shape[0], 0]
+        chains.append(record)
+        for item in fast_chain(self, sampler, condition, generator):
+            record[2] += 1
+            yield item
+
+    monkeypatch.setattr(Sampling, "fast_chain", counted)
+    sample = from_mapping(SampleSettings, config_section("sample", TINY) | {"batch_sizes": [1]}, "sample")
+    comparison = ComparisonSettings.from_params(config_section("comparison", TINY))
+    run_fast = fast_sampling.run_fast_sampling
+    run_fast(spec, sample, {"ddim": [3]}, 6, 1, [1, 2], comparison, run, folder / "checkpoint.pt", dataset,
+             tmp_path / "samplers.json")
+    warm = fast_sampling.WARM_UP_STEPS
+    assert 0 < warm < 3  # fewer than either chain here (ddim's 3 steps, the 4-step T chain)
+    # Batch 1: the T-step chain and ddim, each warmed up, then six rounds of both; batch 2: ddim alone, one round.
+    assert [c[:2] for c in chains[:2]] == [["DDPM", 1], ["DDIM", 1]] and [c[2] for c in chains[:2]] == [warm, warm]
+    timed_one = chains[2:14]
+    assert sorted(c[2] for c in timed_one) == [3] * 6 + [4] * 6 and {c[1] for c in timed_one} == {1}
+    assert chains[14:] == [["DDIM", 2, warm], ["DDIM", 2, 3]]
+
+
 def test_a_chain_the_timing_job_times_is_the_samplers_trajectory(trained):
     """The job's chains through the engine are the sampler's trajectory with the plain U-Net: the same x_T from the
     same seed, the same final state."""

@@ -4,7 +4,7 @@ path (compiled, CUDA graphs: engine.Sampling) with the trained EMA weights; at b
 (`ddpm`) itself, so that each sampler's speed-up over the chain is paired.
 
 One job for all of them: the U-Net evaluation is the same function whatever the sampler, so it is compiled and its
-CUDA graphs captured once per shape (in the untimed chain that opens each batch size), and every sampler's chains then
+CUDA graphs captured once per shape (in the untimed steps that open each batch size), and every sampler's chains then
 replay them. A chain is timed as a whole, from its first evaluation to its last update (the updates run eagerly
 between the evaluations: a few element-wise kernels a step, inside the time). The chains run in rounds: each round
 times every sampler once, in an order that rotates from round to round, from the round's own noise, so that a change
@@ -20,6 +20,7 @@ and at batch 1 the speed-up over the T-step chain with its interval and verdict.
 from __future__ import annotations
 
 import gc
+import itertools
 import statistics
 from pathlib import Path
 
@@ -41,23 +42,31 @@ from .settings import ComparisonSettings, SampleSettings, as_dict
 
 
 CHAIN = "ddpm"
+# Untimed steps of every sampler before the rounds. Compilation and CUDA graph capture happen at a batch size's first
+# U-Net evaluation, whatever the sampler; what a sampler adds (its update's kernels, a multistep method's first
+# lower-order step) comes in its first two. Whole untimed chains cost one round more (about 46 s of the paper
+# configuration's H200 job, where 250 of a round's 515 evaluations are the T-step chain's).
+WARM_UP_STEPS = 2
 
 
 def timed_rounds(sampling: Sampling, samplers: dict[tuple[str, int], Sampler], condition: torch.Tensor, rounds: int,
                  seed: int) -> tuple[dict[tuple[str, int], list[float]], dict]:
-    """One untimed chain of every sampler (the first compiles and captures for the shape), then `rounds` rounds, each
-    timing one whole chain of every sampler in a rotating order from the round's own noise. Returns each sampler's
-    rounds' seconds (in round order) and the peak memory of the batch: every sampler evaluates the same U-Net through
-    the same graphs, so the batch's peak, from its first chain on, is each sampler's (a sampler's own chain after the
-    first would miss the graphs' memory, allocated once)."""
+    """The first WARM_UP_STEPS steps of every sampler untimed (the first compiles and captures for the shape, each
+    meets its own update's first steps), then `rounds` rounds, each timing one whole chain of every sampler in a
+    rotating order from the round's own noise. Returns each sampler's rounds' seconds (in round order) and the peak
+    memory of the batch: every sampler evaluates the same U-Net through the same graphs, so the batch's peak, from its
+    first steps on, is each sampler's (a sampler's own chain after the first would miss the graphs' memory, allocated
+    once)."""
     device = sampling.placement.device
     keys = list(samplers)
     seconds = {key: [] for key in keys}
     reset_peak_memory(device)
     with sampling.running():
         for key in keys:
-            for _ in sampling.fast_chain(samplers[key], condition, torch.Generator(device=device).manual_seed(seed)):
+            chain = sampling.fast_chain(samplers[key], condition, torch.Generator(device=device).manual_seed(seed))
+            for _ in itertools.islice(chain, WARM_UP_STEPS):
                 pass
+            chain.close()
         for index in range(rounds):
             for key in keys[index % len(keys):] + keys[:index % len(keys)]:
                 generator = torch.Generator(device=device).manual_seed(seed + 1 + index)
