@@ -236,10 +236,11 @@ def test_repeats_once_with_a_launch_count_is_refused_in_one_line():
 
     repo = Path(__file__).parents[1]
     config = yaml.safe_load((repo / "config.yaml").read_text())
-    assert ncu_settings(config, repo, "h200", "train")["repeated_operators"] == "every"
+    assert ncu_settings(config, repo, "h200", "train")["repeated_operators"] == "once"
+    every = copy.deepcopy(config)
+    every["profiling"]["ncu"]["repeated_operators"] = "every"
+    assert ncu_settings(every, repo, "h200", "train")["repeated_operators"] == "every"
     once = copy.deepcopy(config)
-    once["profiling"]["ncu"]["repeated_operators"] = "once"
-    assert ncu_settings(once, repo, "h200", "train")["repeated_operators"] == "once"
     once["profiling"]["ncu"]["launch_count"] = 40
     with pytest.raises(ConfigError, match=r"launch_count 40 with repeated_operators: once .* fix: set "
                                           r"repeated_operators: every"):

@@ -1,6 +1,6 @@
 """The `paper` stage's expanded raw pages (each repeated operator profiled once, the repeats' rows copied) against
 the shipped every-kernel raw pages of the same step (data/reference/wholehead/h200/tf32/profile/<phase>/): kernel
-count, names and launch shapes in order, and each kernel class's time.
+count, names and launch shapes in order, and each kernel class's time and warp instructions.
 
     PYTHONPATH=workflow/scripts python3 data/measurements/h200-2026-12-04-ncu-operators/compare_pages.py \
         STAGE_DIR [REFERENCE_DIR]
@@ -16,6 +16,7 @@ import pandas as pd
 from profiling import kernels, ncu
 
 SHAPE = ["kernel_name", "block_size", "grid_size"]
+INSTRUCTIONS = "smsp__inst_executed.sum"
 
 
 def page(path: Path) -> pd.DataFrame:
@@ -32,14 +33,16 @@ def compare(phase: str, once: pd.DataFrame, every: pd.DataFrame) -> None:
         print(f"names and launch shapes differ from kernel {first} on ({differ.sum()} of the first {rows} rows)")
     else:
         print("names, blocks and grids: the same, in the same order")
-    times = pd.DataFrame({
-        "once_us": once.groupby(once["kernel_name"].map(kernels.classify))[ncu.DURATION].sum() / 1e3,
-        "every_us": every.groupby(every["kernel_name"].map(kernels.classify))[ncu.DURATION].sum() / 1e3,
-    }).fillna(0.0).rename_axis("class")
-    times.loc["all"] = times.sum()
-    times["once/every"] = times["once_us"] / times["every_us"]
-    print(times.round(3).to_markdown())
-    print()
+    # Time moves from run to run; the warp instructions a kernel executes do not (the same work on the same data).
+    for metric, unit, scale in ((ncu.DURATION, "us", 1e3), (INSTRUCTIONS, "G instructions", 1e9)):
+        table = pd.DataFrame({
+            f"once ({unit})": once.groupby(once["kernel_name"].map(kernels.classify))[metric].sum() / scale,
+            f"every ({unit})": every.groupby(every["kernel_name"].map(kernels.classify))[metric].sum() / scale,
+        }).fillna(0.0).rename_axis("class")
+        table.loc["all"] = table.sum()
+        table["once/every"] = table.iloc[:, 0] / table.iloc[:, 1]
+        print(table.round(4).to_markdown())
+        print()
 
 
 def main() -> None:
