@@ -96,10 +96,10 @@ def test_the_timing_job_opens_each_batch_size_with_each_samplers_first_steps_unt
     chains = []  # (sampler, batch, steps the job drew from the chain), in the order the job ran them
     fast_chain = Sampling.fast_chain
 
-    def counted(self, sampler, condition, generator):
+    def counted(self, sampler, condition, generator, max_steps=None):
         record = [type(sampler).__name__, condition.shape[0], 0]
         chains.append(record)
-        for item in fast_chain(self, sampler, condition, generator):
+        for item in fast_chain(self, sampler, condition, generator, max_steps):
             record[2] += 1
             yield item
 

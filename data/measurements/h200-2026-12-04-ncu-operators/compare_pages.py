@@ -33,11 +33,12 @@ def compare(phase: str, once: pd.DataFrame, every: pd.DataFrame) -> None:
         print(f"names and launch shapes differ from kernel {first} on ({differ.sum()} of the first {rows} rows)")
     else:
         print("names, blocks and grids: the same, in the same order")
+    classes = [frame["kernel_name"].map(kernels.classify) for frame in (once, every)]
     # Time moves from run to run; the warp instructions a kernel executes do not (the same work on the same data).
     for metric, unit, scale in ((ncu.DURATION, "us", 1e3), (INSTRUCTIONS, "G instructions", 1e9)):
         table = pd.DataFrame({
-            f"once ({unit})": once.groupby(once["kernel_name"].map(kernels.classify))[metric].sum() / scale,
-            f"every ({unit})": every.groupby(every["kernel_name"].map(kernels.classify))[metric].sum() / scale,
+            f"once ({unit})": once.groupby(classes[0])[metric].sum() / scale,
+            f"every ({unit})": every.groupby(classes[1])[metric].sum() / scale,
         }).fillna(0.0).rename_axis("class")
         table.loc["all"] = table.sum()
         table["once/every"] = table.iloc[:, 0] / table.iloc[:, 1]

@@ -116,11 +116,12 @@ class Sampling:
         of `step`, p_sample through this evaluation."""
         return self.diffusion.sample_steps(condition, generator, max_steps, self.evaluate)
 
-    def fast_chain(self, sampler: Sampler, condition: torch.Tensor,
-                   generator: torch.Generator) -> Iterator[tuple[int, torch.Tensor]]:
+    def fast_chain(self, sampler: Sampler, condition: torch.Tensor, generator: torch.Generator,
+                   max_steps: int | None = None) -> Iterator[tuple[int, torch.Tensor]]:
         """(t, x) over a sampler's steps from noise drawn as `chain` draws it (medddpm.samplers.sample_steps), each
-        U-Net evaluation through this variant's evaluation (plain, compiled or replayed from a CUDA graph)."""
-        return sample_steps(sampler, self.diffusion, condition, generator, None, self.evaluate)
+        U-Net evaluation through this variant's evaluation (plain, compiled or replayed from a CUDA graph);
+        `max_steps` stops early (warm-ups)."""
+        return sample_steps(sampler, self.diffusion, condition, generator, max_steps, self.evaluate)
 
     def chain_length(self, max_steps: int | None) -> int:
         timesteps = self.diffusion.num_timesteps

@@ -20,7 +20,6 @@ and at batch 1 the speed-up over the T-step chain with its interval and verdict.
 from __future__ import annotations
 
 import gc
-import itertools
 import statistics
 from pathlib import Path
 
@@ -63,10 +62,9 @@ def timed_rounds(sampling: Sampling, samplers: dict[tuple[str, int], Sampler], c
     reset_peak_memory(device)
     with sampling.running():
         for key in keys:
-            chain = sampling.fast_chain(samplers[key], condition, torch.Generator(device=device).manual_seed(seed))
-            for _ in itertools.islice(chain, WARM_UP_STEPS):
+            for _ in sampling.fast_chain(samplers[key], condition, torch.Generator(device=device).manual_seed(seed),
+                                         WARM_UP_STEPS):
                 pass
-            chain.close()
         for index in range(rounds):
             for key in keys[index % len(keys):] + keys[:index % len(keys)]:
                 generator = torch.Generator(device=device).manual_seed(seed + 1 + index)
