@@ -27,7 +27,7 @@ declare -A SETS=(
 )
 for name in one_pass one_pass+dram_rw one_pass+dram_rw+flops one_pass+dram_total one_pass-gmma+dram_rw time+dram_rw time+cycles+dram_rw \
     time+cycles+inst+dram_rw time+cycles+inst+ipc+dram_rw time+hmma+dram_rw time+thread_inst+dram_rw time+gmma+dram_rw; do
-  passes=$(ncu --clock-control none --metrics "${SETS[$name]}" -c 6 python3 $D/probe.py 2>&1 \
+  passes=$(ncu --clock-control none --profile-from-start off --metrics "${SETS[$name]}" python3 $D/probe.py 2>&1 \
     | grep -o -- "- [0-9]* pass[es]*" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
   echo "$name: $passes"
   echo "$name=${SETS[$name]}" >> "${SETS_FILE:-/dev/null}"
