@@ -10,6 +10,9 @@ For configurations that name sections, the details page says which rules ran and
                                                  and section lists, each run twice: pass_probe_hit_rates.csv)
     python3 pass_probe.py OUT_FOLDER hit_rate_fixes  (the same with the new set and one L2 metric of SpeedOfLight
                                                       added each)
+    python3 pass_probe.py OUT_FOLDER memory_floor    (the training step's candidate sets with the DRAM bytes; the
+                                                      most complete that fits one pass is written as an overlay,
+                                                      OUT_FOLDER/memory_floor_set.yaml: ../h200-2026-12-05-dram-passes/)
 """
 
 from __future__ import annotations
@@ -140,17 +143,49 @@ def configurations() -> dict[str, tuple[list[str], list[str]]]:
     }
 
 
-def main(out: Path, mode: str = "passes") -> None:
-    ncu = (subprocess.run(["which", "ncu"], capture_output=True, text=True).stdout.strip()
-           or sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"))[-1])
-    if mode == "hit_rates":
-        return hit_rates(out, ncu)
-    if mode == "hit_rate_fixes":
-        return hit_rates(out, ncu, hit_rate_fixes)
+DRAM = ["dram__bytes_read.sum", "dram__bytes_write.sum"]
+# What instructions.kernel_flop counts FLOPs from: the tensor-op paths and the FP32 arithmetic instructions.
+FLOP_COUNTERS = [m for m in SETS["paper_figures"] if m.startswith("sm__ops_path_tensor_")
+                 or m.endswith(("_ffma_pred_on.sum", "_fadd_pred_on.sum", "_fmul_pred_on.sum"))]
+
+
+def memory_floor_configurations() -> dict[str, tuple[list[str], list[str]]]:
+    """The training step's candidate sets with the DRAM bytes (profiling/memory_floor.py reads them), most complete
+    first, and the one-pass set as it is (one pass: the check)."""
+    one, gmma = SETS["train_one_pass"], SM90[:1]
+    time_cycles = one[:2]  # gpu__time_duration.sum, sm__cycles_elapsed.max
+    return {
+        "train_one_pass + wgmma count + DRAM bytes + FLOP counters": (one + gmma + DRAM + FLOP_COUNTERS, []),
+        "train_one_pass + wgmma count + DRAM bytes": (one + gmma + DRAM, []),
+        "train_one_pass + DRAM bytes": (one + DRAM, []),
+        "time, cycles, warp instructions, IPC + DRAM bytes": (time_cycles + one[2:4] + DRAM, []),
+        "time, cycles, warp instructions + DRAM bytes": (time_cycles + one[2:3] + DRAM, []),
+        "time, cycles + DRAM bytes": (time_cycles + DRAM, []),
+        "time + DRAM bytes": (one[:1] + DRAM, []),
+        "train_one_pass + wgmma count": (one + gmma, []),
+    }
+
+
+def memory_floor_overlay(results: list[dict], sets: dict[str, tuple[list[str], list[str]]]) -> dict | None:
+    """An overlay of the training step's metrics: the first set with the DRAM bytes whose every kernel took one pass
+    (config.yaml's by_architecture.sm90 adds the wgmma count to every phase: dropped for the training step unless the
+    set has it). None where no candidate fits one pass."""
+    for result in results:
+        metrics = sets[result["configuration"]][0]
+        if result["returncode"] == 0 and result["passes"] and set(result["passes"]) == {1} and DRAM[0] in metrics:
+            removed = [SM90[1]] + ([] if SM90[0] in metrics else SM90[:1])
+            return {"profiling": {"ncu": {"by_phase": {"train": {"metrics": metrics}},
+                                          "by_architecture": {"sm90": {"by_phase": {"train": {
+                                              "metrics_remove": removed}}}}}}}
+    return None
+
+
+def probe(out: Path, ncu: str, configurations: dict[str, tuple[list[str], list[str]]]) -> list[dict]:
+    """Every configuration's passes per kernel (and, with sections, the rules' speedup types) on PROGRAM."""
     program = out / "program.py"
     program.write_text(PROGRAM)
     results = []
-    for number, (name, (metrics, sections)) in enumerate(configurations().items()):
+    for number, (name, (metrics, sections)) in enumerate(configurations.items()):
         report = out / f"probe{number}"
         argv = [ncu, "--clock-control", "none", "--profile-from-start", "off"]
         argv += ["--metrics", ",".join(metrics)] if metrics else []
@@ -180,6 +215,28 @@ def main(out: Path, mode: str = "passes") -> None:
         print(f"{name}: passes {passes} ({len(metrics)} metrics, sections {sections}), {seconds:.1f} s", flush=True)
         for rule, values in rules.items():
             print(f"    rule {rule}: {values}", flush=True)
+    return results
+
+
+def main(out: Path, mode: str = "passes") -> None:
+    ncu = (subprocess.run(["which", "ncu"], capture_output=True, text=True).stdout.strip()
+           or sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"))[-1])
+    if mode == "hit_rates":
+        return hit_rates(out, ncu)
+    if mode == "hit_rate_fixes":
+        return hit_rates(out, ncu, hit_rate_fixes)
+    if mode == "memory_floor":
+        sets = memory_floor_configurations()
+        results = probe(out, ncu, sets)
+        (out / "pass_probe_memory_floor.json").write_text(json.dumps(results, indent=1))
+        overlay = memory_floor_overlay(results, sets)
+        if overlay is None:
+            print("no candidate with the DRAM bytes fits one pass: the three-pass train_memory_floor set stays")
+        else:
+            (out / "memory_floor_set.yaml").write_text(yaml.safe_dump(overlay, sort_keys=False))
+            print(f"one pass with the DRAM bytes: {overlay['profiling']['ncu']['by_phase']['train']['metrics']}")
+        return
+    results = probe(out, ncu, configurations())
     (out / "pass_probe.json").write_text(json.dumps(results, indent=1))
 
 
