@@ -7,8 +7,12 @@
 # bytes that fits one replay pass, its overlay ($SET) replaces config/ncu-memory-floor.yaml's three-pass set.
 D=data/measurements/h200-2026-12-05-memory-floor
 W=/tmp/memory-floor
-P=results/wholehead/h200/frontier_graphed/profile/train
-L=results/wholehead/h200/frontier_graphed/logs
+# The hardware label of the card found (h200 or h100: config.yaml knows both; the preflight refuses a card that does
+# not match its label), h200 where nvidia-smi names neither.
+LABEL=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[12]00' | tr H h)
+LABEL=${LABEL:-h200}
+P=results/wholehead/$LABEL/frontier_graphed/profile/train
+L=results/wholehead/$LABEL/frontier_graphed/logs
 SET=/tmp/memory-floor-set.yaml
 
 # Snakemake on TARGETS in its own process session in $W: its output in out/snakemake_NAME.log, then out/exit.
@@ -16,7 +20,7 @@ launch() {
   local name=$1 extra=$2; shift 2
   date -u +%FT%TZ > $W/out/started_$name; rm -f $W/out/exit
   (cd $W && setsid bash -c "python3 -m snakemake --cores 16 --scheduler greedy --configfile config/paper.yaml \
-    config/ncu-memory-floor.yaml $D/overlay.yaml $extra -- $* > out/snakemake_$name.log 2>&1; echo \$? > out/exit; \
+    config/ncu-memory-floor.yaml $D/overlay.yaml $extra --config 'gpus=[$LABEL]' -- $* > out/snakemake_$name.log 2>&1; echo \$? > out/exit; \
     date -u +%FT%TZ > out/ended_$name" < /dev/null > /dev/null 2>&1 &)
   sleep 5; tail -3 $W/out/snakemake_$name.log
 }
@@ -30,7 +34,7 @@ pack_profile() {
   cp $W/$L/profile_${phase}_ncu.benchmark.tsv $dest/ 2>/dev/null
   gzip -c $W/$L/profile_${phase}_ncu.tool.log > $dest/profile_${phase}_ncu.tool.log.gz 2>/dev/null
   [ -f $W/$profile/ncu_kernels.parquet ] && (cd $W && PYTHONPATH=workflow/scripts python3 -m profiling.memory_floor \
-    $profile/ncu_kernels.parquet results/wholehead/h200/device_rates.json --sites 8 > $dest/memory_floor.md 2>&1)
+    $profile/ncu_kernels.parquet results/wholehead/$LABEL/device_rates.json --sites 8 > $dest/memory_floor.md 2>&1)
 }
 
 case "$1" in
@@ -42,7 +46,7 @@ case "$1" in
     nvidia-smi --query-gpu=name,pci.bus_id,driver_version,clocks.sm,temperature.gpu,power.draw,utilization.gpu \
       --format=csv > $W/out/gpu_state.csv
     EXTRA=""; [ -f $SET ] && cp $SET $W/out/set.yaml && EXTRA=out/set.yaml
-    launch train "$EXTRA" $P/ncu_summary.csv results/wholehead/h200/device_rates.json ;;
+    launch train "$EXTRA" $P/ncu_summary.csv results/wholehead/$LABEL/device_rates.json ;;
   start_sample)
     # The sampling evaluation of the same rung, after the training step's profile, in the same folder (its dataset
     # and device rates): the paper's sampling set (DRAM bytes included), every kernel of the replayed graph.
@@ -57,7 +61,7 @@ case "$1" in
     tail -n 5 $W/out/snakemake_*.log ;;
   pack)
     S=$W/out
-    cp $W/results/wholehead/h200/device_rates.json $W/results/wholehead/h200/preflight.json $S/ 2>/dev/null
+    cp $W/results/wholehead/$LABEL/device_rates.json $W/results/wholehead/$LABEL/preflight.json $S/ 2>/dev/null
     pack_profile train $S; pack_profile sample $S/sample
     tar -czf $OUT/memory-floor.tgz -C $S . ; ls -la $S ;;
 esac
