@@ -20,14 +20,16 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
+import triton
+from snakemake.utils import update_config
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO / "workflow" / "scripts"))
 
 from medddpm import ndhwc_norm  # noqa: E402
-from profiling.norm_bench import FLOOR_TENSORS, TRITON_PASSES, norm_sites  # noqa: E402
+from planning.configcheck import read_mapping  # noqa: E402
+from profiling.norm_bench import FLOOR_TENSORS, TRITON_PASSES, floor_us, norm_sites  # noqa: E402
 
 EXPORT = REPO / "data" / "reference" / "wholehead" / "h200" / "frontier_graphed" / "profile" / "train" / "ncu_kernels.parquet"
 BENCH = REPO / "data" / "measurements" / "h200-2026-12-04-norm-tiles"
@@ -36,10 +38,10 @@ MICRO_BATCHES = 2
 
 
 def apply_grid(shape: tuple[int, ...], tiling: ndhwc_norm.Tiling = ndhwc_norm.TILING) -> int:
-    """The apply pass's programs for an (N, C, D, H, W) activation: N x its tiles of `apply_elements`."""
+    """The apply pass's programs for an (N, C, D, H, W) activation: N x its tiles of `apply_elements` (the rows
+    ndhwc_norm gives a tile of all channels)."""
     batch, channels, voxels = shape[0], shape[1], math.prod(shape[2:])
-    rows = max(1, min(tiling.apply_elements // (1 << (channels - 1).bit_length()), 1 << (voxels - 1).bit_length()))
-    return batch * -(-voxels // rows)
+    return batch * triton.cdiv(voxels, ndhwc_norm._rows(tiling.apply_elements, triton.next_power_of_2(channels), voxels))
 
 
 def triples(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -86,9 +88,9 @@ def sites_of(found: pd.DataFrame, shapes: list[tuple[int, ...]]) -> pd.Series:
 
 
 def main() -> None:
-    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
-    defaults = yaml.safe_load((REPO / "config.yaml").read_text())
-    shapes = norm_sites(defaults["model"] | paper["model"], tuple(paper["dataset"]["shape"]))
+    paper = read_mapping(REPO / "config.yaml", "embedded default")
+    update_config(paper, read_mapping(REPO / "config" / "paper.yaml", "overlay"))  # as Snakemake merges them
+    shapes = norm_sites(paper["model"], tuple(paper["dataset"]["shape"]))
     found = triples(pd.read_parquet(EXPORT))
     if len(found) != 2 * MICRO_BATCHES * len(shapes):
         raise SystemExit(f"{len(found)} norm triples in the step, expected {2 * MICRO_BATCHES * len(shapes)}")
@@ -103,8 +105,7 @@ def main() -> None:
     per_site["apply_us"] /= 1e3
     per_site["sums_us"] /= 1e3
     per_site["elements"] = per_site["shape"].map(lambda s: math.prod(map(int, s.split("x"))))
-    per_site["floor_us"] = [FLOOR_TENSORS[d] * e * ITEMSIZE / copy / 1e3
-                            for d, e in zip(per_site["direction"], per_site["elements"])]
+    per_site["floor_us"] = [floor_us(e, ITEMSIZE, d, copy) for d, e in zip(per_site["direction"], per_site["elements"])]
     per_site["bench_us"] = [bench.at[(s, d), "kernel_us"] for s, d in zip(per_site["shape"], per_site["direction"])]
     per_site["count"] = per_site["launches"] // MICRO_BATCHES
     per_site = per_site.sort_values(["elements", "direction"], ascending=[False, False], kind="stable")
@@ -112,7 +113,9 @@ def main() -> None:
     step_ms = float((per_site["step_us"] * per_site["launches"]).sum()) / 1e3
     floor_ms = float((per_site["floor_us"] * per_site["launches"]).sum()) / 1e3
     bench_ms = float((per_site["bench_us"] * per_site["launches"]).sum()) / 1e3
-    two_pass = {"forward": 3 / 2, "backward": 5 / 3}
+    # The passes' own bytes over the floor's, per direction (sums read the activation once, apply again and write).
+    two_pass = {direction: sum(read + written for d, _, read, written in TRITON_PASSES.values() if d == direction)
+                / FLOOR_TENSORS[direction] for direction in FLOOR_TENSORS}
     two_pass_ms = float(sum(per_site["floor_us"] * per_site["launches"] * per_site["direction"].map(two_pass))) / 1e3
     print(f"Copy bandwidth {copy:,.0f} GB/s (the norm bench's, {BENCH.name}/summary.json); bfloat16 activations; "
           f"{len(shapes)} norm sites, {MICRO_BATCHES} micro-batches.\n")

@@ -18,20 +18,35 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import yaml
+from snakemake.utils import update_config
 
-from plan import MEASUREMENTS, NCU_ESTIMATED, NCU_ONCE, REPO, STUDY_SHIPPED, benchmark_seconds
+from plan import MEASUREMENTS, NCU_ESTIMATED, NCU_ONCE, REPO, STUDY_SHIPPED, benchmark_seconds, sitting_seconds
+from measurement.pairing import median_interval_ranks
+from planning.configcheck import read_mapping
 
 H200 = REPO / "data" / "reference" / "wholehead" / "h200"
-PAPER = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
-DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())
+# config/paper.yaml over the embedded default, as Snakemake merges them.
+PAPER = read_mapping(REPO / "config.yaml", "embedded default")
+update_config(PAPER, read_mapping(REPO / "config" / "paper.yaml", "overlay"))
 SAMPLERS_RECORD = MEASUREMENTS / "h200-2026-12-03-samplers"
-# The smallest start of a GPU job in the records: the timing chain's tf32 training job, 20.2 s for 15 optimizer
-# steps of 0.465 s (h200-2026-12-04-paper-sitting/jobs.csv, data/reference/wholehead/h200/tf32/train.json).
-SMALLEST_START = 20.2 - 15 * 0.465
-# The sign test's 95 % interval of a paired ratio needs six rounds (two-sided, every round on one side: 2 / 2^6 =
-# 0.031; with five, 0.0625): the fewest rounds a paired timing can stop at (measurement.pairing).
-FEWEST_PAIRED_ROUNDS = 6
+OPTIMIZER_STEPS = PAPER["train"]["warmup_steps"] + PAPER["train"]["measured_steps"] + PAPER["train"]["bare_loop_steps"]
+
+
+def fewest_paired_rounds() -> int:
+    """The fewest rounds whose sign-test interval reaches comparison.confidence (measurement.pairing): where a
+    paired timing can stop at the earliest."""
+    rounds = 1
+    while median_interval_ranks(rounds, PAPER["comparison"]["confidence"]) is None:
+        rounds += 1
+    return rounds
+
+
+def smallest_start(steps: dict[str, tuple[float, float, str]]) -> float:
+    """The least a GPU job spent outside its timed work in the records: the timing chain's training jobs
+    (../h200-2026-12-04-paper-sitting/jobs.csv) less their optimizer steps at the recorded step time."""
+    jobs = sitting_seconds()
+    return min(jobs[("train", variant)][0] - OPTIMIZER_STEPS * step
+               for variant, (step, _, _) in steps.items() if ("train", variant) in jobs)
 
 
 def step_seconds() -> dict[str, tuple[float, float, str]]:
@@ -74,7 +89,7 @@ def study_rows() -> list[dict]:
     return rows
 
 
-def ncu_rows() -> list[dict]:
+def ncu_rows(start: float) -> list[dict]:
     rows = []
     for variant in PAPER["run_variants"]:
         for phase in ("train", "sample"):
@@ -83,39 +98,38 @@ def ncu_rows() -> list[dict]:
                 seconds, source = benchmark_seconds(path), str(path.relative_to(REPO))
             else:
                 seconds, source = NCU_ESTIMATED[(phase, variant)], f"estimate: {(NCU_ONCE / 'README.md').relative_to(REPO)}"
-            rows.append({"part": "Nsight Compute", "what": f"{variant} {phase}", "seconds": seconds - SMALLEST_START,
-                         "source": f"{source}, less {SMALLEST_START:.1f} s of start"})
+            rows.append({"part": "Nsight Compute", "what": f"{variant} {phase}", "seconds": seconds - start,
+                         "source": f"{source}, less {start:.1f} s of start"})
     return rows
 
 
 def timing_chain_rows(steps: dict[str, tuple[float, float, str]]) -> list[dict]:
-    train, sample = PAPER["train"], PAPER["sample"]
-    optimizer_steps = train["warmup_steps"] + train["measured_steps"] + train["bare_loop_steps"]
     timesteps = PAPER["diffusion"]["timesteps"]
     profiled = PAPER["profiling"]["warmup_steps"] + 1
     rows = []
     for variant, (step, evaluation, source) in steps.items():
-        rows.append({"part": "timing chain: training", "what": variant, "seconds": optimizer_steps * step,
-                     "source": f"{optimizer_steps} optimizer steps x {step:.3f} s ({source})"})
+        rows.append({"part": "timing chain: training", "what": variant, "seconds": OPTIMIZER_STEPS * step,
+                     "source": f"{OPTIMIZER_STEPS} optimizer steps x {step:.3f} s ({source})"})
         rows.append({"part": "timing chain: 250-step chain", "what": variant, "seconds": timesteps * evaluation,
                      "source": f"{timesteps} evaluations x {evaluation * 1e3:.1f} ms ({source})"})
         rows.append({"part": "torch.profiler", "what": variant, "seconds": profiled * (step + evaluation),
                      "source": f"{profiled} training steps and {profiled} evaluations, the last profiled ({source})"})
     paired = sum(step + evaluation for step, evaluation, _ in steps.values())
-    min_rounds = PAPER.get("comparison", {}).get("min_rounds", DEFAULTS["comparison"]["min_rounds"])
+    min_rounds = PAPER["comparison"]["min_rounds"]
     rows.append({"part": "paired comparisons", "what": ", ".join(steps), "seconds": min_rounds * paired,
                  "source": f"{min_rounds} rounds (comparison.min_rounds) of a step and an evaluation each"})
     evaluations = timesteps + sum(steps_ for counts in PAPER["fast_sampling"]["samplers"].values() for steps_ in counts)
     tf32 = steps["tf32"][1]
-    rows.append({"part": "fast samplers' timing", "what": "tf32, batch 1",
-                 "seconds": FEWEST_PAIRED_ROUNDS * evaluations * tf32,
-                 "source": f"{FEWEST_PAIRED_ROUNDS} rounds (the sign test's fewest) of {evaluations} evaluations x "
+    fewest = fewest_paired_rounds()
+    rows.append({"part": "fast samplers' timing", "what": "tf32, batch 1", "seconds": fewest * evaluations * tf32,
+                 "source": f"{fewest} rounds (the sign test's fewest) of {evaluations} evaluations x "
                            f"{tf32 * 1e3:.1f} ms"})
     return rows
 
 
 def main() -> None:
-    rows = pd.DataFrame(study_rows() + ncu_rows() + timing_chain_rows(step_seconds()))
+    steps = step_seconds()
+    rows = pd.DataFrame(study_rows() + ncu_rows(smallest_start(steps)) + timing_chain_rows(steps))
     by_part = rows.groupby("part", sort=False)["seconds"].sum() / 60
     print("| part | GPU-minutes of work |\n|---|---:|")
     for part, minutes in by_part.items():
