@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
@@ -97,14 +98,18 @@ def _self_times(events: list[dict]) -> dict[int, float]:
 
 
 def read_trace(path: str | Path) -> list[dict]:
-    """The complete events ("ph": "X") of an exported Chrome trace, each with a name and numeric ts and dur.
+    """The complete events ("ph": "X") of an exported Chrome trace (plain, or gzipped where its name ends in .gz, as
+    the reference sets ship it), each with a name and numeric ts and dur.
 
     Raises ProfilingError with one line naming the file for a trace that is not JSON (cut short, or another file),
     not torch.profiler's Chrome trace, or holds an event without its times.
     """
     fix = f"fix: delete {path} and rerun its profile job (snakemake writes it again)"
     try:
-        trace = json.loads(Path(path).read_text())
+        text = gzip.decompress(Path(path).read_bytes()).decode() if str(path).endswith(".gz") else Path(path).read_text()
+        trace = json.loads(text)
+    except (gzip.BadGzipFile, EOFError):
+        raise ProfilingError(f"torch trace {path} is not a whole gzip file (cut short, or not gzipped); {fix}") from None
     except UnicodeDecodeError:
         raise ProfilingError(f"torch trace {path} is not text (a binary file?); {fix}") from None
     except json.JSONDecodeError as error:
