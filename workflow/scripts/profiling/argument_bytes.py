@@ -175,7 +175,8 @@ def class_floors(table: pd.DataFrame, copy_gb_per_s: float) -> pd.DataFrame:
         rows.append({"kernel_class": name, "kernels": len(mine), "time_ns": float(mine["duration_ns"].sum()),
                      "attributed_kernels": len(got), "attributed_time_ns": time_ns, "argument_bytes": moved,
                      "memory_floor_ns": floor_ns, "achieved_gb_per_s": _ratio(moved, time_ns),
-                     "time_over_floor": _ratio(time_ns, floor_ns), "beyond_copy_kernels": int(got["beyond_copy"].sum())})
+                     "time_over_floor": _ratio(time_ns, floor_ns),
+                     "beyond_copy_kernels": int(got["beyond_copy"].sum())})
     return pd.DataFrame(rows, columns=CLASS_COLUMNS)
 
 
@@ -199,8 +200,8 @@ def markdown(table: pd.DataFrame, copy_gb_per_s: float, top_kernels: int = 12) -
     lines = [f"Copy bandwidth {copy_gb_per_s:.4g} GB/s (device_rates.json). Argument bytes: the tensors each kernel's "
              "operator was handed, each once (profiling.argument_bytes). Convolutions and matrix products are held by "
              "their FLOP floor, not by these bytes.", "",
-             "| class | kernels | time (ms) | with argument bytes | their time (ms) | argument GB | memory floor (ms) | "
-             "achieved TB/s | time / floor |", "|---|---|---|---|---|---|---|---|---|"]
+             "| class | kernels | time (ms) | with argument bytes | their time (ms) | argument GB | "
+             "memory floor (ms) | achieved TB/s | time / floor |", "|---|---|---|---|---|---|---|---|---|"]
     for row in class_floors(table, copy_gb_per_s).itertuples(index=False):
         beyond = f" ({row.beyond_copy_kernels} beyond the copy)" if row.beyond_copy_kernels else ""
         ratio = "-" if math.isnan(row.time_over_floor) else f"{row.time_over_floor:.1f}"
@@ -208,9 +209,10 @@ def markdown(table: pd.DataFrame, copy_gb_per_s: float, top_kernels: int = 12) -
         lines.append(f"| {row.kernel_class} | {row.kernels:,} | {row.time_ns / 1e6:.2f} | {row.attributed_kernels:,} | "
                      f"{row.attributed_time_ns / 1e6:.2f} | {row.argument_bytes / 1e9:.2f} | "
                      f"{row.memory_floor_ns / 1e6:.2f} | {achieved}{beyond} | {ratio} |")
-    lines += ["", "Memory-bound kernels furthest above their floors (convolutions and matrix products left out: the FLOP "
-              "floor holds them):", "", "| kernel (operator) | class | launches | time (ms) | argument GB | memory floor (ms) | achieved TB/s "
-              "| time / floor |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "Memory-bound kernels furthest above their floors (convolutions and matrix products left out: the "
+              "FLOP floor holds them):", "",
+              "| kernel (operator) | class | launches | time (ms) | argument GB | memory floor (ms) | achieved TB/s | "
+              "time / floor |", "|---|---|---|---|---|---|---|---|"]
     for row in kernel_floors(table, copy_gb_per_s).head(top_kernels).itertuples(index=False):
         who = row.short_name if row.operator == row.short_name else f"{row.short_name} ({row.operator})"
         lines.append(f"| {who} | {row.kernel_class} | {row.kernels} | {row.time_ns / 1e6:.3f} | "

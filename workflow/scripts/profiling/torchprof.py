@@ -106,10 +106,11 @@ def read_trace(path: str | Path) -> list[dict]:
     """
     fix = f"fix: delete {path} and rerun its profile job (snakemake writes it again)"
     try:
-        text = gzip.decompress(Path(path).read_bytes()).decode() if str(path).endswith(".gz") else Path(path).read_text()
-        trace = json.loads(text)
+        raw = Path(path).read_bytes()
+        trace = json.loads(gzip.decompress(raw).decode() if str(path).endswith(".gz") else raw.decode())
     except (gzip.BadGzipFile, EOFError):
-        raise ProfilingError(f"torch trace {path} is not a whole gzip file (cut short, or not gzipped); {fix}") from None
+        why = "is not a whole gzip file (cut short, or not gzipped)"
+        raise ProfilingError(f"torch trace {path} {why}; {fix}") from None
     except UnicodeDecodeError:
         raise ProfilingError(f"torch trace {path} is not text (a binary file?); {fix}") from None
     except json.JSONDecodeError as error:
