@@ -45,17 +45,19 @@ def apply_grid(shape: tuple[int, ...], tiling: ndhwc_norm.Tiling = ndhwc_norm.TI
 
 
 def triples(kernels: pd.DataFrame) -> pd.DataFrame:
-    """One row per norm launch triple of the step, in launch order: direction, the three durations, the apply grid."""
+    """One row per norm launch triple of the step, in launch order: direction, the three durations, the apply grid, and
+    the sums and apply passes' launch numbers."""
     norm = kernels[kernels["short_name"].isin(TRITON_PASSES)].sort_values("launch")
     rows, pending = [], []
     for row in norm.itertuples():
         direction, step, _, _ = TRITON_PASSES[row.short_name]
-        pending.append((direction, step, float(row.duration_ns), int(row.launch_grid_size)))
+        pending.append((direction, step, float(row.duration_ns), int(row.launch_grid_size), int(row.launch)))
         if step == "apply":
             if len(pending) != 3 or {p[0] for p in pending} != {direction}:
                 raise SystemExit(f"launch {row.launch}: a norm's launches out of order: {pending}")
             rows.append({"direction": direction, "sums_ns": pending[0][2], "middle_ns": pending[1][2],
-                         "apply_ns": pending[2][2], "grid": pending[2][3]})
+                         "apply_ns": pending[2][2], "grid": pending[2][3], "sums_launch": pending[0][4],
+                         "apply_launch": pending[2][4]})
             pending = []
     return pd.DataFrame(rows)
 
@@ -87,14 +89,21 @@ def sites_of(found: pd.DataFrame, shapes: list[tuple[int, ...]]) -> pd.Series:
     return pd.Series(names, index=found.index)
 
 
-def main() -> None:
+def step_triples() -> tuple[pd.DataFrame, list[tuple[int, ...]]]:
+    """The step's norm triples (`triples`) with each one's site shape, and the U-Net's site shapes (config.yaml with
+    config/paper.yaml, as Snakemake merges them)."""
     paper = read_mapping(REPO / "config.yaml", "embedded default")
-    update_config(paper, read_mapping(REPO / "config" / "paper.yaml", "overlay"))  # as Snakemake merges them
+    update_config(paper, read_mapping(REPO / "config" / "paper.yaml", "overlay"))
     shapes = norm_sites(paper["model"], tuple(paper["dataset"]["shape"]))
     found = triples(pd.read_parquet(EXPORT))
     if len(found) != 2 * MICRO_BATCHES * len(shapes):
         raise SystemExit(f"{len(found)} norm triples in the step, expected {2 * MICRO_BATCHES * len(shapes)}")
     found["shape"] = sites_of(found, shapes)
+    return found, shapes
+
+
+def main() -> None:
+    found, shapes = step_triples()
     found["step_us"] = (found["sums_ns"] + found["middle_ns"] + found["apply_ns"]) / 1e3
     copy = json.loads((BENCH / "summary.json").read_text())["copy_gb_per_s"]
     bench = pd.read_csv(BENCH / "implementations.csv")
