@@ -13,9 +13,10 @@ one kernel, the kernel's **argument bytes** are the bytes of the tensors the ope
 
 An inductor kernel is handed every buffer it reads or writes, so its argument bytes count its output too
 (`counts_output`), once: a buffer it reads and writes in place (x += y) is counted once, though it crosses the memory
-twice. So do an in-place ATen operator's (a name ending in "_": add_, copy_, the foreach updates). Any other ATen
-operator's recorded tensors are its inputs alone: its floor counts what it reads. Either way the bytes are a lower
-bound on what the kernel moves: it cannot move a tensor it was handed without reading or writing it.
+twice. An in-place ATen operator's bytes (a name ending in "_": add_, copy_, the foreach updates) count its output
+too. Any other ATen operator's recorded tensors are its inputs alone: its floor counts what it reads. Either way the
+bytes are a lower bound on what the kernel moves, as long as it reads or writes every tensor it is handed, which
+inductor's kernels and these operators' single kernels do.
 
 Not attributed (argument_bytes NaN): a kernel whose operator launched several (a convolution's transposes and
 matrix kernels, the NDHWC norm op's three passes: the operator's tensors are shared by kernels of different kinds),
