@@ -36,6 +36,7 @@ kernels furthest above their floors as Markdown.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 from pathlib import Path
@@ -44,8 +45,10 @@ import numpy as np
 import pandas as pd
 
 from .errors import ProfilingError
-from .kernels import CLASS_NAMES, classify, short_name
-from .torchprof import read_trace
+from .kernels import CLASS_NAMES
+from .memory_floor import copy_floor
+from .tables import from_torch
+from .torchprof import event_rows, read_trace
 
 # Element sizes of the types torch.profiler records for a tensor ("Input type": c10's spellings of the scalar types).
 ELEMENT_BYTES = {
@@ -112,10 +115,11 @@ def _counts_output(operator_name: str) -> bool:
 
 
 def launches(events: list[dict], source: str = "the trace") -> pd.DataFrame:
-    """LAUNCH_COLUMNS, one row per GPU kernel of the trace's complete events (torchprof.read_trace) in start order,
-    as profiling.tables.from_torch numbers them. Raises ProfilingError naming `source` where the trace has no GPU
-    kernel or no kernel's operator recorded tensor shapes (a graph replay, or a trace without record_shapes)."""
-    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
+    """LAUNCH_COLUMNS, one row per GPU kernel of the trace's complete events (torchprof.read_trace): the rows of its
+    kernel table (tables.from_torch, as the profile job's torch_kernels.parquet), each with its operator and argument
+    bytes. Raises ProfilingError naming `source` where the trace has no GPU kernel or no kernel's operator recorded
+    tensor shapes (a graph replay, or a trace without record_shapes)."""
+    kernels = [e for e in events if e.get("cat") == "kernel"]
     if not kernels:
         raise ProfilingError(f"{source} holds no GPU kernel: no argument bytes (a CPU-only profile)")
     operators = {e["args"]["External id"]: e for e in events
@@ -123,24 +127,19 @@ def launches(events: list[dict], source: str = "the trace") -> pd.DataFrame:
     if not any("Input Dims" in e["args"] for e in operators.values()):
         raise ProfilingError(f"{source}: no operator recorded its tensors' shapes (a CUDA graph's replay, or a trace "
                              "recorded without record_shapes): no argument bytes")
-    launched: dict[object, int] = {}
-    for kernel in kernels:
-        key = kernel.get("args", {}).get("External id")
-        launched[key] = launched.get(key, 0) + 1
-    rows = []
-    for number, kernel in enumerate(kernels):
-        key = kernel.get("args", {}).get("External id")
-        operator = operators.get(key)
-        moved = operator_bytes(operator) if operator is not None and launched[key] == 1 else math.nan
-        why = (NO_OPERATOR if operator is None else SHARED if launched[key] > 1 else UNTYPED if math.isnan(moved)
-               else "")
-        rows.append({"launch": number, "name": kernel["name"], "short_name": short_name(kernel["name"]),
-                     "kernel_class": classify(kernel["name"]), "duration_ns": float(kernel["dur"]) * 1e3,
-                     "operator": operator["name"] if operator else "",
-                     "operator_kernels": launched[key] if operator else 0,
-                     "argument_bytes": moved, "unattributed": why,
-                     "counts_output": operator is not None and _counts_output(operator["name"])})
-    return pd.DataFrame(rows, columns=LAUNCH_COLUMNS)
+    # The kernel table's order: event_rows sorts the kernels by start, stable, as this sort does.
+    keys = [e.get("args", {}).get("External id") for e in sorted(kernels, key=lambda e: float(e["ts"]))]
+    launched = collections.Counter(keys)
+    table = from_torch(event_rows(events))[["launch", "name", "short_name", "kernel_class", "duration_ns"]]
+    found = [operators.get(key) for key in keys]
+    moved = [operator_bytes(op) if op is not None and launched[key] == 1 else math.nan for op, key in zip(found, keys)]
+    table["operator"] = [op["name"] if op is not None else "" for op in found]
+    table["operator_kernels"] = [launched[key] if op is not None else 0 for op, key in zip(found, keys)]
+    table["argument_bytes"] = moved
+    table["counts_output"] = [op is not None and _counts_output(op["name"]) for op in found]
+    table["unattributed"] = [NO_OPERATOR if op is None else SHARED if launched[key] > 1 else UNTYPED if math.isnan(b)
+                             else "" for op, key, b in zip(found, keys, moved)]
+    return table[LAUNCH_COLUMNS]
 
 
 def read_launches(path: str | Path) -> pd.DataFrame:
@@ -154,9 +153,8 @@ def _floors(table: pd.DataFrame, copy_gb_per_s: float) -> pd.DataFrame:
     if not math.isfinite(copy_gb_per_s) or copy_gb_per_s <= 0:
         raise ProfilingError(f"copy bandwidth {copy_gb_per_s} GB/s is no measured bandwidth (device_rates.json)")
     attributed = table[table["argument_bytes"].notna()].copy()
-    at_copy_rate = attributed["argument_bytes"] / copy_gb_per_s  # bytes / (GB/s) = ns
-    attributed["memory_floor_ns"] = np.minimum(at_copy_rate, attributed["duration_ns"])
-    attributed["beyond_copy"] = at_copy_rate > attributed["duration_ns"]
+    attributed["memory_floor_ns"], attributed["beyond_copy"] = copy_floor(
+        attributed["argument_bytes"], attributed["duration_ns"], copy_gb_per_s)
     return attributed
 
 

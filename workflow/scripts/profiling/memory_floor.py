@@ -100,6 +100,13 @@ def _bytes_missing(kernels: pd.DataFrame) -> str | None:
     return None
 
 
+def copy_floor(moved: pd.Series, duration_ns: pd.Series, copy_gb_per_s: float) -> tuple[pd.Series, pd.Series]:
+    """Per launch, its memory floor (`moved` bytes at the copy bandwidth, never above its measured time) and whether it
+    moved them faster than the copy (then at its limit: the floor is its time)."""
+    at_copy_rate = moved / copy_gb_per_s  # bytes / (GB/s) = ns
+    return np.minimum(at_copy_rate, duration_ns), at_copy_rate > duration_ns
+
+
 def kernel_floors(kernels: pd.DataFrame, copy_gb_per_s: float, bf16_tflops: float | None) -> pd.DataFrame:
     """Per launch (the rows of `kernels`, same index): bytes, memory_floor_ns, beyond_copy, flop, flop_floor_ns,
     limit_ns and binding (module docstring). Raises ValueError with `reason`'s line where there is no memory floor."""
@@ -108,16 +115,15 @@ def kernel_floors(kernels: pd.DataFrame, copy_gb_per_s: float, bf16_tflops: floa
         raise ValueError(why)
     duration = kernels["duration_ns"].astype(float)
     moved = kernels[list(BYTES_COLUMNS)].astype(float).sum(axis=1)
-    at_copy_rate = moved / copy_gb_per_s  # bytes / (GB/s) = ns
+    memory_floor, beyond_copy = copy_floor(moved, duration, copy_gb_per_s)
     flop = kernel_flop(kernels).astype(float)
     rate = bf16_tflops if bf16_tflops and math.isfinite(bf16_tflops) and bf16_tflops > 0 else math.nan
     flop_floor = flop / (rate * 1e3)  # 1 TFLOP/s is 1e3 FLOP per ns (and 1 GB/s one byte per ns)
-    memory_floor = np.minimum(at_copy_rate, duration)
     limit = np.fmax(memory_floor, flop_floor)  # fmax: the memory floor where the FLOPs were not counted
     binding = np.where(flop_floor.isna(), UNCOUNTED, np.where(flop_floor > memory_floor, "flop", "memory"))
     return pd.DataFrame({"kernel_class": kernels["kernel_class"], "instances": kernels["instances"].astype(int),
                          "duration_ns": duration, "bytes": moved, "memory_floor_ns": memory_floor,
-                         "beyond_copy": at_copy_rate > duration, "flop": flop, "flop_floor_ns": flop_floor,
+                         "beyond_copy": beyond_copy, "flop": flop, "flop_floor_ns": flop_floor,
                          "limit_ns": limit, "binding": binding}, index=kernels.index)
 
 

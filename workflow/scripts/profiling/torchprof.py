@@ -138,7 +138,12 @@ def read_trace(path: str | Path) -> list[dict]:
 
 def trace_rows(chrome_trace_json_path: str | Path) -> pd.DataFrame:
     """The rows of kernel_rows, rebuilt from an exported Chrome trace (prof.export_chrome_trace) without torch."""
-    complete = read_trace(chrome_trace_json_path)
+    return event_rows(read_trace(chrome_trace_json_path))
+
+
+def event_rows(complete: list[dict]) -> pd.DataFrame:
+    """trace_rows of a trace's complete events (read_trace): one row per GPU kernel in start order, or without
+    kernels one per CPU operator with its self time."""
     kernels = [e for e in complete if e.get("cat") == "kernel"]
     if kernels:
         rows = [
