@@ -89,13 +89,13 @@ def sites_of(found: pd.DataFrame, shapes: list[tuple[int, ...]]) -> pd.Series:
     return pd.Series(names, index=found.index)
 
 
-def step_triples() -> tuple[pd.DataFrame, list[tuple[int, ...]]]:
-    """The step's norm triples (`triples`) with each one's site shape, and the U-Net's site shapes (config.yaml with
-    config/paper.yaml, as Snakemake merges them)."""
+def step_triples(kernels: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[int, ...]]]:
+    """The norm triples (`triples`) of the step's kernel table with each one's site shape, and the U-Net's site shapes
+    (config.yaml with config/paper.yaml, as Snakemake merges them)."""
     paper = read_mapping(REPO / "config.yaml", "embedded default")
     update_config(paper, read_mapping(REPO / "config" / "paper.yaml", "overlay"))
     shapes = norm_sites(paper["model"], tuple(paper["dataset"]["shape"]))
-    found = triples(pd.read_parquet(EXPORT))
+    found = triples(kernels)
     if len(found) != 2 * MICRO_BATCHES * len(shapes):
         raise SystemExit(f"{len(found)} norm triples in the step, expected {2 * MICRO_BATCHES * len(shapes)}")
     found["shape"] = sites_of(found, shapes)
@@ -103,7 +103,7 @@ def step_triples() -> tuple[pd.DataFrame, list[tuple[int, ...]]]:
 
 
 def main() -> None:
-    found, shapes = step_triples()
+    found, shapes = step_triples(pd.read_parquet(EXPORT))
     found["step_us"] = (found["sums_ns"] + found["middle_ns"] + found["apply_ns"]) / 1e3
     copy = json.loads((BENCH / "summary.json").read_text())["copy_gb_per_s"]
     bench = pd.read_csv(BENCH / "implementations.csv")

@@ -36,10 +36,12 @@ ISSUE_PER_SM = 4  # warp instructions an SM can issue per cycle: four schedulers
 LARGEST = ("1x128x128x128x128", "1x64x128x128x128")
 
 
-def main() -> None:
-    found, _ = step_triples()
-    kernels = pd.read_parquet(EXPORT).set_index("launch")
-    copy = json.loads((BENCH / "summary.json").read_text())["copy_gb_per_s"]
+def pass_rows(copy: float) -> list[dict]:
+    """One row per activation pass and LARGEST site: what the step's export counted for it (medians over its
+    launches) and its two floors at `copy` GB/s."""
+    kernels = pd.read_parquet(EXPORT)
+    found, _ = step_triples(kernels)
+    kernels = kernels.set_index("launch")
     rows = []
     for shape in LARGEST:
         elements = math.prod(map(int, shape.split("x")))
@@ -66,6 +68,12 @@ def main() -> None:
                     "registers": int(launches["launch_registers_per_thread"].median()), "warps": warps,
                     "memory_floor_us": moved / copy / 1e3, "issue_floor_us": issue_ns / 1e3,
                 })
+    return rows
+
+
+def main() -> None:
+    copy = json.loads((BENCH / "summary.json").read_text())["copy_gb_per_s"]
+    rows = pass_rows(copy)
     print(f"frontier_graphed's profiled training step ({EXPORT.relative_to(EXPORT.parents[6])}); copy bandwidth "
           f"{copy:,.0f} GB/s; an SM issues at most {ISSUE_PER_SM} warp instructions per cycle.\n")
     print("| site | pass | launches | time (us) | TB/s | thread instructions per element | warp IPC (of 4) | "
