@@ -48,22 +48,31 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def kill_job(pid: int, number: int) -> None:
+    """Signal a job's process group; a job that has not made its own session yet (just forked) is its pid alone."""
+    for kill in (os.killpg, os.kill):
+        try:
+            return kill(pid, number)
+        except ProcessLookupError:
+            pass
+
+
 def _run_on_server(connection: socket.socket, args: list) -> int:
+    # A signal that comes before the job's pid does is held, not lost: blocked until it can be passed on, then
+    # delivered (on a busy machine the job can start, and be signalled, before this process has read its pid).
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     umask = os.umask(0)
     os.umask(umask)
     request = json.dumps({"argv": args, "cwd": os.getcwd(), "env": dict(os.environ), "umask": umask}) + "\n"
     connection.sendmsg([request.encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
     answers = connection.makefile("r")
     pid = int(answers.readline())
-
-    def pass_on(number, _frame):
-        try:
-            os.killpg(pid, number)
-        except ProcessLookupError:
-            pass
-
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(number, pass_on)
+    for number in FORWARDED:
+        signal.signal(number, lambda number, _frame: kill_job(pid, number))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     ended = answers.readline()
     return int(ended) if ended.strip() else 1
 

@@ -193,9 +193,15 @@ def serve(listener: socket.socket) -> str | None:
                 children[pid] = item
             else:  # a running job's client sent something or went away: only going away is possible
                 pid = next((pid for pid, connection in children.items() if connection is item), None)
-                if pid is not None and not item.recv(1):
+                try:
+                    gone = not item.recv(1)
+                except OSError:  # ECONNRESET: the client went before it read the pid it was sent
+                    gone = True
+                # The job's process group; a job that has not made its own session yet (just forked), alone.
+                for kill in (os.killpg, os.kill) if pid is not None and gone else ():
                     try:
-                        os.killpg(pid, signal.SIGKILL)
+                        kill(pid, signal.SIGKILL)
+                        break
                     except ProcessLookupError:
                         pass
 

@@ -1,8 +1,11 @@
 """tests/job_server.py: a job forked from the preloaded server is what `python SCRIPT` would be, and goes when it
 is told to or when the process that asked for it goes."""
 
+import array
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -105,6 +108,25 @@ def test_a_job_whose_shim_is_killed_is_killed_with_it(server, tmp_path):
     shim_process.kill()
     shim_process.wait()
     job.wait(timeout=120)  # the server sees the connection close within its 50 ms poll
+
+
+def test_a_client_gone_before_it_read_its_pid_has_its_job_killed_and_the_server_serves_on(server, tmp_path):
+    """A shim killed between sending its job and reading the job's pid (a signal before its handlers, on a busy
+    machine) leaves that pid unread: the server's next read of the connection is a reset, not an end of file."""
+    script = _script(tmp_path, "import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(3600)\n")
+    request = {"argv": [str(script)], "cwd": str(tmp_path), "env": dict(os.environ), "umask": 0o022}
+    with open(os.devnull, "r+") as null:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(str(Path(server).with_name("socket")))
+        client.sendmsg([(json.dumps(request) + "\n").encode()],
+                       [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [null.fileno()] * 3))])
+    while not (tmp_path / "pid").exists() or not (tmp_path / "pid").read_text():
+        time.sleep(0.05)
+    job = psutil.Process(int((tmp_path / "pid").read_text()))
+    client.close()  # the pid line the server sent is still unread
+    job.wait(timeout=120)
+    done = _run(server, _script(tmp_path, "print('served')\n", "tmpdef.job.py"), tmp_path)
+    assert (done.returncode, done.stdout) == (0, "served\n")
 
 
 def test_a_snakemake_command_forks_its_jobs_unless_told_not_to(tmp_path, monkeypatch):
