@@ -1,8 +1,10 @@
 #!/bin/bash
-# One device call: frontier_graphed paired again with baseline (train and sample) with the norm kernels' current tiles,
-# and the sampling evaluation of the same compiled U-Net without a CUDA graph under torch.profiler (overlay.yaml).
-# Run from the repository root with snakemake importable; what it makes goes to $OUT after each stage.
+# One device call: frontier_edges against frontier_graphed (and baseline) in paired rounds, training and sampling, then
+# torch.profiler over both phases of frontier_edges (overlay.yaml). Run from the repository root with snakemake
+# importable; what it makes goes to $OUT after each stage. $1 and $2: seconds for each stage (SIGKILL after them:
+# Snakemake waits for its running jobs on SIGTERM).
 D=data/measurements/h200-2026-12-05-frontier-now
+# The hardware label of the card found (h200 or h100: config.yaml knows both), h200 where nvidia-smi names neither.
 LABEL=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[12]00' | tr H h)
 LABEL=${LABEL:-h200}
 R=results/wholehead/$LABEL
@@ -11,17 +13,24 @@ nvidia-smi --query-gpu=name,pci.bus_id,driver_version,clocks.sm,temperature.gpu,
   --format=csv > $OUT/gpu_state.csv
 python3 -c "import torch, triton; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), \
 triton.__version__)" > $OUT/versions.txt
-# KILL, not TERM: Snakemake waits for its running jobs on SIGTERM.
-/usr/bin/time -f "%e s" -o $OUT/times.txt timeout -s KILL ${1:-560} python3 -m snakemake --cores 16 \
-  --resources gpu=1 --scheduler greedy --configfile config/paper.yaml $D/overlay.yaml --config "gpus=[$LABEL]" -- \
-  $R/comparison.json $R/device_rates.json $R/frontier_ndhwc_eager/profile/sample/torch_kernels.parquet \
-  > $OUT/logs/snakemake.log 2>&1
+stage() {
+  local name=$1 seconds=$2; shift 2
+  /usr/bin/time -f "$name %e s" -a -o $OUT/times.txt timeout -s KILL $seconds python3 -m snakemake --cores 16 \
+    --resources gpu=1 --scheduler greedy --configfile config/paper.yaml $D/overlay.yaml --config "gpus=[$LABEL]" \
+    -- "$@" > $OUT/logs/snakemake_$name.log 2>&1
+  tail -2 $OUT/logs/snakemake_$name.log
+}
+stage compare ${1:-330} $R/comparison.json $R/device_rates.json
 cp $R/comparison.json $R/comparison_rounds.csv $R/preflight.json $R/device_rates.json $OUT/ 2>/dev/null
 cp -r $R/comparison_groups $OUT/ 2>/dev/null
-P=$R/frontier_ndhwc_eager/profile/sample
-cp $P/torch_kernels.parquet $P/torch_summary.csv $OUT/ 2>/dev/null
-[ -f $P/torch_trace.json ] && gzip -c $P/torch_trace.json > $OUT/torch_trace.json.gz
-cp $R/*/logs/*.log $OUT/logs/ 2>/dev/null
-[ -f $OUT/torch_trace.json.gz ] && PYTHONPATH=workflow/scripts python3 -m profiling.argument_bytes \
-  $OUT/torch_trace.json.gz $R/device_rates.json --kernels 15 > $OUT/frontier_ndhwc_eager_sample.md 2>&1
-tail -3 $OUT/logs/snakemake.log; cat $OUT/times.txt
+cp $R/logs/*.log $R/logs/*.tsv $OUT/logs/ 2>/dev/null
+stage profile ${2:-200} $R/frontier_edges/profile/train/torch_kernels.parquet \
+  $R/frontier_edges/profile/sample/torch_kernels.parquet
+for phase in train sample; do
+  P=$R/frontier_edges/profile/$phase
+  mkdir -p $OUT/profile_$phase
+  cp $P/torch_kernels.parquet $P/torch_summary.csv $OUT/profile_$phase/ 2>/dev/null
+  [ -f $P/torch_trace.json ] && gzip -c $P/torch_trace.json > $OUT/profile_$phase/torch_trace.json.gz
+done
+cp $R/*/logs/*.log $R/*/logs/*.tsv $OUT/logs/ 2>/dev/null
+cat $OUT/times.txt

@@ -54,6 +54,11 @@ class Variant:
     # that PyTorch tries by default (torch.backends.cudnn.benchmark_limit 0 instead of 10). The same function; a
     # longer warm-up. With cuDNN 9.19 on an H200 it bought nothing measurable (docs/optimization-ladder.md).
     cudnn_benchmark_all_engines: bool = False
+    # The U-Net's first and last convolutions in NDHWC too (unet.set_ndhwc_edges): the input made channels-last
+    # before the first convolution, and the output convolution's one filter padded with zero filters to 8 at each
+    # call, its output sliced back. The same function; without it the compiled U-Net ran both convolutions in NCDHW
+    # with cuDNN's transposes around them (the 1-channel output's strides read as NCDHW to inductor).
+    ndhwc_edges: bool = False
 
     def __post_init__(self):
         problems = []
@@ -69,6 +74,9 @@ class Variant:
         if self.ndhwc and not self.channels_last:
             problems.append("ndhwc needs channels_last: true (its kernels read channels-last activations; "
                             "contiguous ones would take the plain function, and the switch would do nothing)")
+        if self.ndhwc_edges and not self.ndhwc:
+            problems.append("ndhwc_edges needs ndhwc: true (it extends the NDHWC path to the first and last "
+                            "convolutions; the paper's channels-last variants measure upstream's code)")
         for switch in ("cuda_graphs", "cuda_graph_training"):
             if getattr(self, switch) and self.compile is not None and COMPILE_MODES[self.compile]:
                 problems.append(f"{switch} with compile mode {self.compile!r}, which captures CUDA graphs itself "
@@ -127,6 +135,9 @@ class Variant:
             "cuda_graph_training": cuda,
             "gather_upsampling": True,
             "ndhwc": cuda,
+            # cuDNN's layouts and inductor's layout choice around the two convolutions are CUDA's; on a CPU the padded
+            # filters are computed too, for nothing.
+            "ndhwc_edges": cuda,
             # Processes of one node, each with its own GPU (NCCL), or on a CPU each with its share of the cores (gloo).
             "data_parallel": True,
             "stacked_micro_batches": True,

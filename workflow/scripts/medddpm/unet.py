@@ -5,9 +5,10 @@ performance study: GroupNorm computed in float32, attention recomputed in backwa
 checkpointing for attention blocks only), 1x1 Conv1d projections with einsum attention, additive time embedding,
 zero-initialised output convolutions, trilinear upsampling followed by a 3x3x3 convolution.
 
-Two execution strategies can be switched after construction without touching the parameters (so a checkpoint of
-one variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), and
-GroupNorm + SiLU as one layout-preserving function (`fuse_norm_act`).
+Execution strategies can be switched after construction without touching the parameters (so a checkpoint of one
+variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), GroupNorm +
+SiLU as one layout-preserving function (`fuse_norm_act`), channels-last kept where upstream's formulation drops it
+(`keep_channels_last`), and the first and last convolutions in NDHWC (`set_ndhwc_edges`).
 """
 
 from __future__ import annotations
@@ -231,6 +232,46 @@ def keep_channels_last(model: nn.Module, enabled: bool) -> None:
             module.keep_layout = enabled
 
 
+# The filter count `set_ndhwc_edges` pads the output convolution to: cuDNN's NHWC tensor-core kernels take 16-bit
+# channels in multiples of 8, and 8 channels give channels-last strides no other layout shares (below).
+OUTPUT_CHANNEL_MULTIPLE = 8
+
+
+class OutputConv3d(nn.Conv3d):
+    """The U-Net's last convolution: upstream's nn.Conv3d, the same parameters and state_dict keys.
+
+    With `padded_to` (set by `set_ndhwc_edges`), a filter count that is not a multiple of it is padded with zero
+    filters at each call and the output sliced back to the real ones: output channel k is the same dot product, and
+    the zero filters' gradients are dropped by the padding's backward, so the function and its gradients are the same.
+    Why: a channels-last output of one channel has the strides of two layouts at once (C and W both of stride 1).
+    Inductor lays out a 3-D convolution's input and weight in its output's stride order (kernel.conv.convolution), and
+    that tie orders W before C, so the compiled U-Net copied its last 64-channel activation to NCDHW and cuDNN
+    transposed it back, in both directions of training, around pre-Hopper kernels: on an H200 4.2 ms of a training
+    sample and 1.7 ms of a sampling evaluation, for 7 GFLOP (data/measurements/h200-2026-12-05-eval-floors/)."""
+
+    padded_to = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        extra = -self.out_channels % self.padded_to if self.padded_to else 0
+        if not extra:
+            return super().forward(x)
+        weight = F.pad(self.weight, (0, 0) * 4 + (0, extra))
+        bias = None if self.bias is None else F.pad(self.bias, (0, extra))
+        return self._conv_forward(x, weight, bias)[:, : self.out_channels]
+
+
+def set_ndhwc_edges(model: nn.Module, enabled: bool) -> None:
+    """The U-Net's first and last convolutions in NDHWC too (the `ndhwc_edges` switch): the input made channels-last
+    before the first convolution (a sampling step's noise has one channel, whose strides read as NCDHW, so its
+    concatenation with the mask came out NCDHW and cuDNN transposed it in and the first activation out), and the
+    output convolution's filters padded (`OutputConv3d`). Off, the model is upstream's to the stride."""
+    for module in model.modules():
+        if isinstance(module, UNet3D):
+            module.channels_last_input = enabled
+        elif isinstance(module, OutputConv3d):
+            module.padded_to = OUTPUT_CHANNEL_MULTIPLE if enabled else 0
+
+
 class TimestepSequential(nn.Sequential):
     """A sequence whose ResBlocks also receive the time embedding."""
 
@@ -290,10 +331,13 @@ class UNet3D(nn.Module):
                 self.output_blocks.append(TimestepSequential(*layers))
 
         self.out = nn.Sequential(
-            GroupNorm32(groups, ch), nn.SiLU(), zero_module(nn.Conv3d(ch, config.out_channels, 3, padding=1))
+            GroupNorm32(groups, ch), nn.SiLU(), zero_module(OutputConv3d(ch, config.out_channels, 3, padding=1))
         )
+        self.channels_last_input = False  # set_ndhwc_edges
 
     def forward(self, x: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
+        if self.channels_last_input:
+            x = x.contiguous(memory_format=torch.channels_last_3d)
         # Cast to the weights' dtype: a no-op in float32, needed for the float64 reference of the quality check.
         emb = self.time_embed(
             timestep_embedding(timesteps, self.config.base_width).to(self.time_embed[0].weight.dtype)
