@@ -10,6 +10,7 @@ import torch
 from torch._inductor import ir
 
 from config_settings import paper_unet
+from medddpm.diffusion import GaussianDiffusion
 from medddpm.unet import OUTPUT_CHANNEL_MULTIPLE, OutputConv3d, UNet3D, parameter_count, set_ndhwc_edges
 from medddpm.variants import Variant, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet
@@ -58,9 +59,10 @@ def test_the_padded_output_convolution_and_channels_last_input_are_the_same_func
 
 
 def test_with_the_switch_the_convolutions_see_channels_last_and_eight_filters(monkeypatch):
-    """What the switch changes in the calls: the first convolution gets a channels-last input even from a contiguous
-    one (a sampling step's 1-channel noise concatenated with the mask), the output convolution 8 filters, of which the
-    caller gets the real one; off, the calls are upstream's."""
+    """What the switch changes in the calls of a sampling step's evaluation (GaussianDiffusion.denoise, outside the
+    compiled U-Net): the first convolution gets a channels-last input although the step's 1-channel noise reads as
+    NCDHW and the mask is channels-last, the output convolution 8 filters, of which the caller gets the real one;
+    off, the calls are upstream's."""
     seen = []
     convolve = torch.nn.Conv3d._conv_forward
 
@@ -69,13 +71,16 @@ def test_with_the_switch_the_convolutions_see_channels_last_and_eight_filters(mo
         return convolve(self, x, weight, bias)
 
     monkeypatch.setattr(torch.nn.Conv3d, "_conv_forward", recording)
-    x, t = tiny_inputs()
+    inputs, t = tiny_inputs()
+    noise = inputs[:, :1].contiguous()  # one channel: both layouts' strides at once, read as NCDHW
+    mask = inputs[:, 1:].contiguous(memory_format=CL)
     for enabled in (False, True):
         model = tiny_unet()
         set_ndhwc_edges(model, enabled)
+        diffusion = GaussianDiffusion(model, timesteps=10)
         seen.clear()
         with torch.no_grad():
-            out = model(x.contiguous(), t)
+            out = diffusion.denoise(noise, mask, t)
         first, last = seen[0], seen[-1]
         assert first[1] is enabled  # channels-last input to the first convolution
         assert last[0] is OutputConv3d
@@ -110,16 +115,17 @@ def test_the_switch_needs_ndhwc_and_means_nothing_on_a_cpu():
 
 @pytest.mark.cuda
 def test_on_the_gpu_the_compiled_unet_with_the_switch_converts_fewer_layouts():
-    """The tiny U-Net compiled in bfloat16 channels-last (the frontier's switches) at 16^3, its training step from a
-    contiguous input as a sampling step gets it: with the switch, fewer copy and transpose kernels, and the same
-    output to bfloat16 rounding."""
+    """The tiny U-Net compiled in bfloat16 channels-last (the frontier's switches) at 16^3, evaluated forward and
+    backward through GaussianDiffusion.denoise from a 1-channel noise and a channels-last mask, as a sampling step
+    hands them over: with the switch, fewer copy and transpose kernels, and the same output to bfloat16 rounding."""
     from torch.profiler import ProfilerActivity, profile
 
     from medddpm.variants import apply_backend, autocast, compile_model
 
     cuda = torch.device("cuda")
-    x, t = tiny_inputs(shape=(16, 16, 16))
-    x, t = x.to(cuda), t.to(cuda)
+    inputs, t = tiny_inputs(shape=(16, 16, 16))
+    noise, mask, t = inputs[:, :1].contiguous().to(cuda), inputs[:, 1:].to(cuda), t.to(cuda)
+    mask = mask.contiguous(memory_format=CL)
     switches = dict(autocast="bfloat16", compile="default", checkpointing="none", gather_upsampling=True, ndhwc=True)
     results = {}
     for enabled in (False, True):
@@ -128,13 +134,14 @@ def test_on_the_gpu_the_compiled_unet_with_the_switch_converts_fewer_layouts():
         torch._dynamo.reset()
         model = prepare_model(tiny_unet().to(cuda), variant, cuda)
         compile_model(model, variant)
+        diffusion = GaussianDiffusion(model, timesteps=10)
         with autocast(variant, cuda):
             for _ in range(2):  # the first call compiles
-                out = model(x, t)
+                out = diffusion.denoise(noise, mask, t)
                 out.float().abs().mean().backward()
             model.zero_grad(set_to_none=True)
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                out = model(x, t)
+                out = diffusion.denoise(noise, mask, t)
                 out.float().abs().mean().backward()
                 torch.cuda.synchronize()
         names = [e.name for e in prof.events() if e.device_type.name == "CUDA"]

@@ -15,6 +15,8 @@ python3 -c "import torch, triton; print(torch.__version__, torch.version.cuda, t
 triton.__version__)" > $OUT/versions.txt
 stage() {
   local name=$1 seconds=$2; shift 2
+  # A stage killed at its time leaves Snakemake's lock on the folder: the next stage (or call) lifts it first.
+  python3 -m snakemake --unlock --configfile config/paper.yaml $D/overlay.yaml --config "gpus=[$LABEL]" > /dev/null 2>&1
   /usr/bin/time -f "$name %e s" -a -o $OUT/times.txt timeout -s KILL $seconds python3 -m snakemake --cores 16 \
     --resources gpu=1 --scheduler greedy --configfile config/paper.yaml $D/overlay.yaml --config "gpus=[$LABEL]" \
     -- "$@" > $OUT/logs/snakemake_$name.log 2>&1

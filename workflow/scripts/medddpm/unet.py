@@ -261,10 +261,11 @@ class OutputConv3d(nn.Conv3d):
 
 
 def set_ndhwc_edges(model: nn.Module, enabled: bool) -> None:
-    """The U-Net's first and last convolutions in NDHWC too (the `ndhwc_edges` switch): the input made channels-last
-    before the first convolution (a sampling step's noise has one channel, whose strides read as NCDHW, so its
-    concatenation with the mask came out NCDHW and cuDNN transposed it in and the first activation out), and the
-    output convolution's filters padded (`OutputConv3d`). Off, the model is upstream's to the stride."""
+    """The U-Net's first and last convolutions in NDHWC too (the `ndhwc_edges` switch): its input made channels-last
+    by its caller (`channels_last_input`, read by GaussianDiffusion.denoise: a sampling step's noise has one channel,
+    whose strides read as NCDHW, so its concatenation with the mask came out NCDHW and cuDNN transposed it in and the
+    first activation out), and the output convolution's filters padded (`OutputConv3d`). Off, the model is
+    upstream's to the stride."""
     for module in model.modules():
         if isinstance(module, UNet3D):
             module.channels_last_input = enabled
@@ -333,11 +334,10 @@ class UNet3D(nn.Module):
         self.out = nn.Sequential(
             GroupNorm32(groups, ch), nn.SiLU(), zero_module(OutputConv3d(ch, config.out_channels, 3, padding=1))
         )
-        self.channels_last_input = False  # set_ndhwc_edges
+        # Whether its caller hands it a channels-last input (set_ndhwc_edges; GaussianDiffusion.denoise makes it).
+        self.channels_last_input = False
 
     def forward(self, x: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
-        if self.channels_last_input:
-            x = x.contiguous(memory_format=torch.channels_last_3d)
         # Cast to the weights' dtype: a no-op in float32, needed for the float64 reference of the quality check.
         emb = self.time_embed(
             timestep_embedding(timesteps, self.config.base_width).to(self.time_embed[0].weight.dtype)
