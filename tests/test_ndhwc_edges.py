@@ -11,7 +11,8 @@ from torch._inductor import ir
 
 from config_settings import paper_unet
 from medddpm.diffusion import GaussianDiffusion
-from medddpm.unet import OUTPUT_CHANNEL_MULTIPLE, OutputConv3d, UNet3D, parameter_count, set_ndhwc_edges
+from medddpm.unet import (OUTPUT_CHANNEL_MULTIPLE, OutputConv3d, ResBlock, UNet3D, parameter_count,
+                          set_ndhwc_edges)
 from medddpm.variants import Variant, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet
 
@@ -88,6 +89,40 @@ def test_with_the_switch_the_convolutions_see_channels_last_and_eight_filters(mo
         assert out.shape[1] == 1
 
 
+def test_the_residual_sum_over_memory_order_views_is_the_same_sum_and_channels_last(monkeypatch):
+    """A ResBlock with a skip convolution, float64, channels-last input, its convolutions laying out their outputs as
+    cuDNN does (channels-last for a channels-last input; a CPU convolution returns NCDHW, which would skip the branch):
+    the sum over (N, D, H, W, C) views gives the same output and gradients bit for bit, and a channels-last result."""
+    convolve = torch.nn.Conv3d._conv_forward
+    monkeypatch.setattr(torch.nn.Conv3d, "_conv_forward", lambda self, x, weight, bias: convolve(
+        self, x, weight, bias).contiguous(memory_format=CL))
+    torch.manual_seed(0)
+    block = ResBlock(8, 16, 16, 0.0, 4).double()
+    with torch.no_grad():
+        for parameter in block.parameters():
+            parameter.normal_(0.0, 0.1)
+    x = torch.randn(1, 8, 4, 4, 4, dtype=torch.float64).contiguous(memory_format=CL).requires_grad_()
+    emb = torch.randn(1, 16, dtype=torch.float64)
+    permutes = []
+    permute = torch.Tensor.permute
+    monkeypatch.setattr(torch.Tensor, "permute", lambda self, *dims: permutes.append(dims) or permute(self, *dims))
+    results = {}
+    for enabled in (False, True):
+        block.sum_in_memory_order = enabled
+        block.zero_grad(set_to_none=True)
+        x.grad = None
+        permutes.clear()
+        out = block(x, emb)
+        out.abs().sum().backward()
+        results[enabled] = (out.detach(), x.grad.clone(), {n: p.grad.clone() for n, p in block.named_parameters()})
+        assert len(permutes) == (3 if enabled else 0)  # the branch ran (and only with the switch)
+    assert torch.equal(results[True][0], results[False][0])
+    assert torch.equal(results[True][1], results[False][1])
+    for name, grad in results[False][2].items():
+        assert torch.equal(results[True][2][name], grad), name
+    assert results[True][0].is_contiguous(memory_format=CL) and not results[True][0].is_contiguous()
+
+
 def test_the_switch_keeps_the_parameters_and_their_names():
     """The whole-head network: the same 40,226,433 parameters under the same names (a checkpoint of any variant loads
     into this one), and switching off restores upstream's calls."""
@@ -100,9 +135,11 @@ def test_the_switch_keeps_the_parameters_and_their_names():
     assert list(model.state_dict()) == names
     out_conv = model.out[-1]
     assert isinstance(out_conv, OutputConv3d) and out_conv.padded_to == OUTPUT_CHANNEL_MULTIPLE
-    assert model.channels_last_input
+    blocks = [m for m in model.modules() if isinstance(m, ResBlock)]
+    assert model.channels_last_input and all(block.sum_in_memory_order for block in blocks)
     set_ndhwc_edges(model, False)
     assert out_conv.padded_to == 0 and not model.channels_last_input
+    assert not any(block.sum_in_memory_order for block in blocks)
 
 
 def test_the_switch_needs_ndhwc_and_means_nothing_on_a_cpu():

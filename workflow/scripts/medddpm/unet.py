@@ -90,6 +90,8 @@ class ResBlock(nn.Module):
         )
         # Upstream never recomputes ResBlocks; the memory variant (checkpointing "all") does.
         self.use_checkpoint = False
+        # Set by set_ndhwc_edges: the residual sum taken over the memory order of a channels-last input (_forward).
+        self.sum_in_memory_order = False
 
     def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
         if self.use_checkpoint and torch.is_grad_enabled():
@@ -101,7 +103,13 @@ class ResBlock(nn.Module):
         emb_out = self.emb_layers(emb).type(h.dtype)
         h = h + emb_out[:, :, None, None, None]
         h = self.out_layers(h)
-        return self.skip_connection(x) + h
+        skip = self.skip_connection(x)
+        if self.sum_in_memory_order and _channels_last(skip) and _channels_last(h):
+            # The same sum over (N, D, H, W, C) views: its result is channels-last by construction. Left to inductor,
+            # the sum's layout is free until its consumer fixes it, and the stride-2 Downsample convolution after it
+            # asked for NCDHW (cuDNN then transposed its input and output: unet.set_ndhwc_edges).
+            return (skip.permute(0, 2, 3, 4, 1) + h.permute(0, 2, 3, 4, 1)).permute(0, 4, 1, 2, 3)
+        return skip + h
 
 
 class QKVAttentionLegacy(nn.Module):
@@ -247,7 +255,7 @@ class OutputConv3d(nn.Conv3d):
     Inductor lays out a 3-D convolution's input and weight in its output's stride order (kernel.conv.convolution), and
     that tie orders W before C, so the compiled U-Net copied its last 64-channel activation to NCDHW and cuDNN
     transposed it back, in both directions of training, around pre-Hopper kernels: on an H200 4.2 ms of a training
-    sample and 1.7 ms of a sampling evaluation, for 7 GFLOP (data/measurements/h200-2026-12-05-eval-floors/)."""
+    sample and 1.7 ms of a sampling evaluation, for 7 GFLOP (data/measurements/h100-2026-12-05-ndhwc-edges/)."""
 
     padded_to = 0
 
@@ -260,15 +268,22 @@ class OutputConv3d(nn.Conv3d):
         return self._conv_forward(x, weight, bias)[:, : self.out_channels]
 
 
+def _channels_last(x: torch.Tensor) -> bool:
+    return x.ndim == 5 and x.is_contiguous(memory_format=torch.channels_last_3d) and not x.is_contiguous()
+
+
 def set_ndhwc_edges(model: nn.Module, enabled: bool) -> None:
     """The U-Net's first and last convolutions in NDHWC too (the `ndhwc_edges` switch): its input made channels-last
     by its caller (`channels_last_input`, read by GaussianDiffusion.denoise: a sampling step's noise has one channel,
     whose strides read as NCDHW, so its concatenation with the mask came out NCDHW and cuDNN transposed it in and the
-    first activation out), and the output convolution's filters padded (`OutputConv3d`). Off, the model is
-    upstream's to the stride."""
+    first activation out), the output convolution's filters padded (`OutputConv3d`), and each ResBlock's residual
+    sum taken over memory-order views (the stride-2 Downsample convolutions read it). Off, the model is upstream's to
+    the stride."""
     for module in model.modules():
         if isinstance(module, UNet3D):
             module.channels_last_input = enabled
+        elif isinstance(module, ResBlock):
+            module.sum_in_memory_order = enabled
         elif isinstance(module, OutputConv3d):
             module.padded_to = OUTPUT_CHANNEL_MULTIPLE if enabled else 0
 
