@@ -1,9 +1,9 @@
-"""The `ndhwc_edges` switch: the U-Net's first and last convolutions in NDHWC too, the same function.
+"""The `ndhwc_edges` switch: the U-Net's output convolution in NDHWC too, the same function.
 
 On the GPU the compiled U-Net ran its output convolution (one filter) in NCDHW: inductor lays out a 3-D convolution's
 input and weight in its output's stride order, and a one-channel channels-last output has strides that order W before
-C. Padding the filters to 8 at each call, and making the sampling step's input channels-last, are checked here in
-float64 on the CPU (the function and its gradients), and on a GPU by their kernels (fewer layout conversions)."""
+C. Padding the filters to 8 at each call is checked here in float64 on the CPU (the function and its gradients), and
+on a GPU by its kernels (fewer layout conversions)."""
 
 import pytest
 import torch
@@ -11,8 +11,7 @@ from torch._inductor import ir
 
 from config_settings import paper_unet
 from medddpm.diffusion import GaussianDiffusion
-from medddpm.unet import (OUTPUT_CHANNEL_MULTIPLE, OutputConv3d, ResBlock, UNet3D, parameter_count,
-                          set_ndhwc_edges)
+from medddpm.unet import OUTPUT_CHANNEL_MULTIPLE, OutputConv3d, UNet3D, parameter_count, set_ndhwc_edges
 from medddpm.variants import Variant, prepare_model
 from unet_helpers import forward_backward, tiny_inputs, tiny_unet
 
@@ -42,7 +41,7 @@ def float64_pair():
 
 
 @pytest.mark.parametrize("layout", [torch.contiguous_format, CL], ids=["contiguous input", "channels-last input"])
-def test_the_padded_output_convolution_and_channels_last_input_are_the_same_function(layout):
+def test_the_padded_output_convolution_is_the_same_function(layout):
     """Float64, every parameter drawn at random (the output convolution is not zero): the same output and the same
     gradient of every parameter, the output convolution's included (the zero filters' gradients are dropped)."""
     plain, edged = float64_pair()
@@ -59,68 +58,31 @@ def test_the_padded_output_convolution_and_channels_last_input_are_the_same_func
     assert grads["out.2.weight"].abs().sum() > 0  # the output convolution's gradient is compared, not two zeros
 
 
-def test_with_the_switch_the_convolutions_see_channels_last_and_eight_filters(monkeypatch):
-    """What the switch changes in the calls of a sampling step's evaluation (GaussianDiffusion.denoise, outside the
-    compiled U-Net): the first convolution gets a channels-last input although the step's 1-channel noise reads as
-    NCDHW and the mask is channels-last, the output convolution 8 filters, of which the caller gets the real one;
-    off, the calls are upstream's."""
+def test_with_the_switch_the_output_convolution_gets_eight_filters(monkeypatch):
+    """What the switch changes in the calls of a sampling step's evaluation: the output convolution computes 8
+    filters, of which the caller gets the real one; every other convolution, and everything off the switch, is
+    upstream's call."""
     seen = []
     convolve = torch.nn.Conv3d._conv_forward
 
     def recording(self, x, weight, bias):
-        seen.append((type(self), x.is_contiguous(memory_format=CL) and not x.is_contiguous(), weight.shape[0]))
+        seen.append((type(self), tuple(weight.shape)))
         return convolve(self, x, weight, bias)
 
     monkeypatch.setattr(torch.nn.Conv3d, "_conv_forward", recording)
     inputs, t = tiny_inputs()
-    noise = inputs[:, :1].contiguous()  # one channel: both layouts' strides at once, read as NCDHW
-    mask = inputs[:, 1:].contiguous(memory_format=CL)
+    calls = {}
     for enabled in (False, True):
         model = tiny_unet()
         set_ndhwc_edges(model, enabled)
-        diffusion = GaussianDiffusion(model, timesteps=10)
         seen.clear()
         with torch.no_grad():
-            out = diffusion.denoise(noise, mask, t)
-        first, last = seen[0], seen[-1]
-        assert first[1] is enabled  # channels-last input to the first convolution
-        assert last[0] is OutputConv3d
-        assert last[2] == (OUTPUT_CHANNEL_MULTIPLE if enabled else 1)
+            out = GaussianDiffusion(model, timesteps=10).denoise(inputs[:, :1], inputs[:, 1:], t)
         assert out.shape[1] == 1
-
-
-def test_the_residual_sum_over_memory_order_views_is_the_same_sum_and_channels_last(monkeypatch):
-    """A ResBlock with a skip convolution, float64, channels-last input, its convolutions laying out their outputs as
-    cuDNN does (channels-last for a channels-last input; a CPU convolution returns NCDHW, which would skip the branch):
-    the sum over (N, D, H, W, C) views gives the same output and gradients bit for bit, and a channels-last result."""
-    convolve = torch.nn.Conv3d._conv_forward
-    monkeypatch.setattr(torch.nn.Conv3d, "_conv_forward", lambda self, x, weight, bias: convolve(
-        self, x, weight, bias).contiguous(memory_format=CL))
-    torch.manual_seed(0)
-    block = ResBlock(8, 16, 16, 0.0, 4).double()
-    with torch.no_grad():
-        for parameter in block.parameters():
-            parameter.normal_(0.0, 0.1)
-    x = torch.randn(1, 8, 4, 4, 4, dtype=torch.float64).contiguous(memory_format=CL).requires_grad_()
-    emb = torch.randn(1, 16, dtype=torch.float64)
-    permutes = []
-    permute = torch.Tensor.permute
-    monkeypatch.setattr(torch.Tensor, "permute", lambda self, *dims: permutes.append(dims) or permute(self, *dims))
-    results = {}
-    for enabled in (False, True):
-        block.sum_in_memory_order = enabled
-        block.zero_grad(set_to_none=True)
-        x.grad = None
-        permutes.clear()
-        out = block(x, emb)
-        out.abs().sum().backward()
-        results[enabled] = (out.detach(), x.grad.clone(), {n: p.grad.clone() for n, p in block.named_parameters()})
-        assert len(permutes) == (3 if enabled else 0)  # the branch ran (and only with the switch)
-    assert torch.equal(results[True][0], results[False][0])
-    assert torch.equal(results[True][1], results[False][1])
-    for name, grad in results[False][2].items():
-        assert torch.equal(results[True][2][name], grad), name
-    assert results[True][0].is_contiguous(memory_format=CL) and not results[True][0].is_contiguous()
+        calls[enabled] = list(seen)
+    assert calls[True][-1] == (OutputConv3d, (OUTPUT_CHANNEL_MULTIPLE, *calls[False][-1][1][1:]))
+    assert calls[False][-1][0] is OutputConv3d and calls[False][-1][1][0] == 1
+    assert calls[True][:-1] == calls[False][:-1]
 
 
 def test_the_switch_keeps_the_parameters_and_their_names():
@@ -135,11 +97,8 @@ def test_the_switch_keeps_the_parameters_and_their_names():
     assert list(model.state_dict()) == names
     out_conv = model.out[-1]
     assert isinstance(out_conv, OutputConv3d) and out_conv.padded_to == OUTPUT_CHANNEL_MULTIPLE
-    blocks = [m for m in model.modules() if isinstance(m, ResBlock)]
-    assert model.channels_last_input and all(block.sum_in_memory_order for block in blocks)
     set_ndhwc_edges(model, False)
-    assert out_conv.padded_to == 0 and not model.channels_last_input
-    assert not any(block.sum_in_memory_order for block in blocks)
+    assert out_conv.padded_to == 0
 
 
 def test_the_switch_needs_ndhwc_and_means_nothing_on_a_cpu():
@@ -153,8 +112,8 @@ def test_the_switch_needs_ndhwc_and_means_nothing_on_a_cpu():
 @pytest.mark.cuda
 def test_on_the_gpu_the_compiled_unet_with_the_switch_converts_fewer_layouts():
     """The tiny U-Net compiled in bfloat16 channels-last (the frontier's switches) at 16^3, evaluated forward and
-    backward through GaussianDiffusion.denoise from a 1-channel noise and a channels-last mask, as a sampling step
-    hands them over: with the switch, fewer copy and transpose kernels, and the same output to bfloat16 rounding."""
+    backward through GaussianDiffusion.denoise: with the switch, fewer copy and transpose kernels (those around the
+    output convolution), and the same output to bfloat16 rounding."""
     from torch.profiler import ProfilerActivity, profile
 
     from medddpm.variants import apply_backend, autocast, compile_model

@@ -60,12 +60,7 @@ class GaussianDiffusion(nn.Module):
             self.register_buffer(name, torch.tensor(values, dtype=torch.float32))
 
     def denoise(self, x: torch.Tensor, condition: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        inputs = torch.cat([x, condition], dim=1)
-        if getattr(self.denoiser, "channels_last_input", False):
-            # Here, before a compiled U-Net, not in it: inductor lays out a layout copy inside its graph as the
-            # consumer asks, and its 3-D convolution asks a freshly computed input for NCDHW (unet.set_ndhwc_edges).
-            inputs = inputs.contiguous(memory_format=torch.channels_last_3d)
-        return self.denoiser(inputs, t)
+        return self.denoiser(torch.cat([x, condition], dim=1), t)
 
     def q_sample(self, x_start: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         ndim = x_start.ndim

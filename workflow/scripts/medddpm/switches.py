@@ -54,11 +54,10 @@ class Variant:
     # that PyTorch tries by default (torch.backends.cudnn.benchmark_limit 0 instead of 10). The same function; a
     # longer warm-up. With cuDNN 9.19 on an H200 it bought nothing measurable (docs/optimization-ladder.md).
     cudnn_benchmark_all_engines: bool = False
-    # The convolutions at the edges of the NDHWC path in NDHWC too (unet.set_ndhwc_edges): the input made
-    # channels-last before the compiled U-Net, the output convolution's one filter padded with zero filters to 8 at
-    # each call (its output sliced back), and each ResBlock's residual sum taken over memory-order views (the stride-2
-    # Downsample convolutions read it). The same function; without it the compiled U-Net ran these convolutions in
-    # NCDHW with cuDNN's transposes around them (inductor lays a 3-D convolution's input out in its output's order).
+    # The NDHWC path's last convolution in NDHWC too (unet.set_ndhwc_edges): the output convolution's one filter
+    # padded with zero filters to 8 at each call, its output sliced back. The same function; without it the compiled
+    # U-Net ran that convolution in NCDHW with a layout copy and cuDNN's transposes around it (inductor lays a 3-D
+    # convolution's input out in its output's stride order, and a one-channel output's reads as NCDHW).
     ndhwc_edges: bool = False
 
     def __post_init__(self):

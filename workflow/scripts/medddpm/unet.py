@@ -8,7 +8,7 @@ zero-initialised output convolutions, trilinear upsampling followed by a 3x3x3 c
 Execution strategies can be switched after construction without touching the parameters (so a checkpoint of one
 variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), GroupNorm +
 SiLU as one layout-preserving function (`fuse_norm_act`), channels-last kept where upstream's formulation drops it
-(`keep_channels_last`), and the first and last convolutions in NDHWC (`set_ndhwc_edges`).
+(`keep_channels_last`), and the output convolution in NDHWC (`set_ndhwc_edges`).
 """
 
 from __future__ import annotations
@@ -90,8 +90,6 @@ class ResBlock(nn.Module):
         )
         # Upstream never recomputes ResBlocks; the memory variant (checkpointing "all") does.
         self.use_checkpoint = False
-        # Set by set_ndhwc_edges: the residual sum taken over the memory order of a channels-last input (_forward).
-        self.sum_in_memory_order = False
 
     def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
         if self.use_checkpoint and torch.is_grad_enabled():
@@ -103,13 +101,7 @@ class ResBlock(nn.Module):
         emb_out = self.emb_layers(emb).type(h.dtype)
         h = h + emb_out[:, :, None, None, None]
         h = self.out_layers(h)
-        skip = self.skip_connection(x)
-        if self.sum_in_memory_order and _channels_last(skip) and _channels_last(h):
-            # The same sum over (N, D, H, W, C) views: its result is channels-last by construction. Left to inductor,
-            # the sum's layout is free until its consumer fixes it, and the stride-2 Downsample convolution after it
-            # asked for NCDHW (cuDNN then transposed its input and output: unet.set_ndhwc_edges).
-            return (skip.permute(0, 2, 3, 4, 1) + h.permute(0, 2, 3, 4, 1)).permute(0, 4, 1, 2, 3)
-        return skip + h
+        return self.skip_connection(x) + h
 
 
 class QKVAttentionLegacy(nn.Module):
@@ -268,23 +260,16 @@ class OutputConv3d(nn.Conv3d):
         return self._conv_forward(x, weight, bias)[:, : self.out_channels]
 
 
-def _channels_last(x: torch.Tensor) -> bool:
-    return x.ndim == 5 and x.is_contiguous(memory_format=torch.channels_last_3d) and not x.is_contiguous()
-
-
 def set_ndhwc_edges(model: nn.Module, enabled: bool) -> None:
-    """The U-Net's first and last convolutions in NDHWC too (the `ndhwc_edges` switch): its input made channels-last
-    by its caller (`channels_last_input`, read by GaussianDiffusion.denoise: a sampling step's noise has one channel,
-    whose strides read as NCDHW, so its concatenation with the mask came out NCDHW and cuDNN transposed it in and the
-    first activation out), the output convolution's filters padded (`OutputConv3d`), and each ResBlock's residual
-    sum taken over memory-order views (the stride-2 Downsample convolutions read it). Off, the model is upstream's to
-    the stride."""
+    """The NDHWC path's last convolution in NDHWC too (the `ndhwc_edges` switch): the output convolution's filters
+    padded (`OutputConv3d`). Off, the model is upstream's to the stride.
+
+    Two more edges were tried and measured without effect on an H100 (data/measurements/h100-2026-12-05-ndhwc-edges/),
+    so they are not here: the U-Net's input made channels-last before the compiled U-Net (the first convolution of a
+    sampling step kept cuDNN's transposes), and the ResBlocks' residual sums over memory-order views for the stride-2
+    Downsample convolutions."""
     for module in model.modules():
-        if isinstance(module, UNet3D):
-            module.channels_last_input = enabled
-        elif isinstance(module, ResBlock):
-            module.sum_in_memory_order = enabled
-        elif isinstance(module, OutputConv3d):
+        if isinstance(module, OutputConv3d):
             module.padded_to = OUTPUT_CHANNEL_MULTIPLE if enabled else 0
 
 
@@ -349,8 +334,6 @@ class UNet3D(nn.Module):
         self.out = nn.Sequential(
             GroupNorm32(groups, ch), nn.SiLU(), zero_module(OutputConv3d(ch, config.out_channels, 3, padding=1))
         )
-        # Whether its caller hands it a channels-last input (set_ndhwc_edges; GaussianDiffusion.denoise makes it).
-        self.channels_last_input = False
 
     def forward(self, x: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
         # Cast to the weights' dtype: a no-op in float32, needed for the float64 reference of the quality check.
