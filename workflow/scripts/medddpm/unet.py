@@ -246,7 +246,7 @@ class OutputConv3d(nn.Conv3d):
     Why: a channels-last output of one channel has the strides of two layouts at once (C and W both of stride 1).
     Inductor lays out a 3-D convolution's input and weight in its output's stride order (kernel.conv.convolution), and
     that tie orders W before C, so the compiled U-Net copied its last 64-channel activation to NCDHW and cuDNN
-    transposed it back, in both directions of training, around pre-Hopper kernels: on an H200 4.2 ms of a training
+    transposed it back, in both directions of training, around pre-Hopper kernels: on an H200 4.3 ms of a training
     sample and 1.7 ms of a sampling evaluation, for 7 GFLOP (data/measurements/h100-2026-12-05-ndhwc-edges/)."""
 
     padded_to = 0
