@@ -51,10 +51,19 @@ def markdown() -> str:
         lines.append("")
     lines += ["## Sampling: the kernels around the first and the last convolution of one evaluation, us", ""]
     for rung in RUNGS:
-        for where, rows in zip(("first", "last"), edge_kernels(kernels(rung, "sample"))):
+        table = kernels(rung, "sample")
+        edges = edge_kernels(table)
+        for where, rows in zip(("first", "last"), edges):
             lines.append(f"{rung}, {where} convolution: " + ", ".join(
                 f"{row.short_name[:40]} {row.duration_ns / 1e3:.0f}" for row in rows.itertuples()))
             lines.append("")
+        # The other layout conversions of the first evaluation: cuDNN's transposes around the other convolutions.
+        first, last = edges
+        between = table[(table["launch"] > first["launch"].max()) & (table["launch"] < last["launch"].min() - 4)]
+        others = between[between["kernel_class"] == "layout_conversion"]
+        lines.append(f"{rung}, layout conversions between them: {len(others)} launches, "
+                     f"{others['duration_ns'].sum() / 1e3:.0f} us")
+        lines.append("")
     return "\n".join(lines)
 
 
