@@ -75,8 +75,8 @@ class Variant:
             problems.append("ndhwc needs channels_last: true (its kernels read channels-last activations; "
                             "contiguous ones would take the plain function, and the switch would do nothing)")
         if self.ndhwc_edges and not self.ndhwc:
-            problems.append("ndhwc_edges needs ndhwc: true (it extends the NDHWC path to the first and last "
-                            "convolutions; the paper's channels-last variants measure upstream's code)")
+            problems.append("ndhwc_edges needs ndhwc: true (it extends the NDHWC path to the output "
+                            "convolution; the paper's channels-last variants measure upstream's code)")
         for switch in ("cuda_graphs", "cuda_graph_training"):
             if getattr(self, switch) and self.compile is not None and COMPILE_MODES[self.compile]:
                 problems.append(f"{switch} with compile mode {self.compile!r}, which captures CUDA graphs itself "
@@ -135,8 +135,8 @@ class Variant:
             "cuda_graph_training": cuda,
             "gather_upsampling": True,
             "ndhwc": cuda,
-            # cuDNN's layouts and inductor's layout choice around the two convolutions are CUDA's; on a CPU the padded
-            # filters are computed too, for nothing.
+            # cuDNN's layouts and inductor's layout choice around the output convolution are CUDA's; on a CPU the
+            # padded filters are computed too, for nothing.
             "ndhwc_edges": cuda,
             # Processes of one node, each with its own GPU (NCCL), or on a CPU each with its share of the cores (gloo).
             "data_parallel": True,
