@@ -197,7 +197,8 @@ def serve(listener: socket.socket) -> str | None:
                     gone = not item.recv(1)
                 except OSError:  # ECONNRESET: the client went before it read the pid it was sent
                     gone = True
-                # The job's process group; a job that has not made its own session yet (just forked), alone.
+                # The job's process group; a job that has not made its own session yet (just forked), alone: the
+                # rule of job_client.kill_job, which this cannot import (the shim runs isolated, beside the socket).
                 for kill in (os.killpg, os.kill) if pid is not None and gone else ():
                     try:
                         kill(pid, signal.SIGKILL)

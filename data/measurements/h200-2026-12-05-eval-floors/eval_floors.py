@@ -76,10 +76,15 @@ def forward_convolutions(model: dict) -> pd.DataFrame:
     return pd.DataFrame(mode.rows)
 
 
+def convolution_launches(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The profile's convolution kernels, cuDNN's workspace set-up left out."""
+    return kernels[(kernels["kernel_class"] == "conv_fprop") & ~kernels["short_name"].isin(SETUP_KERNELS)]
+
+
 def evaluations_in(kernels: pd.DataFrame) -> int:
     """How many evaluations the profile holds (the profiled step's graph capture runs warm-up evaluations before the
     replay): how often the first convolution's kernel runs, checked to divide the convolution launches evenly."""
-    convs = kernels[(kernels["kernel_class"] == "conv_fprop") & ~kernels["short_name"].isin(SETUP_KERNELS)]
+    convs = convolution_launches(kernels)
     count = int((convs["name"] == convs["name"].iloc[0]).sum())
     if not count or len(convs) % count:
         raise SystemExit(f"{PROFILE.name}: {len(convs)} convolution launches are not {count} equal evaluations")
@@ -89,7 +94,7 @@ def evaluations_in(kernels: pd.DataFrame) -> int:
 def edge_launches(kernels: pd.DataFrame, evaluations: int) -> list[pd.DataFrame]:
     """The kernels of the first evaluation from the one before the first convolution's layout conversions through
     the first convolution's output conversion, and likewise around the last convolution."""
-    convs = kernels[(kernels["kernel_class"] == "conv_fprop") & ~kernels["short_name"].isin(SETUP_KERNELS)]
+    convs = convolution_launches(kernels)
     per_evaluation = len(convs) // evaluations
     launches = kernels["launch"]
     picked = []

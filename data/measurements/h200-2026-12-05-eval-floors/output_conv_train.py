@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from profiling.argument_bytes import kernel_operators
 from profiling.torchprof import read_trace
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -19,11 +20,7 @@ CONVOLUTIONS = ("aten::cudnn_convolution", "aten::convolution_backward")
 
 
 def main() -> None:
-    events = read_trace(TRACE)
-    operators = {e["args"]["External id"]: e for e in events
-                 if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
-    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
-    owner = [operators.get(k.get("args", {}).get("External id")) for k in kernels]
+    kernels, owner = zip(*kernel_operators(read_trace(TRACE)))
     picked: dict[str, float] = {}
     forwards = 0
     for index, (kernel, op) in enumerate(zip(kernels, owner)):

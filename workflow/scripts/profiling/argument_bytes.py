@@ -114,24 +114,30 @@ def _counts_output(operator_name: str) -> bool:
     return operator_name.startswith(INDUCTOR_PREFIX) or operator_name.endswith("_")
 
 
+def kernel_operators(events: list[dict]) -> list[tuple[dict, dict | None]]:
+    """The trace's GPU kernels in start order (the kernel table's order: event_rows sorts them by start, stable, as
+    this sort does), each with the operator event that launched it (None where the trace holds none)."""
+    operators = {e["args"]["External id"]: e for e in events
+                 if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
+    return [(kernel, operators.get(kernel.get("args", {}).get("External id"))) for kernel in kernels]
+
+
 def launches(events: list[dict], source: str = "the trace") -> pd.DataFrame:
     """LAUNCH_COLUMNS, one row per GPU kernel of the trace's complete events (torchprof.read_trace): the rows of its
     kernel table (tables.from_torch, as the profile job's torch_kernels.parquet), each with its operator and argument
     bytes. Raises ProfilingError naming `source` where the trace has no GPU kernel or no kernel's operator recorded
     tensor shapes (a graph replay, or a trace without record_shapes)."""
-    kernels = [e for e in events if e.get("cat") == "kernel"]
-    if not kernels:
+    paired = kernel_operators(events)
+    if not paired:
         raise ProfilingError(f"{source} holds no GPU kernel: no argument bytes (a CPU-only profile)")
-    operators = {e["args"]["External id"]: e for e in events
-                 if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
-    if not any("Input Dims" in e["args"] for e in operators.values()):
+    if not any(op is not None and "Input Dims" in op["args"] for _, op in paired):
         raise ProfilingError(f"{source}: no operator recorded its tensors' shapes (a CUDA graph's replay, or a trace "
                              "recorded without record_shapes): no argument bytes")
-    # The kernel table's order: event_rows sorts the kernels by start, stable, as this sort does.
-    keys = [e.get("args", {}).get("External id") for e in sorted(kernels, key=lambda e: float(e["ts"]))]
+    keys = [kernel.get("args", {}).get("External id") for kernel, _ in paired]
     launched = collections.Counter(keys)
     table = from_torch(event_rows(events))[["launch", "name", "short_name", "kernel_class", "duration_ns"]]
-    found = [operators.get(key) for key in keys]
+    found = [op for _, op in paired]
     moved = [operator_bytes(op) if op is not None and launched[key] == 1 else math.nan for op, key in zip(found, keys)]
     table["operator"] = [op["name"] if op is not None else "" for op in found]
     table["operator_kernels"] = [launched[key] if op is not None else 0 for op, key in zip(found, keys)]
