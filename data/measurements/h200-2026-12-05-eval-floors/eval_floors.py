@@ -1,4 +1,4 @@
-"""What holds frontier_graphed's sampling evaluation, and how far each kernel class is from its floor, from H200 records.
+"""What holds frontier_graphed's sampling evaluation and how far each kernel class is from its floor (H200 records).
 
 The evaluation's profile (../h200-2026-12-04-sample-profile/: torch.profiler over evaluations replayed from a CUDA
 graph) has each kernel's time but no operator shapes (a replay launches kernels without operators), so
@@ -139,9 +139,10 @@ def main() -> None:
               f"{f'{ms / floor:.2f}' if known else '-'} | {f'{ms - floor:.2f}' if known else '-'} |")
     others = total - products - float(per_class["normalization"])
     allowed = TARGET_MS - norm_floor
-    print(f"\nWith the norm kernels at their floor and every kernel without a floor ({others:.2f} ms now) at zero, the "
-          f"convolutions and matrix products could take {allowed:.2f} ms for the target: {allowed / product_floor:.2f}x "
-          f"their floor, against {products / product_floor:.2f}x now. As they run, they alone take {products:.2f} ms.\n")
+    print(f"\nWith the norm kernels at their floor and every kernel without a floor ({others:.2f} ms now) at zero, "
+          f"the convolutions and matrix products could take {allowed:.2f} ms for the target: "
+          f"{allowed / product_floor:.2f}x their floor, against {products / product_floor:.2f}x now. As they run, they "
+          f"alone take {products:.2f} ms.\n")
     print("The first and the last convolution of an evaluation, with the layout conversions beside them (us):\n")
     print("| convolution | input | weight | FLOP floor (us) | kernels (us) | all (us) |")
     print("|---|---|---|---|---|---|")
