@@ -20,6 +20,7 @@ stage() {
   /usr/bin/time -f "$name %e s" -a -o $OUT/times.txt timeout -s KILL $seconds python3 -m snakemake --cores 16 \
     --resources gpu=1 --scheduler greedy --configfile config/paper.yaml $D/overlay.yaml --config "gpus=[$LABEL]" \
     -- "$@" > $OUT/logs/snakemake_$name.log 2>&1
+  pkill -KILL -f '\.snakemake/scripts/'  # a job left by the kill would hold the GPU's lock into the next stage
   tail -2 $OUT/logs/snakemake_$name.log
 }
 stage compare ${1:-330} $R/comparison.json $R/device_rates.json
