@@ -16,12 +16,17 @@ The element-wise, layout and cast kernels get no floor here: their bytes are the
 record.
 
     PYTHONPATH=workflow/scripts python3 data/measurements/h200-2026-12-05-eval-floors/eval_floors.py > eval_floors.md
+
+Another rung's sampling profile of the same kind (the `profile_torch` job's sample phase): its torch_kernels.parquet,
+the rung's name and, for another device, its device_rates.json as arguments, e.g. `eval_floors.py
+results/wholehead/h200/frontier_edges/profile/sample/torch_kernels.parquet frontier_edges`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -81,14 +86,16 @@ def convolution_launches(kernels: pd.DataFrame) -> pd.DataFrame:
     return kernels[(kernels["kernel_class"] == "conv_fprop") & ~kernels["short_name"].isin(SETUP_KERNELS)]
 
 
-def evaluations_in(kernels: pd.DataFrame) -> int:
+def evaluations_in(kernels: pd.DataFrame, profile: Path) -> int:
     """How many evaluations the profile holds (the profiled step's graph capture runs warm-up evaluations before the
-    replay): how often the first convolution's kernel runs, checked to divide the convolution launches evenly."""
-    convs = convolution_launches(kernels)
-    count = int((convs["name"] == convs["name"].iloc[0]).sum())
-    if not count or len(convs) % count:
-        raise SystemExit(f"{PROFILE.name}: {len(convs)} convolution launches are not {count} equal evaluations")
-    return count
+    replay): the number of repeats of the shortest run of convolution kernels that repeated makes the whole sequence.
+    Not how often the first convolution's kernel runs: cuDNN may pick that kernel for another convolution too (on an
+    H100 it runs frontier_graphed's first and last convolution)."""
+    names = convolution_launches(kernels)["name"].tolist()
+    for period in range(1, len(names) // 2 + 1):
+        if len(names) % period == 0 and names == names[:period] * (len(names) // period):
+            return len(names) // period
+    raise SystemExit(f"{profile}: its {len(names)} convolution launches do not repeat as equal evaluations")
 
 
 def edge_launches(kernels: pd.DataFrame, evaluations: int) -> list[pd.DataFrame]:
@@ -104,14 +111,16 @@ def edge_launches(kernels: pd.DataFrame, evaluations: int) -> list[pd.DataFrame]
     return picked
 
 
-def main() -> None:
-    kernels = pd.read_parquet(PROFILE).sort_values("launch", kind="stable")
-    rates = json.loads(RATES.read_text())
+def main(argv: list[str]) -> None:
+    profile = Path(argv[0]) if argv else PROFILE
+    variant = argv[1] if len(argv) > 1 else "frontier_graphed"
+    kernels = pd.read_parquet(profile).sort_values("launch", kind="stable")
+    rates = json.loads((Path(argv[2]) if len(argv) > 2 else RATES).read_text())
     tflops, copy = rates["bf16_matmul_tflops"], rates["copy_gb_per_s"]
     model = model_settings()
     convs = forward_convolutions(model)
     flops = unet_flops(unet_config(model), SHAPE, "none")["forward"]
-    evaluations = evaluations_in(kernels)
+    evaluations = evaluations_in(kernels, profile)
     sites = site_counts(norm_sites(model, SHAPE))
     itemsize = torch.bfloat16.itemsize
     norm_floor = float((sites["count"] * sites["elements"].map(
@@ -127,7 +136,8 @@ def main() -> None:
              for name, ms in per_class.sort_values(ascending=False).items()
              if name not in ("conv_fprop", "gemm", "normalization")]
 
-    print("# frontier_graphed's sampling evaluation at 128^3 against its floors (H200)\n")
+    print(f"# {variant}'s sampling evaluation at 128^3 against its floors "
+          f"({rates['provenance'].get('device_name', 'device')})\n")
     print(f"{evaluations} evaluations profiled, {total:.2f} ms of kernels each; bf16 rate {tflops:.1f} TFLOP/s, copy "
           f"{copy / 1e3:.2f} TB/s (device_rates.json); the forward's {len(convs)} convolutions and 1-D projections "
           f"hold {flops['total'] / 1e12:.2f} TFLOP. Target {TARGET_MS:g} ms.\n")
@@ -154,4 +164,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
