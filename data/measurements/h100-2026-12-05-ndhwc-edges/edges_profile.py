@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from profiling.evaluations import first_and_last_convolution
+
 HERE = Path(__file__).resolve().parent
 RUNGS = ("frontier_graphed", "frontier_edges")
-CONVOLUTION = ("conv_fprop",)
-SETUP = "init_device_workspace_kernel"
 
 
 def kernels(rung: str, phase: str) -> pd.DataFrame:
@@ -33,9 +33,7 @@ def edge_kernels(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The launches from the one before the first convolution's layout conversions to the first convolution's
     output conversion, and from the last activation's conversions to the last convolution's, in the first evaluation
     (a sampling profile replays the same graph once per evaluation)."""
-    convs = table[table["kernel_class"].isin(CONVOLUTION) & (table["short_name"] != SETUP)]
-    per_evaluation = len(convs) // 4 if len(convs) % 4 == 0 else len(convs)
-    first, last = convs.iloc[0]["launch"], convs.iloc[per_evaluation - 1]["launch"]
+    first, last = first_and_last_convolution(table)
     around = lambda launch: table[(table["launch"] >= launch - 4) & (table["launch"] <= launch + 1)]  # noqa: E731
     return around(first), around(last)
 

@@ -38,13 +38,14 @@ from torch.utils.flop_counter import conv_flop_count
 from medddpm.build import unet_config
 from medddpm.flops import unet_flops
 from medddpm.unet import UNet3D
+from profiling.errors import ProfilingError
+from profiling.evaluations import evaluation_count, first_and_last_convolution
 from profiling.norm_bench import floor_us, norm_sites, site_counts
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILE = ROOT / "data/measurements/h200-2026-12-04-sample-profile/torch_kernels.parquet"
 RATES = ROOT / "data/reference/wholehead/h200/device_rates.json"
 SHAPE = (128, 128, 128)
-SETUP_KERNELS = ("init_device_workspace_kernel",)  # cuDNN's workspace set-up, launched beside some convolutions
 TARGET_MS = 12.0  # issue 44's target for one evaluation
 
 
@@ -81,31 +82,12 @@ def forward_convolutions(model: dict) -> pd.DataFrame:
     return pd.DataFrame(mode.rows)
 
 
-def convolution_launches(kernels: pd.DataFrame) -> pd.DataFrame:
-    """The profile's convolution kernels, cuDNN's workspace set-up left out."""
-    return kernels[(kernels["kernel_class"] == "conv_fprop") & ~kernels["short_name"].isin(SETUP_KERNELS)]
-
-
-def evaluations_in(kernels: pd.DataFrame, profile: Path) -> int:
-    """How many evaluations the profile holds (the profiled step's graph capture runs warm-up evaluations before the
-    replay): the number of repeats of the shortest run of convolution kernels that repeated makes the whole sequence.
-    Not how often the first convolution's kernel runs: cuDNN may pick that kernel for another convolution too (on an
-    H100 it runs frontier_graphed's first and last convolution)."""
-    names = convolution_launches(kernels)["name"].tolist()
-    for period in range(1, len(names) // 2 + 1):
-        if len(names) % period == 0 and names == names[:period] * (len(names) // period):
-            return len(names) // period
-    raise SystemExit(f"{profile}: its {len(names)} convolution launches do not repeat as equal evaluations")
-
-
-def edge_launches(kernels: pd.DataFrame, evaluations: int) -> list[pd.DataFrame]:
+def edge_launches(kernels: pd.DataFrame, profile: Path) -> list[pd.DataFrame]:
     """The kernels of the first evaluation from the one before the first convolution's layout conversions through
     the first convolution's output conversion, and likewise around the last convolution."""
-    convs = convolution_launches(kernels)
-    per_evaluation = len(convs) // evaluations
     launches = kernels["launch"]
     picked = []
-    for launch in (convs.iloc[0]["launch"], convs.iloc[per_evaluation - 1]["launch"]):
+    for launch in first_and_last_convolution(kernels, str(profile)):
         near = kernels[(launches >= launch - 5) & (launches <= launch + 1)]
         picked.append(near[near["kernel_class"].isin(["conv_fprop", "layout_conversion"])])
     return picked
@@ -120,7 +102,7 @@ def main(argv: list[str]) -> None:
     model = model_settings()
     convs = forward_convolutions(model)
     flops = unet_flops(unet_config(model), SHAPE, "none")["forward"]
-    evaluations = evaluations_in(kernels, profile)
+    evaluations = evaluation_count(kernels, str(profile))
     sites = site_counts(norm_sites(model, SHAPE))
     itemsize = torch.bfloat16.itemsize
     norm_floor = float((sites["count"] * sites["elements"].map(
@@ -157,11 +139,14 @@ def main(argv: list[str]) -> None:
     print("| convolution | input | weight | FLOP floor (us) | kernels (us) | all (us) |")
     print("|---|---|---|---|---|---|")
     for (where, row), launches in zip((("first", convs.iloc[0]), ("last", convs.iloc[-1])),
-                                      edge_launches(kernels, evaluations)):
+                                      edge_launches(kernels, profile)):
         listed = ", ".join(f"{k.short_name[:24]} {k.duration_ns / 1e3:.0f}" for k in launches.itertuples())
         print(f"| {where} | {row['input']} | {row['weight']} | {row['flop'] / (tflops * 1e12) * 1e6:.1f} | {listed} | "
               f"{launches['duration_ns'].sum() / 1e3:.0f} |")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except ProfilingError as error:
+        raise SystemExit(str(error)) from None
