@@ -220,7 +220,7 @@ def test_samples_that_are_not_brain_like_are_named_before_the_seeds_are_counted(
 
 @pytest.mark.parametrize("table, reason", [
     (pd.DataFrame(), "no quality study on g"),
-    (study(baseline=BASE, bf16=BASE), "no optimized variant (tf32, channels_last, tf32_channels_last) in the "
+    (study(baseline=[0.25] * 5, bf16=BASE), "no optimized variant (tf32, channels_last, tf32_channels_last) in the "
      "quality study on g"),
     (study(tf32=BASE, channels_last=BASE), "no baseline in the quality study on g"),
     (study(baseline=BASE, tf32=BASE, channels_last=BASE, idle=["cudnn_tf32"]),
@@ -229,6 +229,34 @@ def test_samples_that_are_not_brain_like_are_named_before_the_seeds_are_counted(
 def test_quality_without_a_study_a_paper_variant_or_switches_that_act_is_not_measurable(table, reason):
     assert verdict(table) == (reason, claims.NOT_MEASURABLE)
     assert claims.evaluate(CLAIM, "g", {"study": table, "optimized": OPTIMIZED}) == (reason, claims.NOT_MEASURABLE)
+
+
+def test_a_study_of_a_rung_beyond_the_paper_still_gets_its_outcome_by_the_claims_rule():
+    """The baseline and one's own rung alone: the claim (about the paper's variants) is not measurable, and the rung
+    is still judged against the baseline's margin, in the measured text and in what tab06 and fig09 show."""
+    table = study(baseline=BASE, bf16=shifted(SMALL))
+    judgement = judge(table)
+    bf16 = judgement.comparisons["bf16"]
+    assert judgement.verdict == claims.NOT_MEASURABLE and judgement.short is None and bf16.outcome == EQUIVALENT
+    assert judgement.shown("bf16") == EQUIVALENT
+    assert verdict(table) == (
+        "no optimized variant (tf32, channels_last, tf32_channels_last) in the quality study on g; beyond the paper, "
+        f"wasserstein_vs_real, variant - baseline paired by seed, mean [90 % interval] against the margin "
+        f"+-{judgement.margin:.3f} (1 x the SD of the baseline's 5 seeds): bf16 {bf16.mean:+.3f} [{bf16.low:+.3f}, "
+        f"{bf16.high:+.3f}] equivalent", claims.NOT_MEASURABLE)
+    assert judge(study(baseline=BASE, bf16=shifted([0.5] * 5))).shown("bf16") == equivalence.DIFFERENT
+
+
+@pytest.mark.parametrize("table, short", [
+    (study(ssim=0.12, baseline=BASE, bf16=BASE), "the baseline's samples are not brain-like"),
+    (study(baseline=[0.25] * 5, bf16=BASE), "the baseline's seeds agree exactly: no margin"),
+    (study(bf16=BASE), "no baseline"),
+])
+def test_a_rung_beyond_the_paper_is_not_judged_where_the_study_allows_no_outcome(table, short):
+    judgement = judge(table)
+    assert judgement.short == short and judgement.shown("bf16") == f"not measurable here ({short})"
+    assert verdict(table) == ("no optimized variant (tf32, channels_last, tf32_channels_last) in the quality study "
+                              "on g", claims.NOT_MEASURABLE)
 
 
 # -- what is written -----------------------------------------------------------------------------------------------

@@ -209,6 +209,19 @@ def _stop(column: str, reason: str, short: str | None, **known) -> QualityJudgem
     return QualityJudgement(column, NOT_MEASURABLE, reason, short, **{"spread": None, "margin": None} | known)
 
 
+def _not_brain_like(claim: dict, study: pd.DataFrame) -> str | None:
+    """Why the baseline's samples are not brain-like (3D SSIM against the held-out real images under
+    `trained_ssim_min` for some seed, or missing), or None where they are."""
+    base = study[study["variant"] == "baseline"].sort_values("seed")
+    ssim = base["ssim_vs_real"].astype(float)
+    if not ssim.isna().any() and float(ssim.min()) >= claim["trained_ssim_min"]:
+        return None
+    return (f"the baseline's samples are not brain-like: 3D SSIM against the held-out real images "
+            f"{' / '.join(f'{v:.2g}' for v in ssim)} (seeds {' / '.join(map(str, base['seed']))}) < "
+            f"{claim['trained_ssim_min']} after {int(base['optimizer_steps'].iloc[0])} optimizer steps at "
+            f"{base['volume_shape'].iloc[0]}")
+
+
 def quality_judgement(claim: dict, gpu: str, study: pd.DataFrame, optimized: list[str]) -> QualityJudgement:
     """The quality claim from the quality study by its rule (data/paper_claims.yaml, statistics in
     reporting/equivalence.py). Not measurable, in this order: without a study, without one of the paper's variants
@@ -216,7 +229,9 @@ def quality_judgement(claim: dict, gpu: str, study: pd.DataFrame, optimized: lis
     samples are not brain-like (3D SSIM against the held-out real images under `trained_ssim_min` for some seed; the
     first thing to fix, whatever the seeds), with fewer than `min_seeds` seeds paired with the baseline for a judged
     variant, or with a zero margin (the baseline's seeds agree exactly). Else reproduced when every judged variant is
-    equivalent, contradicted when one is different, inconclusive otherwise."""
+    equivalent, contradicted when one is different, inconclusive otherwise. A study without the paper's variants
+    (the baseline and a rung of one's own) is not measurable for the claim, and its variants still get their outcomes
+    by the claim's rule (shown, quality_verdict's measured text) unless the study itself allows none."""
     column = claim["distance"]
     if len(study) == 0:
         return _stop(column, f"no quality study on {gpu}", "no quality study", alpha=claim["alpha"],
@@ -233,21 +248,21 @@ def quality_judgement(claim: dict, gpu: str, study: pd.DataFrame, optimized: lis
                              for v in variants if v != "baseline"},
              "judged": tuple(v for v in variants if v in optimized)}
     if not known["judged"]:
-        return _stop(column, f"no optimized variant ({', '.join(optimized)}) in the quality study on {gpu}",
-                     "no optimized variant", **known)
+        # The claim is about the paper's variants. A study of other variants against the baseline (a rung of one's
+        # own) still gets each variant's outcome by the claim's rule, where the study itself allows one.
+        short = ("no baseline" if "baseline" not in variants else
+                 "the baseline's samples are not brain-like" if _not_brain_like(claim, study) else
+                 None if margin else "the baseline's seeds agree exactly: no margin")
+        return _stop(column, f"no optimized variant ({', '.join(optimized)}) in the quality study on {gpu}", short,
+                     **known)
     if "baseline" not in variants:
         return _stop(column, f"no baseline in the quality study on {gpu}", "no baseline", **known)
     idle = _unexercised({"runs": first}, gpu, known["judged"])
     if idle:
         return _stop(column, idle[0], None, **known)
-    base = study[study["variant"] == "baseline"].sort_values("seed")
-    ssim = base["ssim_vs_real"].astype(float)
-    if ssim.isna().any() or float(ssim.min()) < claim["trained_ssim_min"]:
-        return _stop(column,
-                     f"the baseline's samples are not brain-like: 3D SSIM against the held-out real images "
-                     f"{' / '.join(f'{v:.2g}' for v in ssim)} (seeds {' / '.join(map(str, base['seed']))}) < "
-                     f"{claim['trained_ssim_min']} after {int(base['optimizer_steps'].iloc[0])} optimizer steps at "
-                     f"{base['volume_shape'].iloc[0]}", "the baseline's samples are not brain-like", **known)
+    not_brain_like = _not_brain_like(claim, study)
+    if not_brain_like:
+        return _stop(column, not_brain_like, "the baseline's samples are not brain-like", **known)
     few = [known["comparisons"][v] for v in known["judged"] if known["comparisons"][v].n < claim["min_seeds"]]
     if few:
         listed = ", ".join(f"{c.variant} {c.n}" + (f" ({seeds_text(c.seeds)})" if c.n else "") for c in few)
@@ -286,16 +301,21 @@ def quality_verdict(claim: dict, gpu: str, study: pd.DataFrame, optimized: list[
     mean paired difference and its 90 % interval, the margin and the outcome; variants beyond the paper are reported
     apart, never judged; and the baseline's rerun where the study has one."""
     judgement = quality_judgement(claim, gpu, study, optimized)
-    if judgement.reason is not None:
+    beyond_only = judgement.reason is not None and not judgement.judged and judgement.short is None
+    if judgement.reason is not None and not beyond_only:
         return _not_measurable(judgement.reason)
     seeds, places = len(judgement.baseline_seeds), decimals(judgement.margin)
-    text = (f"{judgement.column}, variant - baseline paired by seed, mean [{judgement.interval_name} interval] "
-            "against the margin "
-            f"+-{judgement.margin:.{places}f} ({_fmt(claim['margin_factor'])} x the SD of the baseline's {seeds} "
-            "seeds): " + "; ".join(_compared(judgement.comparisons[v], seeds, places) for v in judgement.judged))
+    method = (f"{judgement.column}, variant - baseline paired by seed, mean [{judgement.interval_name} interval] "
+              f"against the margin +-{judgement.margin:.{places}f} ({_fmt(claim['margin_factor'])} x the SD of the "
+              f"baseline's {seeds} seeds)")
     others = [c for v, c in judgement.comparisons.items() if v not in judgement.judged]
-    if others:
-        text += "; beyond the paper: " + "; ".join(_compared(c, seeds, places) for c in others)
+    if beyond_only:  # not measurable, and the variants the study has are still compared by the claim's rule
+        text = (f"{judgement.reason}; beyond the paper, {method}: "
+                + "; ".join(_compared(c, seeds, places) for c in others))
+    else:
+        text = f"{method}: " + "; ".join(_compared(judgement.comparisons[v], seeds, places) for v in judgement.judged)
+        if others:
+            text += "; beyond the paper: " + "; ".join(_compared(c, seeds, places) for c in others)
     if judgement.rerun is not None:
         text += f"; {judgement.rerun.text(judgement.column, places)}"
     return text, judgement.verdict
