@@ -308,14 +308,13 @@ def quality_verdict(claim: dict, gpu: str, study: pd.DataFrame, optimized: list[
     method = (f"{judgement.column}, variant - baseline paired by seed, mean [{judgement.interval_name} interval] "
               f"against the margin +-{judgement.margin:.{places}f} ({_fmt(claim['margin_factor'])} x the SD of the "
               f"baseline's {seeds} seeds)")
-    others = [c for v, c in judgement.comparisons.items() if v not in judgement.judged]
+    judged = "; ".join(_compared(judgement.comparisons[v], seeds, places) for v in judgement.judged)
+    beyond = "; ".join(_compared(c, seeds, places) for v, c in judgement.comparisons.items()
+                       if v not in judgement.judged)
     if beyond_only:  # not measurable, and the variants the study has are still compared by the claim's rule
-        text = (f"{judgement.reason}; beyond the paper, {method}: "
-                + "; ".join(_compared(c, seeds, places) for c in others))
+        text = f"{judgement.reason}; beyond the paper, {method}: {beyond}"
     else:
-        text = f"{method}: " + "; ".join(_compared(judgement.comparisons[v], seeds, places) for v in judgement.judged)
-        if others:
-            text += "; beyond the paper: " + "; ".join(_compared(c, seeds, places) for c in others)
+        text = f"{method}: {judged}" + (f"; beyond the paper: {beyond}" if beyond else "")
     if judgement.rerun is not None:
         text += f"; {judgement.rerun.text(judgement.column, places)}"
     return text, judgement.verdict

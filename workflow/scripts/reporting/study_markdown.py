@@ -31,7 +31,7 @@ def markdown(gpu: str, study: pd.DataFrame, claims: dict) -> str:
     return "\n".join(lines)
 
 
-def markdown_of_files(files: Iterable, gpu: str, claims_path: Path) -> str:
+def markdown_of_files(files: Iterable, gpu: str, claims_path: str | Path) -> str:
     """The summary from the study's result files (paths in the workflow's layout, `results/<workload>/<gpu>/study/
     <variant>/seed<k>/...`)."""
     return markdown(gpu, collect(files, (), [gpu])["study"], load_claims(claims_path))
