@@ -11,9 +11,9 @@ from torch._inductor import ir
 
 from config_settings import paper_unet
 from medddpm.diffusion import GaussianDiffusion
-from medddpm.unet import OUTPUT_CHANNEL_MULTIPLE, OutputConv3d, UNet3D, parameter_count, set_ndhwc_edges
+from medddpm.unet import NDHWC_CHANNEL_MULTIPLE, OutputConv3d, UNet3D, parameter_count, set_ndhwc_edges
 from medddpm.variants import Variant, prepare_model
-from unet_helpers import forward_backward, tiny_inputs, tiny_unet
+from unet_helpers import compiled_denoise_kernels, forward_backward, tiny_inputs, tiny_unet
 
 CL = torch.channels_last_3d
 CPU = torch.device("cpu")
@@ -30,7 +30,7 @@ def test_a_one_channel_output_orders_its_input_ncdhw_and_eight_channels_do_not()
     laid the last 64-channel activation out as NCDHW-like before the output convolution; 8 channels give NDHWC."""
     assert channels_last_strides_order(1) != ir.NHWDC_STRIDE_ORDER
     assert channels_last_strides_order(1)[4] < channels_last_strides_order(1)[1]  # W before C
-    assert channels_last_strides_order(OUTPUT_CHANNEL_MULTIPLE) == ir.NHWDC_STRIDE_ORDER
+    assert channels_last_strides_order(NDHWC_CHANNEL_MULTIPLE) == ir.NHWDC_STRIDE_ORDER
 
 
 def float64_pair():
@@ -80,7 +80,7 @@ def test_with_the_switch_the_output_convolution_gets_eight_filters(monkeypatch):
             out = GaussianDiffusion(model, timesteps=10).denoise(inputs[:, :1], inputs[:, 1:], t)
         assert out.shape[1] == 1
         calls[enabled] = list(seen)
-    assert calls[True][-1] == (OutputConv3d, (OUTPUT_CHANNEL_MULTIPLE, *calls[False][-1][1][1:]))
+    assert calls[True][-1] == (OutputConv3d, (NDHWC_CHANNEL_MULTIPLE, *calls[False][-1][1][1:]))
     assert calls[False][-1][0] is OutputConv3d and calls[False][-1][1][0] == 1
     assert calls[True][:-1] == calls[False][:-1]
 
@@ -96,7 +96,7 @@ def test_the_switch_keeps_the_parameters_and_their_names():
     assert parameter_count(model) == 40_226_433
     assert list(model.state_dict()) == names
     out_conv = model.out[-1]
-    assert isinstance(out_conv, OutputConv3d) and out_conv.padded_to == OUTPUT_CHANNEL_MULTIPLE
+    assert isinstance(out_conv, OutputConv3d) and out_conv.padded_to == NDHWC_CHANNEL_MULTIPLE
     set_ndhwc_edges(model, False)
     assert out_conv.padded_to == 0
 
@@ -114,35 +114,11 @@ def test_on_the_gpu_the_compiled_unet_with_the_switch_converts_fewer_layouts():
     """The tiny U-Net compiled in bfloat16 channels-last (the frontier's switches) at 16^3, evaluated forward and
     backward through GaussianDiffusion.denoise: with the switch, fewer copy and transpose kernels (those around the
     output convolution), and the same output to bfloat16 rounding."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from medddpm.variants import apply_backend, autocast, compile_model
-
-    cuda = torch.device("cuda")
-    inputs, t = tiny_inputs(shape=(16, 16, 16))
-    noise, mask, t = inputs[:, :1].contiguous().to(cuda), inputs[:, 1:].to(cuda), t.to(cuda)
-    mask = mask.contiguous(memory_format=CL)
-    switches = dict(autocast="bfloat16", compile="default", checkpointing="none", gather_upsampling=True, ndhwc=True)
     results = {}
     for enabled in (False, True):
-        variant = Variant("v", True, True, True, ndhwc_edges=enabled, **switches)
-        apply_backend(variant)
-        torch._dynamo.reset()
-        model = prepare_model(tiny_unet().to(cuda), variant, cuda)
-        compile_model(model, variant)
-        diffusion = GaussianDiffusion(model, timesteps=10)
-        with autocast(variant, cuda):
-            for _ in range(2):  # the first call compiles
-                out = diffusion.denoise(noise, mask, t)
-                out.float().abs().mean().backward()
-            model.zero_grad(set_to_none=True)
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                out = diffusion.denoise(noise, mask, t)
-                out.float().abs().mean().backward()
-                torch.cuda.synchronize()
-        names = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+        out, names = compiled_denoise_kernels(ndhwc_edges=enabled)
         conversions = sum("copy" in k or "nchwToNhwc" in k or "nhwcToNchw" in k for k in names)
-        results[enabled] = (out.detach().float(), conversions)
+        results[enabled] = (out, conversions)
     assert results[True][1] < results[False][1], {k: v[1] for k, v in results.items()}
     difference = (results[True][0] - results[False][0]).norm() / results[False][0].norm()
     assert difference < 2e-2

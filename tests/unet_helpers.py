@@ -37,3 +37,35 @@ def forward_backward(model, x, t, context=None):
             out = model(x, t)
     out.float().abs().mean().backward()
     return out.detach(), {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+
+
+def compiled_denoise_kernels(shape=(16, 16, 16), **switches):
+    """One forward and backward of the tiny U-Net through GaussianDiffusion.denoise, compiled in bfloat16
+    channels-last with the frontier's switches plus `switches`, on the GPU after two warm-up calls (the first
+    compiles): the output (float32) and the names of the CUDA kernels that ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from medddpm.diffusion import GaussianDiffusion
+    from medddpm.variants import Variant, apply_backend, autocast, compile_model, prepare_model
+
+    cuda = torch.device("cuda")
+    inputs, t = tiny_inputs(shape=shape)
+    noise, mask, t = inputs[:, :1].contiguous().to(cuda), inputs[:, 1:].to(cuda), t.to(cuda)
+    mask = mask.contiguous(memory_format=torch.channels_last_3d)
+    frontier = dict(autocast="bfloat16", compile="default", checkpointing="none", gather_upsampling=True, ndhwc=True)
+    variant = Variant("v", True, True, True, **frontier, **switches)
+    apply_backend(variant)
+    torch._dynamo.reset()
+    model = prepare_model(tiny_unet().to(cuda), variant, cuda)
+    compile_model(model, variant)
+    diffusion = GaussianDiffusion(model, timesteps=10)
+    with autocast(variant, cuda):
+        for _ in range(2):
+            out = diffusion.denoise(noise, mask, t)
+            out.float().abs().mean().backward()
+        model.zero_grad(set_to_none=True)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = diffusion.denoise(noise, mask, t)
+            out.float().abs().mean().backward()
+            torch.cuda.synchronize()
+    return out.detach().float(), [e.name for e in prof.events() if e.device_type.name == "CUDA"]

@@ -3,11 +3,14 @@
 # study of frontier_edges against the baseline (quality.yaml). $1 and $2: seconds for each stage (0 skips it; SIGKILL
 # after them). A stage cut short is continued by running again: Snakemake keeps the jobs that finished. What each stage
 # made goes to $OUT as one archive (quality.tgz, study.tgz). Run from the repository root with snakemake importable.
+# QUALITY and VARIANT, where set, name another record's overlay and the rung it checks.
 D=data/measurements/h200-2026-12-05-frontier-now
+QUALITY=${QUALITY:-$D/quality.yaml}
+VARIANT=${VARIANT:-frontier_edges}
 LABEL=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[12]00' | tr H h)
 LABEL=${LABEL:-h200}
 R=results/wholehead/$LABEL
-C=(--configfile config/paper.yaml config/paper-timing.yaml $D/quality.yaml --config "gpus=[$LABEL]")
+C=(--configfile config/paper.yaml config/paper-timing.yaml $QUALITY --config "gpus=[$LABEL]")
 stage() {
   local name=$1 seconds=$2; shift 2
   [ "$seconds" -gt 0 ] || return 0
@@ -21,10 +24,10 @@ stage() {
   pkill -KILL -f '\.snakemake/scripts/'
   tail -3 $S/logs/snakemake_$name.log
 }
-stage quality ${1:-420} $R/frontier_edges/quality.json
+stage quality ${1:-420} $R/$VARIANT/quality.json
 S=/tmp/frontier-now/quality
 if [ -d $S ]; then
-  for v in baseline frontier_edges; do
+  for v in baseline $VARIANT; do
     mkdir -p $S/$v
     cp $R/$v/{train.json,train_steps.csv,sample.json,sample_steps.csv,quality.json} $S/$v/ 2>/dev/null
     cp $R/$v/logs/*.log $R/$v/logs/*.tsv $S/$v/ 2>/dev/null
@@ -34,7 +37,7 @@ fi
 stage study ${2:-0} quality_study
 S=/tmp/frontier-now/study
 if [ -d $S ]; then
-  for v in baseline frontier_edges; do
+  for v in baseline $VARIANT; do
     for k in 0 1 2 3 4; do
       mkdir -p $S/$v/seed$k
       cp $R/study/$v/seed$k/{run.json,comparison.json,losses.csv,slice.npy} $S/$v/seed$k/ 2>/dev/null

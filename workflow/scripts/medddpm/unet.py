@@ -8,7 +8,8 @@ zero-initialised output convolutions, trilinear upsampling followed by a 3x3x3 c
 Execution strategies can be switched after construction without touching the parameters (so a checkpoint of one
 variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), GroupNorm +
 SiLU as one layout-preserving function (`fuse_norm_act`), channels-last kept where upstream's formulation drops it
-(`keep_channels_last`), and the output convolution in NDHWC (`set_ndhwc_edges`).
+(`keep_channels_last`), the output convolution in NDHWC (`set_ndhwc_edges`) and the first one too
+(`set_ndhwc_input`).
 """
 
 from __future__ import annotations
@@ -232,9 +233,10 @@ def keep_channels_last(model: nn.Module, enabled: bool) -> None:
             module.keep_layout = enabled
 
 
-# The filter count `set_ndhwc_edges` pads the output convolution to: cuDNN's NHWC tensor-core kernels take 16-bit
-# channels in multiples of 8, and 8 channels give channels-last strides no other layout shares (below).
-OUTPUT_CHANNEL_MULTIPLE = 8
+# The channel count the NDHWC path's edge convolutions are padded to (`set_ndhwc_edges`, `set_ndhwc_input`): cuDNN's
+# NHWC tensor-core kernels take 16-bit channels in multiples of 8, and 8 channels give channels-last strides no other
+# layout shares (below).
+NDHWC_CHANNEL_MULTIPLE = 8
 
 
 class OutputConv3d(nn.Conv3d):
@@ -270,7 +272,38 @@ def set_ndhwc_edges(model: nn.Module, enabled: bool) -> None:
     Downsample convolutions."""
     for module in model.modules():
         if isinstance(module, OutputConv3d):
-            module.padded_to = OUTPUT_CHANNEL_MULTIPLE if enabled else 0
+            module.padded_to = NDHWC_CHANNEL_MULTIPLE if enabled else 0
+
+
+class InputConv3d(nn.Conv3d):
+    """The U-Net's first convolution: upstream's nn.Conv3d, the same parameters and state_dict keys.
+
+    With `padded_to` (set by `set_ndhwc_input`), an input channel count that is not a multiple of it is padded with
+    zero channels at each call, in the input and in the weight alike, and the padded input laid out channels-last:
+    each output is the same sum plus products of zeros, and the zero weights' gradients are dropped by the padding's
+    backward, so the function and its gradients are the same. Why: the whole-head input has 3 channels (the noisy
+    image and the two-channel mask), no multiple of 8, so cuDNN ran it on a pre-Hopper kernel between transposes to
+    and from NCDHW: on an H200 1.0 ms of a sampling evaluation for a floor of 27 us
+    (data/measurements/h200-2026-12-05-eval-floors/), and its weight gradient in training on the same kind of kernel."""
+
+    padded_to = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        extra = -self.in_channels % self.padded_to if self.padded_to else 0
+        if not extra:
+            return super().forward(x)
+        # Channels-last explicitly: inductor lays a convolution's input out in its output's stride order, and an
+        # input left contiguous would give an NCDHW output here (the layout the padding is meant to end).
+        padded = F.pad(x, (0, 0) * 3 + (0, extra)).contiguous(memory_format=torch.channels_last_3d)
+        return self._conv_forward(padded, F.pad(self.weight, (0, 0) * 3 + (0, extra)), self.bias)
+
+
+def set_ndhwc_input(model: nn.Module, enabled: bool) -> None:
+    """The NDHWC path's first convolution in NDHWC too (the `ndhwc_input` switch): its input channels padded
+    (`InputConv3d`). Off, the model is upstream's to the stride."""
+    for module in model.modules():
+        if isinstance(module, InputConv3d):
+            module.padded_to = NDHWC_CHANNEL_MULTIPLE if enabled else 0
 
 
 class TimestepSequential(nn.Sequential):
@@ -297,7 +330,7 @@ class UNet3D(nn.Module):
             return AttentionBlock(channels, config.num_heads, groups)
 
         ch = config.channel_mult[0] * width
-        self.input_blocks = nn.ModuleList([TimestepSequential(nn.Conv3d(config.in_channels, ch, 3, padding=1))])
+        self.input_blocks = nn.ModuleList([TimestepSequential(InputConv3d(config.in_channels, ch, 3, padding=1))])
         skip_channels = [ch]
         ds = 1
         for level, mult in enumerate(config.channel_mult):
