@@ -11,7 +11,7 @@ from torch._inductor import ir
 
 from config_settings import paper_unet
 from medddpm.diffusion import GaussianDiffusion
-from medddpm.unet import NDHWC_CHANNEL_MULTIPLE, OutputConv3d, UNet3D, parameter_count, set_ndhwc_edges
+from medddpm.unet import OUTPUT_CHANNEL_MULTIPLE, OutputConv3d, UNet3D, parameter_count, set_ndhwc_edges
 from medddpm.variants import Variant, prepare_model
 from unet_helpers import compiled_denoise_kernels, forward_backward, tiny_inputs, tiny_unet
 
@@ -30,7 +30,7 @@ def test_a_one_channel_output_orders_its_input_ncdhw_and_eight_channels_do_not()
     laid the last 64-channel activation out as NCDHW-like before the output convolution; 8 channels give NDHWC."""
     assert channels_last_strides_order(1) != ir.NHWDC_STRIDE_ORDER
     assert channels_last_strides_order(1)[4] < channels_last_strides_order(1)[1]  # W before C
-    assert channels_last_strides_order(NDHWC_CHANNEL_MULTIPLE) == ir.NHWDC_STRIDE_ORDER
+    assert channels_last_strides_order(OUTPUT_CHANNEL_MULTIPLE) == ir.NHWDC_STRIDE_ORDER
 
 
 def float64_pair():
@@ -80,7 +80,7 @@ def test_with_the_switch_the_output_convolution_gets_eight_filters(monkeypatch):
             out = GaussianDiffusion(model, timesteps=10).denoise(inputs[:, :1], inputs[:, 1:], t)
         assert out.shape[1] == 1
         calls[enabled] = list(seen)
-    assert calls[True][-1] == (OutputConv3d, (NDHWC_CHANNEL_MULTIPLE, *calls[False][-1][1][1:]))
+    assert calls[True][-1] == (OutputConv3d, (OUTPUT_CHANNEL_MULTIPLE, *calls[False][-1][1][1:]))
     assert calls[False][-1][0] is OutputConv3d and calls[False][-1][1][0] == 1
     assert calls[True][:-1] == calls[False][:-1]
 
@@ -96,7 +96,7 @@ def test_the_switch_keeps_the_parameters_and_their_names():
     assert parameter_count(model) == 40_226_433
     assert list(model.state_dict()) == names
     out_conv = model.out[-1]
-    assert isinstance(out_conv, OutputConv3d) and out_conv.padded_to == NDHWC_CHANNEL_MULTIPLE
+    assert isinstance(out_conv, OutputConv3d) and out_conv.padded_to == OUTPUT_CHANNEL_MULTIPLE
     set_ndhwc_edges(model, False)
     assert out_conv.padded_to == 0
 

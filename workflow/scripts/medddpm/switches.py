@@ -59,11 +59,6 @@ class Variant:
     # U-Net ran that convolution in NCDHW with a layout copy and cuDNN's transposes around it (inductor lays a 3-D
     # convolution's input out in its output's stride order, and a one-channel output's reads as NCDHW).
     ndhwc_edges: bool = False
-    # The NDHWC path's first convolution in NDHWC too (unet.set_ndhwc_input): its 3 input channels padded with zero
-    # channels to 8 at each call, in the input and the weight. The same function; without it cuDNN ran that
-    # convolution (forward, and its weight gradient in training) on pre-Hopper kernels, with transposes to and from
-    # NCDHW around it in sampling.
-    ndhwc_input: bool = False
 
     def __post_init__(self):
         problems = []
@@ -81,9 +76,6 @@ class Variant:
                             "contiguous ones would take the plain function, and the switch would do nothing)")
         if self.ndhwc_edges and not self.ndhwc:
             problems.append("ndhwc_edges needs ndhwc: true (it extends the NDHWC path to the output "
-                            "convolution; the paper's channels-last variants measure upstream's code)")
-        if self.ndhwc_input and not self.ndhwc:
-            problems.append("ndhwc_input needs ndhwc: true (it extends the NDHWC path to the first "
                             "convolution; the paper's channels-last variants measure upstream's code)")
         for switch in ("cuda_graphs", "cuda_graph_training"):
             if getattr(self, switch) and self.compile is not None and COMPILE_MODES[self.compile]:
@@ -143,10 +135,9 @@ class Variant:
             "cuda_graph_training": cuda,
             "gather_upsampling": True,
             "ndhwc": cuda,
-            # cuDNN's layouts and inductor's layout choice around the edge convolutions are CUDA's; on a CPU the
-            # padded filters and channels are computed too, for nothing.
+            # cuDNN's layouts and inductor's layout choice around the output convolution are CUDA's; on a CPU the
+            # padded filters are computed too, for nothing.
             "ndhwc_edges": cuda,
-            "ndhwc_input": cuda,
             # Processes of one node, each with its own GPU (NCCL), or on a CPU each with its share of the cores (gloo).
             "data_parallel": True,
             "stacked_micro_batches": True,

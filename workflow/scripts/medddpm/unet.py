@@ -8,8 +8,7 @@ zero-initialised output convolutions, trilinear upsampling followed by a 3x3x3 c
 Execution strategies can be switched after construction without touching the parameters (so a checkpoint of one
 variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), GroupNorm +
 SiLU as one layout-preserving function (`fuse_norm_act`), channels-last kept where upstream's formulation drops it
-(`keep_channels_last`), the output convolution in NDHWC (`set_ndhwc_edges`) and the first one too
-(`set_ndhwc_input`).
+(`keep_channels_last`), and the output convolution in NDHWC (`set_ndhwc_edges`).
 """
 
 from __future__ import annotations
@@ -233,10 +232,9 @@ def keep_channels_last(model: nn.Module, enabled: bool) -> None:
             module.keep_layout = enabled
 
 
-# The channel count the NDHWC path's edge convolutions are padded to (`set_ndhwc_edges`, `set_ndhwc_input`): cuDNN's
-# NHWC tensor-core kernels take 16-bit channels in multiples of 8, and 8 channels give channels-last strides no other
-# layout shares (below).
-NDHWC_CHANNEL_MULTIPLE = 8
+# The filter count `set_ndhwc_edges` pads the output convolution to: cuDNN's NHWC tensor-core kernels take 16-bit
+# channels in multiples of 8, and 8 channels give channels-last strides no other layout shares (below).
+OUTPUT_CHANNEL_MULTIPLE = 8
 
 
 class OutputConv3d(nn.Conv3d):
@@ -266,44 +264,15 @@ def set_ndhwc_edges(model: nn.Module, enabled: bool) -> None:
     """The NDHWC path's last convolution in NDHWC too (the `ndhwc_edges` switch): the output convolution's filters
     padded (`OutputConv3d`). Off, the model is upstream's to the stride.
 
-    Two more edges were tried and measured without effect on an H100 (data/measurements/h100-2026-12-05-ndhwc-edges/),
-    so they are not here: the U-Net's input made channels-last before the compiled U-Net (the first convolution of a
-    sampling step kept cuDNN's transposes), and the ResBlocks' residual sums over memory-order views for the stride-2
-    Downsample convolutions."""
+    Three more edges were tried and measured without effect on an H100, so they are not here: the U-Net's input made
+    channels-last before the compiled U-Net (the first convolution of a sampling step kept cuDNN's transposes), the
+    ResBlocks' residual sums over memory-order views for the stride-2 Downsample convolutions
+    (data/measurements/h100-2026-12-05-ndhwc-edges/), and the first convolution's 3 input channels padded with zeros
+    to 8, channels-last (cuDNN kept its pre-Hopper kernel and its transposes there:
+    data/measurements/h100-2026-12-05-frontier-input/)."""
     for module in model.modules():
         if isinstance(module, OutputConv3d):
-            module.padded_to = NDHWC_CHANNEL_MULTIPLE if enabled else 0
-
-
-class InputConv3d(nn.Conv3d):
-    """The U-Net's first convolution: upstream's nn.Conv3d, the same parameters and state_dict keys.
-
-    With `padded_to` (set by `set_ndhwc_input`), an input channel count that is not a multiple of it is padded with
-    zero channels at each call, in the input and in the weight alike, and the padded input laid out channels-last:
-    each output is the same sum plus products of zeros, and the zero weights' gradients are dropped by the padding's
-    backward, so the function and its gradients are the same. Why: the whole-head input has 3 channels (the noisy
-    image and the two-channel mask), no multiple of 8, so cuDNN ran it on a pre-Hopper kernel between transposes to
-    and from NCDHW: on an H200 1.0 ms of a sampling evaluation for a floor of 27 us
-    (data/measurements/h200-2026-12-05-eval-floors/), and its weight gradient in training on the same kind of kernel."""
-
-    padded_to = 0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        extra = -self.in_channels % self.padded_to if self.padded_to else 0
-        if not extra:
-            return super().forward(x)
-        # Channels-last explicitly: inductor lays a convolution's input out in its output's stride order, and an
-        # input left contiguous would give an NCDHW output here (the layout the padding is meant to end).
-        padded = F.pad(x, (0, 0) * 3 + (0, extra)).contiguous(memory_format=torch.channels_last_3d)
-        return self._conv_forward(padded, F.pad(self.weight, (0, 0) * 3 + (0, extra)), self.bias)
-
-
-def set_ndhwc_input(model: nn.Module, enabled: bool) -> None:
-    """The NDHWC path's first convolution in NDHWC too (the `ndhwc_input` switch): its input channels padded
-    (`InputConv3d`). Off, the model is upstream's to the stride."""
-    for module in model.modules():
-        if isinstance(module, InputConv3d):
-            module.padded_to = NDHWC_CHANNEL_MULTIPLE if enabled else 0
+            module.padded_to = OUTPUT_CHANNEL_MULTIPLE if enabled else 0
 
 
 class TimestepSequential(nn.Sequential):
@@ -330,7 +299,7 @@ class UNet3D(nn.Module):
             return AttentionBlock(channels, config.num_heads, groups)
 
         ch = config.channel_mult[0] * width
-        self.input_blocks = nn.ModuleList([TimestepSequential(InputConv3d(config.in_channels, ch, 3, padding=1))])
+        self.input_blocks = nn.ModuleList([TimestepSequential(nn.Conv3d(config.in_channels, ch, 3, padding=1))])
         skip_channels = [ch]
         ds = 1
         for level, mult in enumerate(config.channel_mult):
