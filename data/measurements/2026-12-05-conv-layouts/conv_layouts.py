@@ -92,8 +92,9 @@ def main() -> None:
     unet_input, rows = recorded_convolutions(args.rung, config, size, device)
     where = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     lines = [f"# {args.rung}'s compiled sampling evaluation: the layouts its convolutions read", "",
-             f"{args.network} network at {size}^3, {where}, torch {torch.__version__}. The U-Net's input (the noisy "
-             f"image and the mask, joined by denoise before the compiled U-Net): {unet_input}.", "",
+             f"{args.network} network at {size}^3, {where}, torch {torch.__version__}.", "",
+             f"The U-Net's input, as denoise joins the noisy image and the mask before the compiled U-Net: "
+             f"{unet_input}.", "",
              "| # | input | weight | output | stride |", "|---:|---|---|---|---|"]
     lines += [f"| {i} | {r['input']} | {r['weight']} | {r['output']} | {r['stride']} |" for i, r in enumerate(rows)]
     counts = {}
