@@ -20,10 +20,10 @@ import torch
 import yaml
 
 REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "workflow/scripts"))
+sys.path[:0] = [str(REPO / "workflow/scripts"), str(REPO / "tests")]
 
+from config_settings import paper_unet  # noqa: E402
 from medddpm.diffusion import GaussianDiffusion  # noqa: E402
-from medddpm.settings import from_mapping  # noqa: E402
 from medddpm.unet import UNet3D, UNetConfig  # noqa: E402
 from medddpm.variants import (Variant, apply_backend, autocast, compile_model, prepare_input,  # noqa: E402
                               prepare_model)
@@ -44,11 +44,12 @@ def described(tensor: torch.Tensor) -> str:
 
 
 def network(name: str) -> tuple[UNetConfig, int]:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())["model"]
+    """The whole-head network at 128^3, or the tests' tiny one (unet_helpers.TINY) at 16^3."""
     if name == "wholehead":
-        config |= yaml.safe_load((REPO / "config/paper.yaml").read_text()).get("model", {})
-        return from_mapping(UNetConfig, config, "model"), 128
-    return from_mapping(UNetConfig, config | {"channel_mult": [1, 2], "attention_downsample_rates": [2]}, "model"), 16
+        return paper_unet(), 128
+    from unet_helpers import TINY
+
+    return TINY, 16
 
 
 def recorded_convolutions(rung: str, config: UNetConfig, size: int, device: torch.device) -> tuple[str, list[dict]]:

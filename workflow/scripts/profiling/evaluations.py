@@ -17,20 +17,24 @@ def convolution_launches(kernels: pd.DataFrame) -> pd.DataFrame:
     return ordered[(ordered["kernel_class"] == "conv_fprop") & ~ordered["short_name"].isin(SETUP_KERNELS)]
 
 
-def evaluation_count(kernels: pd.DataFrame, source: str = "the profile") -> int:
-    """How many evaluations the table holds: how often its shortest run of convolution kernels repeats to make the
-    whole sequence. Not how often the first convolution's kernel runs: cuDNN may pick that kernel for another
-    convolution of the same evaluation too (on an H100 for frontier_graphed's first and last). Raises ProfilingError
-    naming `source` where the sequence does not repeat evenly."""
-    names = convolution_launches(kernels)["name"].tolist()
+def _evaluations(convs: pd.DataFrame, source: str) -> int:
+    names = convs["name"].tolist()
     for period in range(1, len(names) // 2 + 1):
         if len(names) % period == 0 and names == names[:period] * (len(names) // period):
             return len(names) // period
     raise ProfilingError(f"{source}: its {len(names)} convolution launches do not repeat as equal evaluations")
 
 
+def evaluation_count(kernels: pd.DataFrame, source: str = "the profile") -> int:
+    """How many evaluations the table holds: how often its shortest run of convolution kernels repeats to make the
+    whole sequence. Not how often the first convolution's kernel runs: cuDNN may pick that kernel for another
+    convolution of the same evaluation too (on an H100 for frontier_graphed's first and last). Raises ProfilingError
+    naming `source` where the sequence does not repeat evenly."""
+    return _evaluations(convolution_launches(kernels), source)
+
+
 def first_and_last_convolution(kernels: pd.DataFrame, source: str = "the profile") -> tuple[int, int]:
     """The launch numbers of the first evaluation's first and last convolution kernel."""
     convs = convolution_launches(kernels)
-    per_evaluation = len(convs) // evaluation_count(kernels, source)
+    per_evaluation = len(convs) // _evaluations(convs, source)
     return int(convs.iloc[0]["launch"]), int(convs.iloc[per_evaluation - 1]["launch"])
