@@ -2,7 +2,8 @@
 # One device call: frontier_edges against frontier_graphed (and baseline) in paired rounds, training and sampling, then
 # torch.profiler over both phases of frontier_edges (overlay.yaml). Run from the repository root with snakemake
 # importable; what it makes goes to $OUT after each stage. $1 and $2: seconds for each stage (SIGKILL after them:
-# Snakemake waits for its running jobs on SIGTERM). OVERLAY and PROFILED, where set, name another record's overlay
+# Snakemake waits for its running jobs on SIGTERM); 0 skips the stage, so a warm machine's second call can take the
+# profile alone. OVERLAY and PROFILED, where set, name another record's overlay
 # and the rung it profiles.
 D=data/measurements/h200-2026-12-05-frontier-now
 OVERLAY=${OVERLAY:-$D/overlay.yaml}
@@ -18,6 +19,7 @@ python3 -c "import torch, triton; print(torch.__version__, torch.version.cuda, t
 triton.__version__)" > $OUT/versions.txt
 stage() {
   local name=$1 seconds=$2; shift 2
+  [ "$seconds" = 0 ] && return  # timeout's 0 would mean no limit at all
   # A stage killed at its time leaves Snakemake's lock on the folder: the next stage (or call) lifts it first.
   python3 -m snakemake --unlock --configfile config/paper.yaml $OVERLAY --config "gpus=[$LABEL]" > /dev/null 2>&1
   /usr/bin/time -f "$name %e s" -a -o $OUT/times.txt timeout -s KILL $seconds python3 -m snakemake --cores 16 \
