@@ -1,9 +1,11 @@
-"""The `ndhwc_edges` switch: the U-Net's output convolution in NDHWC too, the same function.
+"""The `ndhwc_edges` switch: the U-Net's first, stride-2 and output convolutions in NDHWC too, the same function.
 
 On the GPU the compiled U-Net ran its output convolution (one filter) in NCDHW: inductor lays out a 3-D convolution's
 input and weight in its output's stride order, and a one-channel channels-last output has strides that order W before
 C. Padding the filters to 8 at each call is checked here in float64 on the CPU (the function and its gradients), and
-on a GPU by its kernels (fewer layout conversions)."""
+on a GPU by its kernels (fewer layout conversions). The first and the stride-2 convolutions read NCDHW operands for
+another reason (their inputs' layouts were not yet fixed when inductor lowered them): the pinning of their inputs is
+checked by the layouts inductor's compiled code hands them, and in float64 as the identity."""
 
 import pytest
 import torch
@@ -11,9 +13,11 @@ from torch._inductor import ir
 
 from config_settings import paper_unet
 from medddpm.diffusion import GaussianDiffusion
-from medddpm.unet import OUTPUT_CHANNEL_MULTIPLE, OutputConv3d, UNet3D, parameter_count, set_ndhwc_edges
-from medddpm.variants import Variant, prepare_model
-from unet_helpers import compiled_denoise_kernels, forward_backward, tiny_inputs, tiny_unet
+from medddpm.unet import (OUTPUT_CHANNEL_MULTIPLE, Downsample, NdhwcInputConv3d, OutputConv3d, UNet3D,
+                          parameter_count, set_ndhwc_edges)
+from medddpm.variants import Variant, autocast, compile_model, prepare_input, prepare_model
+from unet_helpers import (compiled_denoise_kernels, forward_backward, inductor_convolutions, layout, tiny_inputs,
+                          tiny_unet)
 
 CL = torch.channels_last_3d
 CPU = torch.device("cpu")
@@ -85,6 +89,57 @@ def test_with_the_switch_the_output_convolution_gets_eight_filters(monkeypatch):
     assert calls[True][:-1] == calls[False][:-1]
 
 
+def test_compiled_the_switch_pins_the_first_and_the_stride_2_convolutions_to_ndhwc():
+    """Why the input edges are pinned: compiled by inductor (here on the CPU, with the frontier's bfloat16 autocast and
+    channels-last inputs), the first convolution reads denoise's NCDHW concatenation and the stride-2 one a residual
+    sum whose layout inductor had not fixed, so both ran on NCDHW input and weight. With the switch their input and
+    weight arrive NDHWC, and the compiled evaluation gives eager's numbers. Which layouts the other convolutions get
+    is the device's lowering (data/measurements/2026-12-05-conv-layouts/ has the GPU's)."""
+    inputs, t = tiny_inputs(shape=(16, 16, 16))
+    variant = Variant("v", True, True, True, autocast="bfloat16", compile="default", ndhwc=True, ndhwc_edges=True)
+    noise, mask = prepare_input(inputs[:, :1], variant), prepare_input(inputs[:, 1:], variant)
+    first_and_stride_2, outputs = {}, {}
+    for enabled in (False, True):
+        torch._dynamo.reset()
+        model = prepare_model(tiny_unet(), variant, CPU)
+        set_ndhwc_edges(model, enabled)
+        compile_model(model, variant)
+        diffusion = GaussianDiffusion(model, timesteps=10)
+        with torch.no_grad(), autocast(variant, CPU):
+            diffusion.denoise(noise, mask, t)  # compiles
+            with inductor_convolutions() as calls:
+                outputs[enabled] = diffusion.denoise(noise, mask, t).float()
+        pinned = [c for c in calls
+                  if c["input"].dim() == 5 and (c["input"].shape[1] == 3 or tuple(c["stride"]) == (2, 2, 2))]
+        first_and_stride_2[enabled] = [(layout(c["input"]), layout(c["weight"])) for c in pinned]
+    assert len(first_and_stride_2[True]) == 2  # the first convolution and the tiny network's one Downsample
+    assert first_and_stride_2[False] == [("NCDHW", "NCDHW")] * 2
+    assert first_and_stride_2[True] == [("NDHWC", "NDHWC")] * 2
+    with torch.no_grad(), autocast(variant, CPU):
+        eager = GaussianDiffusion(tiny_unet(), timesteps=10).denoise(inputs[:, :1], inputs[:, 1:], t).float()
+    for enabled, out in outputs.items():
+        assert (out - eager).norm() / eager.norm() < 2e-2, enabled  # bfloat16 rounding, in another order
+
+
+def test_the_input_pinning_is_the_identity_in_float64_eager_and_under_compile():
+    """The pinned convolution's function and gradients, eager (a channels-last copy where the strides differ) and
+    compiled (inductor's prim and the identity's backward), against nn.Conv3d's in float64."""
+    torch.manual_seed(0)
+    plain = torch.nn.Conv3d(3, 8, 3, stride=2, padding=1).double()
+    pinned = NdhwcInputConv3d(3, 8, 3, stride=2, padding=1).double()
+    pinned.load_state_dict(plain.state_dict())
+    set_ndhwc_edges(pinned, True)
+    assert pinned.ndhwc_input
+    x = torch.randn(1, 3, 6, 6, 6, dtype=torch.float64)
+    expected_grad = torch.autograd.grad(plain(x.requires_grad_()).square().sum(), x)[0]
+    for run in (pinned, torch.compile(pinned, fullgraph=True, dynamic=False)):
+        torch._dynamo.reset()
+        out = run(x)
+        torch.testing.assert_close(out, plain(x), rtol=1e-12, atol=1e-12)
+        grad = torch.autograd.grad(out.square().sum(), x)[0]
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-12, atol=1e-12)
+
+
 def test_the_switch_keeps_the_parameters_and_their_names():
     """The whole-head network: the same 40,226,433 parameters under the same names (a checkpoint of any variant loads
     into this one), and switching off restores upstream's calls."""
@@ -97,8 +152,13 @@ def test_the_switch_keeps_the_parameters_and_their_names():
     assert list(model.state_dict()) == names
     out_conv = model.out[-1]
     assert isinstance(out_conv, OutputConv3d) and out_conv.padded_to == OUTPUT_CHANNEL_MULTIPLE
+    pinned = [m for m in model.modules() if isinstance(m, NdhwcInputConv3d)]
+    downsamples = [m.op for m in model.modules() if isinstance(m, Downsample)]
+    assert pinned == [model.input_blocks[0][0], *downsamples] and len(downsamples) == 4
+    assert all(m.ndhwc_input for m in pinned)
     set_ndhwc_edges(model, False)
     assert out_conv.padded_to == 0
+    assert not any(m.ndhwc_input for m in pinned)
 
 
 def test_the_switch_needs_ndhwc_and_means_nothing_on_a_cpu():

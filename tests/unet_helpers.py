@@ -1,6 +1,8 @@
 """A U-Net small enough for many CPU tests: every block kind of the faithful network (ResBlocks with and without a
 skip convolution, attention in the encoder, middle and decoder, down- and upsampling), 1.8 M parameters at 8^3."""
 
+import contextlib
+
 import torch
 
 from config_settings import unet
@@ -69,3 +71,33 @@ def compiled_denoise_kernels(shape=(16, 16, 16), **switches):
             out.float().abs().mean().backward()
             torch.cuda.synchronize()
     return out.detach().float(), [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+
+
+def layout(tensor: torch.Tensor) -> str:
+    """NDHWC, NCDHW, either (a shape both describe, e.g. one channel) or other, for a 5-D tensor."""
+    if tensor.dim() != 5:
+        return f"{tensor.dim()}-D"
+    last, first = tensor.is_contiguous(memory_format=torch.channels_last_3d), tensor.is_contiguous()
+    return {(True, True): "either", (True, False): "NDHWC", (False, True): "NCDHW"}.get((last, first), "other")
+
+
+@contextlib.contextmanager
+def inductor_convolutions():
+    """Every convolution that inductor's generated code runs inside the block, in call order: its input, weight and
+    output tensors as cuDNN (or the CPU's library) receives them, and its stride. The generated code looks up
+    `extern_kernels.convolution` at each call, so wrapping it sees the layouts inductor chose."""
+    from torch._inductor.select_algorithm import extern_kernels
+
+    calls = []
+    convolve = extern_kernels.convolution
+
+    def recording(x, weight, *args, **kwargs):
+        out = convolve(x, weight, *args, **kwargs)
+        calls.append({"input": x, "weight": weight, "output": out, "stride": kwargs.get("stride", "?")})
+        return out
+
+    extern_kernels.convolution = recording
+    try:
+        yield calls
+    finally:
+        extern_kernels.convolution = convolve

@@ -27,16 +27,7 @@ from medddpm.diffusion import GaussianDiffusion  # noqa: E402
 from medddpm.unet import UNet3D, UNetConfig  # noqa: E402
 from medddpm.variants import (Variant, apply_backend, autocast, compile_model, prepare_input,  # noqa: E402
                               prepare_model)
-
-CL = torch.channels_last_3d
-
-
-def layout(tensor: torch.Tensor) -> str:
-    """NDHWC, NCDHW, either (a shape both describe, e.g. one channel) or other, for a 5-D tensor."""
-    if tensor.dim() != 5:
-        return f"{tensor.dim()}-D"
-    last, first = tensor.is_contiguous(memory_format=CL), tensor.is_contiguous()
-    return {(True, True): "either", (True, False): "NDHWC", (False, True): "NCDHW"}.get((last, first), "other")
+from unet_helpers import TINY, inductor_convolutions, layout  # noqa: E402
 
 
 def described(tensor: torch.Tensor) -> str:
@@ -47,15 +38,11 @@ def network(name: str) -> tuple[UNetConfig, int]:
     """The whole-head network at 128^3, or the tests' tiny one (unet_helpers.TINY) at 16^3."""
     if name == "wholehead":
         return paper_unet(), 128
-    from unet_helpers import TINY
-
     return TINY, 16
 
 
 def recorded_convolutions(rung: str, config: UNetConfig, size: int, device: torch.device) -> tuple[str, list[dict]]:
     """The U-Net's input as denoise joins it, and each convolution of the second compiled evaluation in call order."""
-    from torch._inductor.select_algorithm import extern_kernels
-
     variant = Variant.from_config(rung, yaml.safe_load((REPO / "config.yaml").read_text())["variants"][rung])
     apply_backend(variant)
     model = prepare_model(UNet3D(config).to(device), variant, device)
@@ -64,22 +51,12 @@ def recorded_convolutions(rung: str, config: UNetConfig, size: int, device: torc
     x = prepare_input(torch.randn(1, 1, size, size, size, device=device), variant)
     condition = prepare_input(torch.randn(1, config.in_channels - 1, size, size, size, device=device), variant)
     t = torch.tensor([3], device=device)
-    rows = []
-    convolve = extern_kernels.convolution
-
-    def recording(x, weight, *args, **kwargs):
-        out = convolve(x, weight, *args, **kwargs)
-        rows.append({"input": described(x), "weight": described(weight), "output": described(out),
-                     "stride": kwargs.get("stride", "?")})
-        return out
-
     with torch.no_grad(), autocast(variant, device):
         diffusion.denoise(x, condition, t)
-        extern_kernels.convolution = recording
-        try:
+        with inductor_convolutions() as calls:
             diffusion.denoise(x, condition, t)
-        finally:
-            extern_kernels.convolution = convolve
+    rows = [{"input": described(c["input"]), "weight": described(c["weight"]), "output": described(c["output"]),
+             "stride": c["stride"]} for c in calls]
     return described(torch.cat([x, condition], dim=1)), rows
 
 

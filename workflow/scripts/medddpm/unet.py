@@ -8,7 +8,7 @@ zero-initialised output convolutions, trilinear upsampling followed by a 3x3x3 c
 Execution strategies can be switched after construction without touching the parameters (so a checkpoint of one
 variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), GroupNorm +
 SiLU as one layout-preserving function (`fuse_norm_act`), channels-last kept where upstream's formulation drops it
-(`keep_channels_last`), and the output convolution in NDHWC (`set_ndhwc_edges`).
+(`keep_channels_last`), and the first, stride-2 and output convolutions in NDHWC (`set_ndhwc_edges`).
 """
 
 from __future__ import annotations
@@ -155,12 +155,59 @@ class AttentionBlock(nn.Module):
         return (flat + h).reshape(batch, channels, *spatial)
 
 
+def channels_last_3d_strides(shape: torch.Size | tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a dense (N, C, D, H, W) tensor laid out NDHWC."""
+    _, c, _, h, w = shape
+    return (c * shape[2] * h * w, 1, c * h * w, c * w, c)
+
+
+class _NdhwcOperand(torch.autograd.Function):
+    """The identity, whose result inductor must lay out NDHWC (its `inductor_force_stride_order` prim: no copy where
+    the producer's layout is still free, one copy where it is fixed). The gradient passes through as it is.
+    `x.contiguous(memory_format=channels_last_3d)` cannot do this under torch.compile: inductor's clone lowering drops
+    the memory format."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return torch.ops.prims.inductor_force_stride_order(x, channels_last_3d_strides(x.shape))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad
+
+
+class NdhwcInputConv3d(nn.Conv3d):
+    """upstream's nn.Conv3d (the same parameters and state_dict keys) whose input can be pinned to NDHWC
+    (`ndhwc_input`, set by `set_ndhwc_edges`).
+
+    Why: inductor lays a 3-D convolution's input and weight out in the stride order of the output that the two
+    operands' current layouts give (kernel.conv.convolution), and a buffer it has not laid out yet, such as a residual
+    sum or the weight's bfloat16 cast, counts as NCDHW there. So the convolutions whose input is the U-Net's own
+    input (NCDHW from denoise's concatenation) or a ResBlock's residual sum (the stride-2 Downsample convolutions)
+    ran on NCDHW operands in a compiled sampling evaluation, and cuDNN transposed to NHWC and back around each of
+    them: five convolutions and 15 kernels, 0.73 ms of an evaluation on an H100
+    (data/measurements/2026-12-05-conv-layouts/)."""
+
+    ndhwc_input = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ndhwc_input:
+            # autocast's own cast of the input would be a buffer laid out later, NCDHW again: cast first (autocast then
+            # passes the input through), pin the cast.
+            if torch.is_autocast_enabled(x.device.type):
+                x = x.to(torch.get_autocast_dtype(x.device.type))
+            # Eager has no layout to pin: the prim's eager form would copy at every call, contiguous() only where
+            # the strides differ.
+            x = _NdhwcOperand.apply(x) if torch.compiler.is_compiling() else x.contiguous(memory_format=torch.channels_last_3d)
+        return super().forward(x)
+
+
 class Downsample(nn.Module):
     """3x3x3 convolution with stride 2 in all three dimensions."""
 
     def __init__(self, channels: int):
         super().__init__()
-        self.op = nn.Conv3d(channels, channels, 3, stride=2, padding=1)
+        self.op = NdhwcInputConv3d(channels, channels, 3, stride=2, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.op(x)
@@ -261,18 +308,20 @@ class OutputConv3d(nn.Conv3d):
 
 
 def set_ndhwc_edges(model: nn.Module, enabled: bool) -> None:
-    """The NDHWC path's last convolution in NDHWC too (the `ndhwc_edges` switch): the output convolution's filters
-    padded (`OutputConv3d`). Off, the model is upstream's to the stride.
+    """The NDHWC path's edges in NDHWC too (the `ndhwc_edges` switch): the output convolution's filters padded
+    (`OutputConv3d`), and the inputs of the first convolution and of the stride-2 Downsample convolutions pinned to
+    NDHWC (`NdhwcInputConv3d`). Off, the model is upstream's to the stride.
 
-    Three more edges were tried and measured without effect on an H100, so they are not here: the U-Net's input made
-    channels-last before the compiled U-Net (the first convolution of a sampling step kept cuDNN's transposes), the
-    ResBlocks' residual sums over memory-order views for the stride-2 Downsample convolutions
-    (data/measurements/h100-2026-12-05-ndhwc-edges/), and the first convolution's 3 input channels padded with zeros
-    to 8, channels-last (cuDNN kept its pre-Hopper kernel and its transposes there:
-    data/measurements/h100-2026-12-05-frontier-input/)."""
+    Three earlier forms of the input edges were measured without effect on an H100, and the pinning explains why:
+    each made a tensor channels-last that inductor then laid out again (data/measurements/h100-2026-12-05-ndhwc-edges/,
+    data/measurements/h100-2026-12-05-frontier-input/, data/measurements/2026-12-05-conv-layouts/)."""
+    if enabled:
+        from torch._inductor import inductor_prims  # noqa: F401  (registers prims.inductor_force_stride_order)
     for module in model.modules():
         if isinstance(module, OutputConv3d):
             module.padded_to = OUTPUT_CHANNEL_MULTIPLE if enabled else 0
+        elif isinstance(module, NdhwcInputConv3d):
+            module.ndhwc_input = enabled
 
 
 class TimestepSequential(nn.Sequential):
@@ -299,7 +348,9 @@ class UNet3D(nn.Module):
             return AttentionBlock(channels, config.num_heads, groups)
 
         ch = config.channel_mult[0] * width
-        self.input_blocks = nn.ModuleList([TimestepSequential(nn.Conv3d(config.in_channels, ch, 3, padding=1))])
+        self.input_blocks = nn.ModuleList(
+            [TimestepSequential(NdhwcInputConv3d(config.in_channels, ch, 3, padding=1))]
+        )
         skip_channels = [ch]
         ds = 1
         for level, mult in enumerate(config.channel_mult):
