@@ -54,10 +54,11 @@ class Variant:
     # that PyTorch tries by default (torch.backends.cudnn.benchmark_limit 0 instead of 10). The same function; a
     # longer warm-up. With cuDNN 9.19 on an H200 it bought nothing measurable (docs/optimization-ladder.md).
     cudnn_benchmark_all_engines: bool = False
-    # The NDHWC path's last convolution in NDHWC too (unet.set_ndhwc_edges): the output convolution's one filter
-    # padded with zero filters to 8 at each call, its output sliced back. The same function; without it the compiled
-    # U-Net ran that convolution in NCDHW with a layout copy and cuDNN's transposes around it (inductor lays a 3-D
-    # convolution's input out in its output's stride order, and a one-channel output's reads as NCDHW).
+    # The NDHWC path's edges in NDHWC too (unet.set_ndhwc_edges): the output convolution's one filter padded with zero
+    # filters to 8 at each call, its output sliced back, and the inputs of the first and the stride-2 convolutions
+    # pinned to NDHWC under inductor. The same function; without it the compiled U-Net ran those six convolutions on
+    # NCDHW operands with cuDNN's transposes around them (inductor lays a 3-D convolution's operands out in the order
+    # of the output their layouts give: a one-channel output reads as NCDHW, and so does a buffer not yet laid out).
     ndhwc_edges: bool = False
 
     def __post_init__(self):
