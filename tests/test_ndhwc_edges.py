@@ -15,7 +15,7 @@ from config_settings import paper_unet
 from medddpm.diffusion import GaussianDiffusion
 from medddpm.unet import (OUTPUT_CHANNEL_MULTIPLE, Downsample, NdhwcInputConv3d, OutputConv3d, UNet3D,
                           parameter_count, set_ndhwc_edges)
-from medddpm.variants import Variant, autocast, compile_model, prepare_input, prepare_model
+from medddpm.variants import Variant, autocast, prepare_model
 from unet_helpers import (compiled_denoise_kernels, forward_backward, inductor_convolutions, layout, tiny_inputs,
                           tiny_unet)
 
@@ -89,36 +89,46 @@ def test_with_the_switch_the_output_convolution_gets_eight_filters(monkeypatch):
     assert calls[True][:-1] == calls[False][:-1]
 
 
+class EdgeProbe(torch.nn.Module):
+    """The U-Net's two pinned edges in a network small enough to compile in seconds: the first convolution on the
+    NCDHW input, and a stride-2 Downsample convolution reading a residual sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = NdhwcInputConv3d(3, 8, 3, padding=1)
+        self.inner = torch.nn.Conv3d(8, 8, 3, padding=1)
+        self.down = Downsample(8)
+
+    def forward(self, x):
+        h = self.first(x)
+        return self.down(h + self.inner(h))
+
+
 def test_compiled_the_switch_pins_the_first_and_the_stride_2_convolutions_to_ndhwc():
-    """Why the input edges are pinned: compiled by inductor (here on the CPU, with the frontier's bfloat16 autocast and
-    channels-last inputs), the first convolution reads denoise's NCDHW concatenation and the stride-2 one a residual
-    sum whose layout inductor had not fixed, so both ran on NCDHW input and weight. With the switch their input and
-    weight arrive NDHWC, and the compiled evaluation gives eager's numbers. Which layouts the other convolutions get
-    is the device's lowering (data/measurements/2026-12-05-conv-layouts/ has the GPU's)."""
-    inputs, t = tiny_inputs(shape=(16, 16, 16))
+    """The pinning reaches the operands inductor's compiled code hands cuDNN (here the CPU's library, in the frontier's
+    bfloat16 autocast): without the switch the first and the stride-2 convolutions receive NCDHW input and weight, with
+    it NDHWC, and the compiled output is eager's. Why they were NCDHW on a GPU, where the other convolutions read
+    NDHWC (the CPU's inductor lays most 3-D convolutions out NCDHW): data/measurements/2026-12-05-conv-layouts/."""
+    torch.manual_seed(0)
+    probe = EdgeProbe()
+    x = torch.randn(1, 3, 8, 8, 8)
     variant = Variant("v", True, True, True, autocast="bfloat16", compile="default", ndhwc=True, ndhwc_edges=True)
-    noise, mask = prepare_input(inputs[:, :1], variant), prepare_input(inputs[:, 1:], variant)
-    first_and_stride_2, outputs = {}, {}
+    with torch.no_grad(), autocast(variant, CPU):
+        eager = probe(x).float()
+    edges = {}
     for enabled in (False, True):
         torch._dynamo.reset()
-        model = prepare_model(tiny_unet(), variant, CPU)
-        set_ndhwc_edges(model, enabled)
-        compile_model(model, variant)
-        diffusion = GaussianDiffusion(model, timesteps=10)
+        set_ndhwc_edges(probe, enabled)
+        compiled = torch.compile(probe, fullgraph=True, dynamic=False)
         with torch.no_grad(), autocast(variant, CPU):
-            diffusion.denoise(noise, mask, t)  # compiles
+            compiled(x)  # compiles
             with inductor_convolutions() as calls:
-                outputs[enabled] = diffusion.denoise(noise, mask, t).float()
-        pinned = [c for c in calls
-                  if c["input"].dim() == 5 and (c["input"].shape[1] == 3 or tuple(c["stride"]) == (2, 2, 2))]
-        first_and_stride_2[enabled] = [(layout(c["input"]), layout(c["weight"])) for c in pinned]
-    assert len(first_and_stride_2[True]) == 2  # the first convolution and the tiny network's one Downsample
-    assert first_and_stride_2[False] == [("NCDHW", "NCDHW")] * 2
-    assert first_and_stride_2[True] == [("NDHWC", "NDHWC")] * 2
-    with torch.no_grad(), autocast(variant, CPU):
-        eager = GaussianDiffusion(tiny_unet(), timesteps=10).denoise(inputs[:, :1], inputs[:, 1:], t).float()
-    for enabled, out in outputs.items():
+                out = compiled(x).float()
         assert (out - eager).norm() / eager.norm() < 2e-2, enabled  # bfloat16 rounding, in another order
+        assert len(calls) == 3
+        edges[enabled] = [(layout(c["input"]), layout(c["weight"])) for c in (calls[0], calls[2])]
+    assert edges[False] == [("NCDHW", "NCDHW")] * 2
+    assert edges[True] == [("NDHWC", "NDHWC")] * 2
 
 
 def test_the_input_pinning_is_the_identity_in_float64_eager_and_under_compile():
