@@ -3,9 +3,9 @@
 After the pinning (../2026-12-05-conv-layouts/), cuDNN runs this convolution on NDHWC operands, but with a pre-Hopper
 `sm80` kernel behind its padding of the 3 channels: 668 us per evaluation on an H100 against a FLOP floor of 27 us, and
 in training a weight gradient of its own. With 3 input channels a tensor-core convolution has almost nothing to reduce
-over per tap. Gathering the 27 taps first (im2col) turns it into one matrix product of K = 81: 22 GFLOP, and 340 MB of
-gathered input at 128^3 in bfloat16, which a copy at 3 TB/s writes and reads again in about 0.25 ms. These forms compute
-the same function:
+over per tap. Gathering the 27 taps first (im2col) turns it into one matrix product of K = 81 (88 with zero columns):
+22 GFLOP, and 0.37 GB of gathered input at 128^3 in bfloat16, which a copy at 3 TB/s writes and reads again in about
+0.25 ms. These forms compute the same function:
 
 - `cudnn`: F.conv3d on the NDHWC input, as the compiled U-Net calls it now.
 - `padded8`: the input and weight zero-padded to 8 channels first (the NHWC kernels' channel multiple).
