@@ -308,12 +308,12 @@ def quality_verdict(claim: dict, gpu: str, study: pd.DataFrame, optimized: list[
     method = (f"{judgement.column}, variant - baseline paired by seed, mean [{judgement.interval_name} interval] "
               f"against the margin +-{judgement.margin:.{places}f} ({_fmt(claim['margin_factor'])} x the SD of the "
               f"baseline's {seeds} seeds)")
-    judged = "; ".join(_compared(judgement.comparisons[v], seeds, places) for v in judgement.judged)
     beyond = "; ".join(_compared(c, seeds, places) for v, c in judgement.comparisons.items()
                        if v not in judgement.judged)
     if beyond_only:  # not measurable, and the variants the study has are still compared by the claim's rule
         text = f"{judgement.reason}; beyond the paper, {method}: {beyond}"
     else:
+        judged = "; ".join(_compared(judgement.comparisons[v], seeds, places) for v in judgement.judged)
         text = f"{method}: {judged}" + (f"; beyond the paper: {beyond}" if beyond else "")
     if judgement.rerun is not None:
         text += f"; {judgement.rerun.text(judgement.column, places)}"
