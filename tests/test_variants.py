@@ -104,7 +104,8 @@ def test_defaults_are_upstream_behaviour():
                                   "foreach_ema": False, "cuda_graphs": False,
                                   "gather_upsampling": False, "ndhwc": False, "cuda_graph_training": False,
                                   "data_parallel": 1, "stacked_micro_batches": False,
-                                  "cudnn_benchmark_all_engines": False, "ndhwc_edges": False}
+                                  "cudnn_benchmark_all_engines": False, "ndhwc_edges": False,
+                                  "edge_gemms": False}
     model = prepare_model(UNet3D(paper_unet()), variant, CPU)
     assert parameter_count(model) == 40_226_433
     assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))
@@ -125,6 +126,9 @@ def test_defaults_are_upstream_behaviour():
         ({"data_parallel": 2, "cuda_graph_training": True}, "data_parallel with cuda_graph_training"),
         ({"data_parallel": 2, "stacked_micro_batches": True}, "stacked_micro_batches with data_parallel"),
         ({"cudnn_benchmark_all_engines": True}, "cudnn_benchmark_all_engines needs cudnn_benchmark"),
+        ({"channels_last": True, "ndhwc": True, "ndhwc_edges": True, "edge_gemms": True},
+         "edge_gemms needs ndhwc_edges: true and compile"),
+        ({"compile": "default", "edge_gemms": True}, "edge_gemms needs ndhwc_edges: true and compile"),
     ],
 )
 def test_invalid_switch_values_are_named(switches, message):

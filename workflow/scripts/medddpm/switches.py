@@ -60,6 +60,11 @@ class Variant:
     # NCDHW operands with cuDNN's transposes around them (inductor lays a 3-D convolution's operands out in the order
     # of the output their layouts give: a one-channel output reads as NCDHW, and so does a buffer not yet laid out).
     ndhwc_edges: bool = False
+    # The first and the output convolutions as matrix products (unet.set_edge_gemms, medddpm.conv_gemm): the first (3
+    # input channels) as im2col and one product, the output (one filter) as one product to 27 per-tap partial sums
+    # and their shifted sum. The same function; cuDNN runs both with pre-Hopper kernels far from their floors. For
+    # torch.compile, which fuses each gather and sum into one kernel (eager runs tens of kernels for them).
+    edge_gemms: bool = False
 
     def __post_init__(self):
         problems = []
@@ -78,6 +83,9 @@ class Variant:
         if self.ndhwc_edges and not self.ndhwc:
             problems.append("ndhwc_edges needs ndhwc: true (it extends the NDHWC path to the output "
                             "convolution; the paper's channels-last variants measure upstream's code)")
+        if self.edge_gemms and not (self.ndhwc_edges and self.compiles):
+            problems.append("edge_gemms needs ndhwc_edges: true and compile (its gathers and sums are one kernel each "
+                            "only under torch.compile, and it replaces the NDHWC edges' convolutions)")
         for switch in ("cuda_graphs", "cuda_graph_training"):
             if getattr(self, switch) and self.compile is not None and COMPILE_MODES[self.compile]:
                 problems.append(f"{switch} with compile mode {self.compile!r}, which captures CUDA graphs itself "
@@ -139,6 +147,8 @@ class Variant:
             # cuDNN's layouts and inductor's layout choice around the output convolution are CUDA's; on a CPU the
             # padded filters are computed too, for nothing.
             "ndhwc_edges": cuda,
+            # cuDNN's kernels for the two edges are what it replaces; on a CPU the products are computed for nothing.
+            "edge_gemms": cuda,
             # Processes of one node, each with its own GPU (NCCL), or on a CPU each with its share of the cores (gloo).
             "data_parallel": True,
             "stacked_micro_batches": True,

@@ -8,7 +8,8 @@ zero-initialised output convolutions, trilinear upsampling followed by a 3x3x3 c
 Execution strategies can be switched after construction without touching the parameters (so a checkpoint of one
 variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), GroupNorm +
 SiLU as one layout-preserving function (`fuse_norm_act`), channels-last kept where upstream's formulation drops it
-(`keep_channels_last`), and the first, stride-2 and output convolutions in NDHWC (`set_ndhwc_edges`).
+(`keep_channels_last`), the first, stride-2 and output convolutions in NDHWC (`set_ndhwc_edges`), and the first and
+output convolutions as matrix products (`set_edge_gemms`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+
+from .conv_gemm import conv3x3_im2col, conv3x3_shifted_sum
 
 
 @dataclass(frozen=True)
@@ -189,13 +192,18 @@ class NdhwcInputConv3d(nn.Conv3d):
     NDHWC and an evaluation is 0.53 ms faster there (data/measurements/2026-12-05-conv-layouts/)."""
 
     ndhwc_input = False
+    # The U-Net's first convolution as im2col and one matrix product (`set_edge_gemms`); its input needs no layout.
+    as_gemm = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.ndhwc_input:
+        if self.ndhwc_input or self.as_gemm:
             # autocast's own cast of the input would be a buffer laid out later, NCDHW again: cast first (autocast then
-            # passes the input through), pin the cast.
+            # passes the input through), pin the cast. The gathered columns are cast once, not each tap.
             if torch.is_autocast_enabled(x.device.type):
                 x = x.to(torch.get_autocast_dtype(x.device.type))
+        if self.as_gemm:
+            return conv3x3_im2col(x, self.weight, self.bias)
+        if self.ndhwc_input:
             # Eager has no layout to pin: the prim's eager form would copy at every call, contiguous() only where
             # the strides differ.
             compiling = torch.compiler.is_compiling()
@@ -298,8 +306,12 @@ class OutputConv3d(nn.Conv3d):
     sample and 1.7 ms of a sampling evaluation, for 7 GFLOP (data/measurements/h100-2026-12-05-ndhwc-edges/)."""
 
     padded_to = 0
+    # As one matrix product to per-tap partial sums and their shifted sum (`set_edge_gemms`).
+    as_gemm = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.as_gemm:
+            return conv3x3_shifted_sum(x, self.weight, self.bias)
         extra = -self.out_channels % self.padded_to if self.padded_to else 0
         if not extra:
             return super().forward(x)
@@ -323,6 +335,21 @@ def set_ndhwc_edges(model: nn.Module, enabled: bool) -> None:
             module.padded_to = OUTPUT_CHANNEL_MULTIPLE if enabled else 0
         elif isinstance(module, NdhwcInputConv3d):
             module.ndhwc_input = enabled
+
+
+def set_edge_gemms(model: nn.Module, enabled: bool) -> None:
+    """The first and the output convolution as matrix products (the `edge_gemms` switch; medddpm.conv_gemm): the first
+    (`NdhwcInputConv3d` of stride 1: 3 input channels) as im2col and one product, the output (`OutputConv3d`: one
+    filter) as one product to per-tap partial sums and their shifted sum. The stride-2 convolutions keep cuDNN. Off,
+    the model is upstream's to the call."""
+    for module in model.modules():
+        first = isinstance(module, NdhwcInputConv3d) and module.stride == (1, 1, 1)
+        if not (first or isinstance(module, OutputConv3d)):
+            continue
+        geometry = (module.kernel_size, module.stride, module.padding, module.dilation, module.groups)
+        if enabled and (geometry != ((3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), 1) or module.padding_mode != "zeros"):
+            raise ValueError(f"edge_gemms: {module!r} is not a 3x3x3 convolution of stride 1 and zero padding 1")
+        module.as_gemm = enabled
 
 
 class TimestepSequential(nn.Sequential):
