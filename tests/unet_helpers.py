@@ -101,3 +101,22 @@ def inductor_convolutions():
         yield calls
     finally:
         extern_kernels.convolution = convolve
+
+
+@contextlib.contextmanager
+def gradient_convolutions():
+    """Every gradient convolution (aten.convolution_backward) dispatched inside the block, eager or from inductor's
+    generated code (its fallback goes through the dispatcher), in call order: the gradient, input and weight tensors
+    as the library receives them, and the output mask (input, weight, bias gradients)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    calls = []
+
+    class Recording(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.convolution_backward.default:
+                calls.append({"gradient": args[0], "input": args[1], "weight": args[2], "mask": args[-1]})
+            return func(*args, **(kwargs or {}))
+
+    with Recording():
+        yield calls

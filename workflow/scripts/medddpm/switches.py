@@ -65,6 +65,10 @@ class Variant:
     # and their shifted sum. The same function; cuDNN runs both with pre-Hopper kernels far from their floors. For
     # torch.compile, which fuses each gather and sum into one kernel (eager runs tens of kernels for them).
     edge_gemms: bool = False
+    # The gradients of the decoder's concatenations handed to the activation and the skip as dense NDHWC tensors
+    # (unet.set_dense_skip_gradients): autograd hands on channel slices of the concatenation's gradient, which in
+    # NDHWC are not dense, and cuDNN copies each before its gradient convolution. The same function.
+    dense_skip_gradients: bool = False
 
     def __post_init__(self):
         problems = []
@@ -86,6 +90,9 @@ class Variant:
         if self.edge_gemms and not (self.ndhwc_edges and self.compiles):
             problems.append("edge_gemms needs ndhwc_edges: true and compile (its gathers and sums are one kernel each "
                             "only under torch.compile, and it replaces the NDHWC edges' convolutions)")
+        if self.dense_skip_gradients and not self.ndhwc:
+            problems.append("dense_skip_gradients needs ndhwc: true (in NCDHW a batch of one's channel slices are "
+                            "dense already, and the paper's channels-last variants measure upstream's code)")
         for switch in ("cuda_graphs", "cuda_graph_training"):
             if getattr(self, switch) and self.compile is not None and COMPILE_MODES[self.compile]:
                 problems.append(f"{switch} with compile mode {self.compile!r}, which captures CUDA graphs itself "
@@ -149,6 +156,8 @@ class Variant:
             "ndhwc_edges": cuda,
             # cuDNN's kernels for the two edges are what it replaces; on a CPU the products are computed for nothing.
             "edge_gemms": cuda,
+            # Autograd's slices and the library's copies of them are there on a CPU too.
+            "dense_skip_gradients": True,
             # Processes of one node, each with its own GPU (NCCL), or on a CPU each with its share of the cores (gloo).
             "data_parallel": True,
             "stacked_micro_batches": True,

@@ -9,7 +9,8 @@ Execution strategies can be switched after construction without touching the par
 variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), GroupNorm +
 SiLU as one layout-preserving function (`fuse_norm_act`), channels-last kept where upstream's formulation drops it
 (`keep_channels_last`), the first, stride-2 and output convolutions in NDHWC (`set_ndhwc_edges`), and the first and
-output convolutions as matrix products (`set_edge_gemms`).
+output convolutions as matrix products (`set_edge_gemms`), and dense NDHWC gradients for the decoder's concatenated
+parts (`set_dense_skip_gradients`).
 """
 
 from __future__ import annotations
@@ -177,6 +178,25 @@ class _NdhwcOperand(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return grad
+
+
+class DenseNdhwcGradient(torch.autograd.Function):
+    """The identity, whose gradient is handed on as a dense NDHWC tensor.
+
+    Why: the gradient of a channel concatenation reaches each part as a slice of the concatenation's gradient. In
+    NDHWC a channel slice is not dense (its voxels are the full concatenation's channels apart), and such a gradient
+    is copied before the convolution (or a 1x1 convolution's matrix product) that takes it. On an H100, 44 copies sit
+    right before a gradient convolution or matrix product in an optimizer step of frontier_edges (two samples), 2.7
+    ms (data/measurements/2026-12-05-gradient-layouts/). The copy asked for here is one inductor fuses into the
+    kernel that computes the gradient (the gradient convolution's fallback keeps the strides its traced inputs had)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad.contiguous(memory_format=torch.channels_last_3d)
 
 
 class NdhwcInputConv3d(nn.Conv3d):
@@ -352,6 +372,14 @@ def set_edge_gemms(model: nn.Module, enabled: bool) -> None:
         module.as_gemm = enabled
 
 
+def set_dense_skip_gradients(model: nn.Module, enabled: bool) -> None:
+    """The gradients of the decoder's concatenations reach the activation and the skip as dense NDHWC tensors, not as
+    channel slices (the `dense_skip_gradients` switch; `DenseNdhwcGradient`). Off, upstream's autograd."""
+    for module in model.modules():
+        if isinstance(module, UNet3D):
+            module.dense_skip_gradients = enabled
+
+
 class TimestepSequential(nn.Sequential):
     """A sequence whose ResBlocks also receive the time embedding."""
 
@@ -415,6 +443,8 @@ class UNet3D(nn.Module):
         self.out = nn.Sequential(
             GroupNorm32(groups, ch), nn.SiLU(), zero_module(OutputConv3d(ch, config.out_channels, 3, padding=1))
         )
+        # The decoder's concatenated parts get dense NDHWC gradients (`set_dense_skip_gradients`).
+        self.dense_skip_gradients = False
 
     def forward(self, x: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
         # Cast to the weights' dtype: a no-op in float32, needed for the float64 reference of the quality check.
@@ -428,7 +458,10 @@ class UNet3D(nn.Module):
             skips.append(h)
         h = self.middle_block(h, emb)
         for block in self.output_blocks:
-            h = block(torch.cat([h, skips.pop()], dim=1), emb)
+            skip = skips.pop()
+            if self.dense_skip_gradients:
+                h, skip = DenseNdhwcGradient.apply(h), DenseNdhwcGradient.apply(skip)
+            h = block(torch.cat([h, skip], dim=1), emb)
         return self.out(h).type(x.dtype)
 
 
