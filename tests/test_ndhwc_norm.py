@@ -163,14 +163,14 @@ def test_a_variance_below_one_is_normalised_as_by_the_reference():
 
 
 @pytest.mark.parametrize("tile_elements, programs, spatial, parts, chunk",
-                         [(4096, 4, (5, 6, 9), 2, 2), (64, 1024, (2, 5, 7), 70, 32)],
+                         [(4096, 4, (5, 6, 9), 2, 2), (16, 1024, (2, 2, 5), 20, 8)],
                          ids=["programs-loop-over-tiles", "statistics-loop-over-programs"])
 @pytest.mark.parametrize("dtype, bound", [(torch.float64, 1e-12), (torch.float32, 1e-4)], ids=["fp64", "fp32"])
 def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs, spatial, parts, chunk, dtype, bound,
                                                          monkeypatch):
     """The reduction programs loop over tiles (270 rows, 5 tiles on 2 programs per sample: 3 and 2), and the
-    per-group passes loop over the programs' partial sums (70 programs' in chunks of 32: 32, 32 and a partial 6; each
-    program is one tile of one row here, so the interpreter runs 70 per sample)."""
+    per-group passes loop over the programs' partial sums (20 programs' in chunks of 8: 8, 8 and a partial 4; each
+    program is one tile of one row here, so the interpreter runs 20 per sample)."""
     monkeypatch.setattr(ndhwc_norm, "TILING", ndhwc_norm.Tiling(
         forward_sums_elements=tile_elements, backward_sums_elements=tile_elements, programs=programs,
         apply_elements=tile_elements))
