@@ -9,8 +9,8 @@ almost nothing to reduce over, or to produce, per tap. The forms (medddpm.conv_g
 First convolution (`first`):
 - `cudnn`: F.conv3d on the NDHWC input, as the compiled U-Net calls it with `ndhwc_edges`.
 - `padded8`: the input and weight zero-padded to 8 channels first (the NHWC kernels' channel multiple).
-- `im2col`: the 27 shifted views of the input joined along channels (81 columns and 7 zero ones), one matrix
-  product of K = 88: 22 GFLOP and 0.37 GB of gathered input at 128^3 in bfloat16.
+- `im2col`: the input's 3x3x3 windows gathered per voxel (81 columns and 7 zero ones), one matrix product of
+  K = 88: 22 GFLOP and 0.37 GB of gathered input at 128^3 in bfloat16.
 Output convolution (`output`):
 - `cudnn`: F.conv3d with the filter padded to 8 and the output sliced back, as `ndhwc_edges` calls it.
 - `shifted_sum`: one matrix product from 64 channels to the 27 per-tap partial sums (32 columns), then each voxel

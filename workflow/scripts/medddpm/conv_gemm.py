@@ -7,8 +7,8 @@ gradients' kernels, 4.5 ms per sample in all (data/measurements/2026-12-05-conv-
 matrix products, the work moves into cuBLAS with the channels as the long dimension, and the gathers and shifted sums
 around the products are pointwise work that inductor fuses into one kernel each:
 
-- `conv3x3_im2col` (few input channels): the 27 shifted views of the input joined along channels (im2col), then one
-  matrix product with K = 27 C (zero columns up to a multiple of 8).
+- `conv3x3_im2col` (few input channels): the input's 27 taps gathered per voxel (im2col), then one matrix product
+  with K = 27 C (zero columns up to a multiple of 8).
 - `conv3x3_shifted_sum` (few filters): one matrix product from the C channels to each filter's 27 per-tap partial
   sums, then each output voxel the sum of its 27 neighbours' partial sums, one per tap.
 
@@ -37,15 +37,17 @@ def _padded_rows(x: torch.Tensor) -> torch.Tensor:
 
 def conv3x3_im2col(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """F.conv3d(x, weight, bias, padding=1) for a (O, C, 3, 3, 3) weight, as im2col and one matrix product: column
-    t * C + c of the gathered input is channel c at tap t's offset. The output is (N, O, D, H, W) laid out NDHWC."""
+    t * C + c of the gathered input is channel c at tap t's offset. The output is (N, O, D, H, W) laid out NDHWC.
+
+    The columns are the padded input's 3x3x3 windows (`Tensor.unfold`, a view) copied out row by row: one gather
+    kernel under inductor. A `torch.cat` of the 27 shifted views would be 28 copies into strided slices there
+    (inductor writes a concatenation of more than 8 inputs input by input)."""
     n, c, d, h, w = x.shape
     out_channels = weight.shape[0]
-    rows = _padded_rows(x)
-    taps = [rows[:, z:z + d, y:y + h, v:v + w, :] for z, y, v in TAPS]
+    windows = _padded_rows(x).unfold(1, 3, 1).unfold(2, 3, 1).unfold(3, 3, 1)  # (N, D, H, W, C, 3, 3, 3)
+    columns = windows.permute(0, 1, 2, 3, 5, 6, 7, 4).reshape(n * d * h * w, len(TAPS) * c)
     extra = -len(TAPS) * c % ROW_MULTIPLE
-    if extra:
-        taps.append(rows.new_zeros(n, d, h, w, extra))
-    columns = torch.cat(taps, dim=-1).reshape(n * d * h * w, -1)  # (N D H W, 27 C + extra)
+    columns = F.pad(columns, (0, extra))  # (N D H W, 27 C + extra), the zero columns written by the same kernel
     matrix = F.pad(weight.permute(0, 2, 3, 4, 1).reshape(out_channels, -1), (0, extra))  # the same column order
     if bias is None:
         out = columns @ matrix.t()
