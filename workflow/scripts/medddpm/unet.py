@@ -8,9 +8,9 @@ zero-initialised output convolutions, trilinear upsampling followed by a 3x3x3 c
 Execution strategies can be switched after construction without touching the parameters (so a checkpoint of one
 variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), GroupNorm +
 SiLU as one layout-preserving function (`fuse_norm_act`), channels-last kept where upstream's formulation drops it
-(`keep_channels_last`), the first, stride-2 and output convolutions in NDHWC (`set_ndhwc_edges`), and the first and
-output convolutions as matrix products (`set_edge_gemms`), and dense NDHWC gradients for the decoder's concatenated
-parts (`set_dense_skip_gradients`).
+(`keep_channels_last`), the first, stride-2 and output convolutions in NDHWC (`set_ndhwc_edges`), the first and output
+convolutions as matrix products (`set_edge_gemms`), and dense NDHWC gradients for the decoder's concatenated parts
+(`set_dense_skip_gradients`).
 """
 
 from __future__ import annotations
@@ -186,9 +186,10 @@ class DenseNdhwcGradient(torch.autograd.Function):
     Why: the gradient of a channel concatenation reaches each part as a slice of the concatenation's gradient. In
     NDHWC a channel slice is not dense (its voxels are the full concatenation's channels apart), and such a gradient
     is copied before the convolution (or a 1x1 convolution's matrix product) that takes it. On an H100, 44 copies sit
-    right before a gradient convolution or matrix product in an optimizer step of frontier_edges (two samples), 2.7
-    ms (data/measurements/2026-12-05-gradient-layouts/). The copy asked for here is one inductor fuses into the
-    kernel that computes the gradient (the gradient convolution's fallback keeps the strides its traced inputs had)."""
+    right before a gradient convolution or matrix product in an optimizer step of frontier_edges (two samples),
+    2.7 ms in all (data/measurements/2026-12-05-gradient-layouts/). The copy asked for here is one inductor fuses into
+    the kernel that computes the gradient (the gradient convolution's fallback keeps the strides its traced inputs
+    had). `prims.inductor_force_stride_order` would not do: it checks the stride order, which a slice already has."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
