@@ -17,6 +17,7 @@ script."""
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -86,10 +87,7 @@ def main() -> None:
              "weight gradient, bias gradient.", "",
              "| # | gradient | input | weight | mask |", "|---:|---|---|---|---|"]
     lines += [f"| {i} | {r['gradient']} | {r['input']} | {r['weight']} | {r['mask']} |" for i, r in enumerate(rows)]
-    counts = {}
-    for row in rows:
-        kind = row["gradient"].split()[1]
-        counts[kind] = counts.get(kind, 0) + 1
+    counts = Counter(row["gradient"].split()[1] for row in rows)
     lines += ["", "Gradients by layout: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""]
     out = Path(__file__).with_name(f"gradient_layouts_{args.rung}_{args.network}_{device.type}.md")
     out.write_text("\n".join(lines))

@@ -30,11 +30,6 @@ TAPS = list(itertools.product(range(3), repeat=3))  # (kz, ky, kx) in the weight
 ROW_MULTIPLE = 8
 
 
-def _padded_rows(x: torch.Tensor) -> torch.Tensor:
-    """(N, C, D, H, W) as (N, D+2, H+2, W+2, C), zero at the border: a view's permutation, one copy."""
-    return F.pad(x.permute(0, 2, 3, 4, 1), (0, 0, 1, 1, 1, 1, 1, 1))
-
-
 def conv3x3_im2col(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """F.conv3d(x, weight, bias, padding=1) for a (O, C, 3, 3, 3) weight, as im2col and one matrix product: column
     t * C + c of the gathered input is channel c at tap t's offset. The output is (N, O, D, H, W) laid out NDHWC.
@@ -44,7 +39,8 @@ def conv3x3_im2col(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     (inductor writes a concatenation of more than 8 inputs input by input)."""
     n, c, d, h, w = x.shape
     out_channels = weight.shape[0]
-    windows = _padded_rows(x).unfold(1, 3, 1).unfold(2, 3, 1).unfold(3, 3, 1)  # (N, D, H, W, C, 3, 3, 3)
+    rows = F.pad(x.permute(0, 2, 3, 4, 1), (0, 0, 1, 1, 1, 1, 1, 1))  # (N, D+2, H+2, W+2, C), zero at the border
+    windows = rows.unfold(1, 3, 1).unfold(2, 3, 1).unfold(3, 3, 1)  # (N, D, H, W, C, 3, 3, 3), a view
     columns = windows.permute(0, 1, 2, 3, 5, 6, 7, 4).reshape(n * d * h * w, len(TAPS) * c)
     extra = -len(TAPS) * c % ROW_MULTIPLE
     columns = F.pad(columns, (0, extra))  # (N D H W, 27 C + extra), the zero columns written by the same kernel
