@@ -85,19 +85,22 @@ def test_values_and_gradients_equal_groupnorm32_then_silu(channels, spatial, dty
             assert relative(grad, exact_grad) < 2 * relative(expected_grad, exact_grad) + 1e-7
 
 
-def test_the_passes_store_nothing_past_their_buffers(monkeypatch):
-    """The (2, N, PARTS, C) buffer of partial sums, y and dx, each with guard elements after it: the sums passes store
-    each program's C channels and the apply passes each row's C channels, nothing beyond (96 channels in 128 lanes:
-    the lanes past C are masked at every store, also in the last program, whose last row ends the buffer; on a GPU
-    a row's lane C would race with the next row's channel 0), so every guard keeps its sentinel."""
-    passes, buffers = ndhwc_norm._passes, []
+@pytest.mark.parametrize("with_offset", [False, True], ids=["plain", "offset"])
+def test_the_passes_store_nothing_past_their_buffers(with_offset, monkeypatch):
+    """The (2, N, PARTS, C) buffer of partial sums (the backward's with an offset: 3 planes), y and dx, each with guard
+    elements after it: the sums passes store each program's C channels and the apply passes each row's C channels,
+    nothing beyond (96 channels in 128 lanes: the lanes past C are masked at every store, also in the last program,
+    whose last row ends the buffer; on a GPU a row's lane C would race with the next row's channel 0), so every guard
+    keeps its sentinel."""
+    passes, buffers, planes = ndhwc_norm._passes, [], []
 
     def guard(numel, dtype, device):
         buffers.append(torch.full((numel + 256,), -7.0, dtype=dtype, device=device))
         return buffers[-1][:numel]
 
-    def guarded_passes(x, groups, compute, direction):
-        run = passes(x, groups, compute, direction)
+    def guarded_passes(x, groups, compute, direction, offset=None):
+        run = passes(x, groups, compute, direction, offset)
+        planes.append((direction, run.sums.shape[0]))
         return run._replace(sums=guard(run.sums.numel(), compute, x.device).view(run.sums.shape))
 
     class GuardedTorch:
@@ -115,16 +118,24 @@ def test_the_passes_store_nothing_past_their_buffers(monkeypatch):
 
     monkeypatch.setattr(ndhwc_norm, "_passes", guarded_passes)
     monkeypatch.setattr(ndhwc_norm, "torch", GuardedTorch())
-    reference, kernel = reference_and_kernel(96, torch.float64)
     x, grad_out = offset_activation(96, (4, 3, 5), torch.float64)
-    expected, expected_grads = values_and_gradients(reference, x, grad_out)
-    out, grads = values_and_gradients(kernel, x, grad_out)
+    weight, bias = (torch.randn(96, dtype=torch.float64, device=DEVICE) for _ in range(2))
+    offset = torch.randn(x.shape[:2], dtype=torch.float64, device=DEVICE) if with_offset else None
+    inputs = [t.requires_grad_(True) for t in (x, weight, bias, offset) if t is not None]
+
+    def values_and_gradients_of(function):
+        out = function(x, weight, bias, 32, 1e-5, offset)
+        return [out.detach()] + list(torch.autograd.grad(out, inputs, grad_out))
+
+    expected = values_and_gradients_of(group_norm_silu)
+    got = values_and_gradients_of(group_norm_silu_ndhwc)
     assert len(buffers) == 4  # sums and y, sums and dx
     for buffer in buffers:
         assert bool((buffer[-256:] == -7.0).all())
-    assert relative(out, expected) < 1e-12
-    for grad, expected_grad in zip(grads, expected_grads):
-        assert relative(grad, expected_grad) < 1e-12
+    # The backward's sums have a third plane with an offset (the sums of xhat).
+    assert planes == [("forward", 2), ("backward", 3 if with_offset else 2)]
+    for value, reference in zip(got, expected):
+        assert relative(value, reference) < 1e-12
 
 
 class TwoPassGroupNormSiLU(nn.Module):

@@ -119,9 +119,20 @@ def _group_value(ptr, n, G, CPG, cols, C):
 
 
 @triton.jit
-def _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, n, G, CPG, cols, C, compute: tl.constexpr):
-    """Per channel of sample n: (scale, shift, mean, rstd), the norm's output being x * scale + shift."""
+def _channel_offset(o_ptr, n, cols, C, compute: tl.constexpr):
+    """Sample n's (N, C) offset of each channel, the per-sample value added to the norm's input."""
+    return tl.load(o_ptr + n * C + cols, mask=cols < C, other=0.0).to(compute)
+
+
+@triton.jit
+def _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, o_ptr, n, G, CPG, cols, C, compute: tl.constexpr,
+            HAS_OFFSET: tl.constexpr):
+    """Per channel of sample n: (scale, shift, mean, rstd), the norm's output being x * scale + shift. With an
+    offset o the norm is of x + o: `mean` is then the channel's mean less its offset, so that xhat = (x - mean) * rstd
+    in every pass."""
     mean = _group_value(mean_ptr, n, G, CPG, cols, C)
+    if HAS_OFFSET:
+        mean = mean - _channel_offset(o_ptr, n, cols, C, compute)
     rstd = _group_value(rstd_ptr, n, G, CPG, cols, C)
     scale = rstd * tl.load(w_ptr + cols, mask=cols < C, other=0.0).to(compute)
     shift = tl.load(b_ptr + cols, mask=cols < C, other=0.0).to(compute) - mean * scale
@@ -137,16 +148,20 @@ def _store_sums(sums_ptr, PLANE, pid, C, cols, s1, s2):
 
 
 @triton.jit
-def _forward_sums(x_ptr, sums_ptr, S, C, CPG, TILES, PARTS, PLANE, FP64: tl.constexpr,
-                  BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+def _forward_sums(x_ptr, o_ptr, sums_ptr, S, C, CPG, TILES, PARTS, PLANE, FP64: tl.constexpr,
+                  HAS_OFFSET: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
     """Per (sample, program, channel): sums of d and d^2 over the program's tiles, d = x - K, K the sample's first
-    voxel of the channel's group (one shift per group, so the sums of a group's channels add up)."""
+    voxel of the channel's group (one shift per group, so the sums of a group's channels add up). With an offset o,
+    d = (x + o) - K, K the first voxel's x + o of the group: x less a shift of its own per channel."""
     pid = tl.program_id(0)
     n = pid // PARTS
     part = pid % PARTS
     compute = tl.float64 if FP64 else tl.float32
     cols = tl.arange(0, BLOCK_C)
-    shift = tl.load(x_ptr + n.to(tl.int64) * S * C + (cols // CPG) * CPG, mask=cols < C, other=0.0).to(compute)
+    first = (cols // CPG) * CPG
+    shift = tl.load(x_ptr + n.to(tl.int64) * S * C + first, mask=cols < C, other=0.0).to(compute)
+    if HAS_OFFSET:
+        shift += _channel_offset(o_ptr, n, first, C, compute) - _channel_offset(o_ptr, n, cols, C, compute)
     s1 = tl.zeros([BLOCK_S, BLOCK_C], dtype=compute)
     s2 = tl.zeros([BLOCK_S, BLOCK_C], dtype=compute)
     for tile in range(part, TILES, PARTS):
@@ -159,36 +174,43 @@ def _forward_sums(x_ptr, sums_ptr, S, C, CPG, TILES, PARTS, PLANE, FP64: tl.cons
 
 @triton.jit
 def _group_sums(sums_ptr, n, group, PARTS, PLANE, C, CPG, compute: tl.constexpr, BLOCK_P: tl.constexpr,
-                BLOCK_K: tl.constexpr):
+                BLOCK_K: tl.constexpr, THIRD: tl.constexpr):
     """Sample n's two (PARTS, C) planes of partial sums added over the programs, for the channels of one group: two
-    vectors of BLOCK_K lanes (the group's CPG channels, then zeros)."""
+    vectors of BLOCK_K lanes (the group's CPG channels, then zeros); with THIRD the third plane's too (zeros
+    without)."""
     lanes = tl.arange(0, BLOCK_K)
     cols = group * CPG + lanes
     a = tl.zeros([BLOCK_P, BLOCK_K], dtype=compute)
     b = tl.zeros([BLOCK_P, BLOCK_K], dtype=compute)
+    c = tl.zeros([BLOCK_P, BLOCK_K], dtype=compute)
     for first in range(0, PARTS, BLOCK_P):
         parts = first + tl.arange(0, BLOCK_P)
         mask = (parts[:, None] < PARTS) & (lanes[None, :] < CPG)
         offsets = (n * PARTS + parts[:, None]) * C + cols[None, :]
         a += tl.load(sums_ptr + offsets, mask=mask, other=0.0)
         b += tl.load(sums_ptr + PLANE + offsets, mask=mask, other=0.0)
-    return tl.sum(a, axis=0), tl.sum(b, axis=0)
+        if THIRD:
+            c += tl.load(sums_ptr + 2 * PLANE + offsets, mask=mask, other=0.0)
+    return tl.sum(a, axis=0), tl.sum(b, axis=0), tl.sum(c, axis=0)
 
 
 @triton.jit
-def _forward_statistics(x_ptr, sums_ptr, mean_ptr, rstd_ptr, S, C, CPG, G, PARTS, PLANE, eps, eps_rest,
-                        FP64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr):
+def _forward_statistics(x_ptr, o_ptr, sums_ptr, mean_ptr, rstd_ptr, S, C, CPG, G, PARTS, PLANE, eps, eps_rest,
+                        FP64: tl.constexpr, HAS_OFFSET: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr):
     """Mean and 1/sqrt(variance + eps) of one (sample, group) from the shifted sums: one program per (sample, group),
-    the (N, G) statistics' element of the same index. eps arrives as two float32 values (_split_eps)."""
+    the (N, G) statistics' element of the same index. eps arrives as two float32 values (_split_eps). With an
+    offset, the statistics of x + o."""
     pid = tl.program_id(0)
     n = pid // G
     group = pid % G
     compute = tl.float64 if FP64 else tl.float32
-    s1, s2 = _group_sums(sums_ptr, n, group, PARTS, PLANE, C, CPG, compute, BLOCK_P, BLOCK_K)
+    s1, s2, _ = _group_sums(sums_ptr, n, group, PARTS, PLANE, C, CPG, compute, BLOCK_P, BLOCK_K, False)
     count = (S * CPG).to(compute)
     shifted_mean = tl.sum(s1, axis=0) / count
     variance = tl.maximum(tl.sum(s2, axis=0) / count - shifted_mean * shifted_mean, 0.0)
     shift = tl.load(x_ptr + n.to(tl.int64) * S * C + group * CPG).to(compute)
+    if HAS_OFFSET:
+        shift += tl.load(o_ptr + n * C + group * CPG).to(compute)
     tl.store(mean_ptr + pid, shift + shifted_mean)
     # Left to right: each float32 part added to the compute-dtype variance (added to each other first, in float32, the
     # remainder would be lost).
@@ -203,14 +225,14 @@ def _silu_through_cast(z, OUT_DTYPE: tl.constexpr):
 
 
 @triton.jit
-def _forward_apply(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, S, C, CPG, G, TILES, FP64: tl.constexpr,
-                   BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+def _forward_apply(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, o_ptr, S, C, CPG, G, TILES, FP64: tl.constexpr,
+                   HAS_OFFSET: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
     """y = silu(cast(x * scale[n, c] + shift[n, c])), one tile per program."""
     pid = tl.program_id(0)
     n = pid // TILES
     compute = tl.float64 if FP64 else tl.float32
     cols = tl.arange(0, BLOCK_C)
-    scale, shift, _, _ = _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, n, G, CPG, cols, C, compute)
+    scale, shift, _, _ = _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, o_ptr, n, G, CPG, cols, C, compute, HAS_OFFSET)
     offsets, mask = _tile_at(n, pid % TILES, S, C, BLOCK_S, BLOCK_C)
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     _, y = _silu_through_cast(x.to(compute) * scale[None, :] + shift[None, :], x.dtype)
@@ -229,33 +251,42 @@ def _grad_at_norm(x, dy, scale, shift, compute: tl.constexpr):
 
 
 @triton.jit
-def _backward_sums(x_ptr, dy_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, sums_ptr, S, C, CPG, G, TILES, PARTS, PLANE,
-                   FP64: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Per (sample, program, channel): sums of dz and dz * xhat over the program's tiles."""
+def _backward_sums(x_ptr, dy_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, o_ptr, sums_ptr, S, C, CPG, G, TILES, PARTS,
+                   PLANE, FP64: tl.constexpr, HAS_OFFSET: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Per (sample, program, channel): sums of dz and dz * xhat over the program's tiles; with an offset, of xhat
+    too (the offset's gradient is the sum of dx over the voxels, which those three sums give)."""
     pid = tl.program_id(0)
     n = pid // PARTS
     part = pid % PARTS
     compute = tl.float64 if FP64 else tl.float32
     cols = tl.arange(0, BLOCK_C)
-    scale, shift, mean, rstd = _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, n, G, CPG, cols, C, compute)
+    scale, shift, mean, rstd = _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, o_ptr, n, G, CPG, cols, C, compute,
+                                       HAS_OFFSET)
     s1 = tl.zeros([BLOCK_S, BLOCK_C], dtype=compute)
     s2 = tl.zeros([BLOCK_S, BLOCK_C], dtype=compute)
+    s3 = tl.zeros([BLOCK_S, BLOCK_C], dtype=compute)
     for tile in range(part, TILES, PARTS):
         offsets, mask = _tile_at(n, tile, S, C, BLOCK_S, BLOCK_C)
         x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
         dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
         dz = tl.where(mask, _grad_at_norm(x, dy, scale, shift, compute), 0.0)
+        xhat = (x.to(compute) - mean[None, :]) * rstd[None, :]
         s1 += dz
-        s2 += dz * ((x.to(compute) - mean[None, :]) * rstd[None, :])
+        s2 += dz * xhat
+        if HAS_OFFSET:
+            s3 += tl.where(mask, xhat, 0.0)
     _store_sums(sums_ptr, PLANE, pid, C, cols, s1, s2)
+    if HAS_OFFSET:
+        tl.store(sums_ptr + 2 * PLANE + pid * C + cols, tl.sum(s3, axis=0), mask=cols < C)
 
 
 @triton.jit
-def _backward_coefficients(sums_ptr, w_ptr, rstd_ptr, mean_ptr, pqr_ptr, dw_ptr, db_ptr, N, S, C, CPG, G, PARTS,
-                           PLANE, FP64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr):
+def _backward_coefficients(sums_ptr, w_ptr, rstd_ptr, mean_ptr, o_ptr, pqr_ptr, dw_ptr, db_ptr, do_ptr, N, S, C, CPG,
+                           G, PARTS, PLANE, FP64: tl.constexpr, HAS_OFFSET: tl.constexpr, BLOCK_P: tl.constexpr,
+                           BLOCK_K: tl.constexpr):
     """One program per group: for each sample, the coefficients of dx = p * dz + q * x + r on the group's channels
     (GroupNorm's input gradient with its two group means folded in); the weight and bias gradients of those channels
-    (sums over the samples)."""
+    (sums over the samples); with an offset, its gradient per (sample, channel), the sum of dx over the voxels."""
     group = tl.program_id(0)
     compute = tl.float64 if FP64 else tl.float32
     count = (S * CPG).to(compute)
@@ -266,31 +297,35 @@ def _backward_coefficients(sums_ptr, w_ptr, rstd_ptr, mean_ptr, pqr_ptr, dw_ptr,
     dw = tl.zeros([BLOCK_K], dtype=compute)
     db = tl.zeros([BLOCK_K], dtype=compute)
     for n in range(0, N):
-        sdz, sdzx = _group_sums(sums_ptr, n, group, PARTS, PLANE, C, CPG, compute, BLOCK_P, BLOCK_K)
+        sdz, sdzx, sx = _group_sums(sums_ptr, n, group, PARTS, PLANE, C, CPG, compute, BLOCK_P, BLOCK_K, HAS_OFFSET)
         db += sdz
         dw += sdzx
         c1 = tl.sum(w * sdz, axis=0) / count   # the group's mean of weight * dz
         c2 = tl.sum(w * sdzx, axis=0) / count  # and of weight * dz * xhat
-        mean = tl.load(mean_ptr + n * G + group)
+        mean = zero + tl.load(mean_ptr + n * G + group)
         rstd = tl.load(rstd_ptr + n * G + group)
-        # dx = rstd * (w * dz - c1 - xhat * c2), xhat = (x - mean) * rstd
         out = n * C + cols
+        if HAS_OFFSET:
+            mean = mean - tl.load(o_ptr + out, mask=valid, other=0.0).to(compute)
+            # The sum over the voxels of dx = rstd * (w * dz - c1 - xhat * c2), sx the sum of xhat.
+            tl.store(do_ptr + out, rstd * (w * sdz - S * c1 - c2 * sx), mask=valid)
+        # dx = rstd * (w * dz - c1 - xhat * c2), xhat = (x - mean) * rstd
         tl.store(pqr_ptr + out, rstd * w, mask=valid)
         tl.store(pqr_ptr + N * C + out, zero - rstd * rstd * c2, mask=valid)
-        tl.store(pqr_ptr + 2 * N * C + out, zero + rstd * (mean * rstd * c2 - c1), mask=valid)
+        tl.store(pqr_ptr + 2 * N * C + out, rstd * (mean * rstd * c2 - c1), mask=valid)
     tl.store(dw_ptr + cols, dw, mask=valid)
     tl.store(db_ptr + cols, db, mask=valid)
 
 
 @triton.jit
-def _backward_apply(x_ptr, dy_ptr, dx_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, pqr_ptr, N, S, C, CPG, G, TILES,
-                    FP64: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+def _backward_apply(x_ptr, dy_ptr, dx_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, o_ptr, pqr_ptr, N, S, C, CPG, G, TILES,
+                    FP64: tl.constexpr, HAS_OFFSET: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
     """dx = p[n, c] * dz + q[n, c] * x + r[n, c], one tile per program."""
     pid = tl.program_id(0)
     n = pid // TILES
     compute = tl.float64 if FP64 else tl.float32
     cols = tl.arange(0, BLOCK_C)
-    scale, shift, _, _ = _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, n, G, CPG, cols, C, compute)
+    scale, shift, _, _ = _affine(w_ptr, b_ptr, mean_ptr, rstd_ptr, o_ptr, n, G, CPG, cols, C, compute, HAS_OFFSET)
     p = tl.load(pqr_ptr + n * C + cols, mask=cols < C, other=0.0)
     q = tl.load(pqr_ptr + N * C + n * C + cols, mask=cols < C, other=0.0)
     r = tl.load(pqr_ptr + 2 * N * C + n * C + cols, mask=cols < C, other=0.0)
@@ -314,8 +349,8 @@ def _shape_args(x: torch.Tensor, groups: int) -> tuple[int, int, int, int]:
     return _voxels(x), channels, channels // groups, groups
 
 
-def _options(x: torch.Tensor, warps: int, **options) -> dict:
-    return dict(FP64=x.dtype == torch.float64, num_warps=warps, **options)
+def _options(x: torch.Tensor, offset: torch.Tensor | None, warps: int, **options) -> dict:
+    return dict(FP64=x.dtype == torch.float64, HAS_OFFSET=offset is not None, num_warps=warps, **options)
 
 
 def _group_blocks(channels: int, groups: int, parts: int, tile_elements: int) -> dict:
@@ -327,8 +362,9 @@ def _group_blocks(channels: int, groups: int, parts: int, tile_elements: int) ->
 
 class _Passes(NamedTuple):
     """What both directions launch over one activation: the kernels' shape arguments (S, C, CPG, G), tiles and sums
-    programs per sample of the sums passes, tiles per sample of the apply passes, the (2, N, PARTS, C) buffer of
-    partial sums and the size of one plane, and the launch options of the sums passes, the apply passes and the
+    programs per sample of the sums passes, tiles per sample of the apply passes, the (planes, N, PARTS, C) buffer of
+    partial sums and the size of one plane, the offset's pointer for the kernels (the input itself where there is
+    none: HAS_OFFSET false, never read), and the launch options of the sums passes, the apply passes and the
     per-group pass."""
 
     shape: tuple[int, int, int, int]
@@ -337,24 +373,29 @@ class _Passes(NamedTuple):
     apply_tiles: int
     sums: torch.Tensor
     plane: int
+    offset: torch.Tensor
     tile: dict
     apply: dict
     per_group: dict
 
 
-def _passes(x: torch.Tensor, groups: int, compute: torch.dtype, direction: str) -> _Passes:
-    """The passes of 'forward' or 'backward' over `x`, tiled as TILING says."""
+def _passes(x: torch.Tensor, groups: int, compute: torch.dtype, direction: str,
+            offset: torch.Tensor | None = None) -> _Passes:
+    """The passes of 'forward' or 'backward' over `x` (with `offset`, the (N, C) values added to it, or None), tiled
+    as TILING says. The backward's sums with an offset have a third plane (the sums of xhat)."""
     tiling = TILING
     elements, warps = tiling.sums(direction)
     batch = x.shape[0]
     shape = _shape_args(x, groups)
     block_c, block_s, tiles, parts = _plan(batch, shape[1], shape[0], elements, tiling.programs)
     apply_rows = _rows(tiling.apply_elements, block_c, shape[0])
-    sums = torch.empty((2, batch, parts, shape[1]), device=x.device, dtype=compute)
+    planes = 3 if direction == "backward" and offset is not None else 2
+    sums = torch.empty((planes, batch, parts, shape[1]), device=x.device, dtype=compute)
     return _Passes(shape, tiles, parts, triton.cdiv(shape[0], apply_rows), sums, batch * parts * shape[1],
-                   _options(x, warps, BLOCK_S=block_s, BLOCK_C=block_c),
-                   _options(x, tiling.apply_warps, BLOCK_S=apply_rows, BLOCK_C=block_c),
-                   _options(x, 4, **_group_blocks(shape[1], groups, parts, elements)))
+                   x if offset is None else offset,
+                   _options(x, offset, warps, BLOCK_S=block_s, BLOCK_C=block_c),
+                   _options(x, offset, tiling.apply_warps, BLOCK_S=apply_rows, BLOCK_C=block_c),
+                   _options(x, offset, 4, **_group_blocks(shape[1], groups, parts, elements)))
 
 
 def _split_eps(eps: float) -> tuple[float, float]:
@@ -365,28 +406,34 @@ def _split_eps(eps: float) -> tuple[float, float]:
     return high, eps - high
 
 
+def _offset_in(offset: torch.Tensor | None, compute: torch.dtype) -> torch.Tensor | None:
+    """The (N, C) offset as the kernels read it: dense, in the compute dtype."""
+    return None if offset is None else offset.to(compute).contiguous()
+
+
 @custom_op("medddpm::group_norm_silu_ndhwc_forward", mutates_args=())
-def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int,
-             eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(y, mean, rstd), the statistics per (sample, group) in the compute dtype."""
+def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int, eps: float,
+             offset: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, mean, rstd), the statistics per (sample, group) in the compute dtype (of x + offset, with one)."""
     # The kernels read raw NDHWC memory (a no-op for a channels-last input).
     x = x.contiguous(memory_format=torch.channels_last_3d)
     batch = x.shape[0]
     compute = torch.promote_types(x.dtype, torch.float32)
-    run = _passes(x, groups, compute, "forward")
+    run = _passes(x, groups, compute, "forward", _offset_in(offset, compute))
     mean = torch.empty((batch, groups), device=x.device, dtype=compute)
     rstd = torch.empty_like(mean)
     y = torch.empty_like(x, memory_format=torch.channels_last_3d)
-    _forward_sums[(batch * run.parts,)](x, run.sums, *run.shape[:3], run.tiles, run.parts, run.plane, **run.tile)
-    _forward_statistics[(batch * groups,)](x, run.sums, mean, rstd, *run.shape, run.parts, run.plane,
+    _forward_sums[(batch * run.parts,)](x, run.offset, run.sums, *run.shape[:3], run.tiles, run.parts, run.plane,
+                                        **run.tile)
+    _forward_statistics[(batch * groups,)](x, run.offset, run.sums, mean, rstd, *run.shape, run.parts, run.plane,
                                            *_split_eps(eps), **run.per_group)
-    _forward_apply[(batch * run.apply_tiles,)](x, y, weight, bias, mean, rstd, *run.shape, run.apply_tiles,
-                                               **run.apply)
+    _forward_apply[(batch * run.apply_tiles,)](x, y, weight, bias, mean, rstd, run.offset, *run.shape,
+                                               run.apply_tiles, **run.apply)
     return y, mean, rstd
 
 
 @_forward.register_fake
-def _forward_shapes(x, weight, bias, groups, eps):
+def _forward_shapes(x, weight, bias, groups, eps, offset=None):
     """What the op returns, for tracing (torch.compile): y channels-last as x, the statistics per (sample, group)."""
     compute = torch.promote_types(x.dtype, torch.float32)
     statistics = x.new_empty((x.shape[0], groups), dtype=compute)
@@ -395,42 +442,47 @@ def _forward_shapes(x, weight, bias, groups, eps):
 
 @custom_op("medddpm::group_norm_silu_ndhwc_backward", mutates_args=())
 def _backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor,
-              rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx, dweight, dbias)."""
+              rstd: torch.Tensor, offset: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias, doffset): doffset (N, C) in the compute dtype, empty without an offset."""
     x = x.contiguous(memory_format=torch.channels_last_3d)
     dy = dy.contiguous(memory_format=torch.channels_last_3d)
     batch, groups = mean.shape
     channels = x.shape[1]
-    run = _passes(x, groups, mean.dtype, "backward")
+    run = _passes(x, groups, mean.dtype, "backward", _offset_in(offset, mean.dtype))
     pqr = torch.empty((3, batch, channels), device=x.device, dtype=mean.dtype)
     dweight = torch.empty(channels, device=x.device, dtype=mean.dtype)
     dbias = torch.empty_like(dweight)
+    doffset = torch.empty((batch, channels) if offset is not None else (0,), device=x.device, dtype=mean.dtype)
     dx = torch.empty_like(x, memory_format=torch.channels_last_3d)
-    _backward_sums[(batch * run.parts,)](x, dy, weight, bias, mean, rstd, run.sums, *run.shape, run.tiles, run.parts,
-                                         run.plane, **run.tile)
-    _backward_coefficients[(groups,)](run.sums, weight, rstd, mean, pqr, dweight, dbias, batch, *run.shape, run.parts,
-                                      run.plane, **run.per_group)
-    _backward_apply[(batch * run.apply_tiles,)](x, dy, dx, weight, bias, mean, rstd, pqr, batch, *run.shape,
-                                                run.apply_tiles, **run.apply)
-    return dx, dweight.to(weight.dtype), dbias.to(bias.dtype)
+    _backward_sums[(batch * run.parts,)](x, dy, weight, bias, mean, rstd, run.offset, run.sums, *run.shape, run.tiles,
+                                         run.parts, run.plane, **run.tile)
+    _backward_coefficients[(groups,)](run.sums, weight, rstd, mean, run.offset, pqr, dweight, dbias, doffset, batch,
+                                      *run.shape, run.parts, run.plane, **run.per_group)
+    _backward_apply[(batch * run.apply_tiles,)](x, dy, dx, weight, bias, mean, rstd, run.offset, pqr, batch,
+                                                *run.shape, run.apply_tiles, **run.apply)
+    return dx, dweight.to(weight.dtype), dbias.to(bias.dtype), doffset
 
 
 @_backward.register_fake
-def _backward_shapes(dy, x, weight, bias, mean, rstd):
-    return torch.empty_like(x, memory_format=torch.channels_last_3d), torch.empty_like(weight), torch.empty_like(bias)
+def _backward_shapes(dy, x, weight, bias, mean, rstd, offset=None):
+    doffset = mean.new_empty((x.shape[0], x.shape[1]) if offset is not None else (0,))
+    return (torch.empty_like(x, memory_format=torch.channels_last_3d), torch.empty_like(weight),
+            torch.empty_like(bias), doffset)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    x, weight, bias, _, _ = inputs
+    x, weight, bias, _, _, offset = inputs
     _, mean, rstd = output
     ctx.mark_non_differentiable(mean, rstd)
-    ctx.save_for_backward(x, weight, bias, mean, rstd)
+    ctx.save_for_backward(x, weight, bias, mean, rstd, offset)
+    ctx.offset_dtype = None if offset is None else offset.dtype
 
 
 def _autograd_backward(ctx, dy, _dmean, _drstd):
-    x, weight, bias, mean, rstd = ctx.saved_tensors
-    dx, dweight, dbias = _backward(dy, x, weight, bias, mean, rstd)
-    return dx, dweight, dbias, None, None
+    x, weight, bias, mean, rstd, offset = ctx.saved_tensors
+    dx, dweight, dbias, doffset = _backward(dy, x, weight, bias, mean, rstd, offset)
+    return dx, dweight, dbias, None, None, None if offset is None else doffset.to(ctx.offset_dtype)
 
 
 _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
@@ -444,9 +496,9 @@ def runs_kernels(x: torch.Tensor) -> bool:
 
 
 def group_norm_silu_ndhwc(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int,
-                          eps: float) -> torch.Tensor:
+                          eps: float, offset: torch.Tensor | None = None) -> torch.Tensor:
     """`unet.group_norm_silu` through the Triton kernels where `x` is a channels-last activation they take
     (`runs_kernels`), else through the plain function."""
     if not runs_kernels(x):
-        return group_norm_silu(x, weight, bias, groups, eps)
-    return _forward(x, weight, bias, groups, eps)[0]
+        return group_norm_silu(x, weight, bias, groups, eps, offset)
+    return _forward(x, weight, bias, groups, eps, offset)[0]

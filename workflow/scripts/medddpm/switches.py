@@ -69,6 +69,11 @@ class Variant:
     # (unet.set_dense_skip_gradients): autograd hands on channel slices of the concatenation's gradient, which in
     # NDHWC are not dense, and cuDNN copies each before its gradient convolution. The same function.
     dense_skip_gradients: bool = False
+    # Each ResBlock's time embedding and its first convolution's bias added inside its second norm, an (N, C) offset
+    # of the NDHWC kernels' input (unet.set_time_embedding_in_norm), not to the convolution's output: the same function.
+    # Inductor cannot fuse that add into the norm's custom op, so the compiled U-Net wrote it as one more pass over the
+    # activation per ResBlock, and its gradient as one more reduction.
+    time_embedding_in_norm: bool = False
 
     def __post_init__(self):
         problems = []
@@ -93,6 +98,9 @@ class Variant:
         if self.dense_skip_gradients and not self.ndhwc:
             problems.append("dense_skip_gradients needs ndhwc: true (in NCDHW a batch of one's channel slices are "
                             "dense already, and the paper's channels-last variants measure upstream's code)")
+        if self.time_embedding_in_norm and not self.ndhwc:
+            problems.append("time_embedding_in_norm needs ndhwc: true (the offset is an input of the NDHWC norm "
+                            "kernels; elsewhere the norm is inductor's, which fuses the add already)")
         for switch in ("cuda_graphs", "cuda_graph_training"):
             if getattr(self, switch) and self.compile is not None and COMPILE_MODES[self.compile]:
                 problems.append(f"{switch} with compile mode {self.compile!r}, which captures CUDA graphs itself "
@@ -158,6 +166,8 @@ class Variant:
             "edge_gemms": cuda,
             # Autograd's slices and the library's copies of them are there on a CPU too.
             "dense_skip_gradients": True,
+            # The NDHWC norm kernels run on CUDA; on a CPU the plain function adds the offset where the add was.
+            "time_embedding_in_norm": cuda,
             # Processes of one node, each with its own GPU (NCCL), or on a CPU each with its share of the cores (gloo).
             "data_parallel": True,
             "stacked_micro_batches": True,

@@ -9,8 +9,9 @@ Execution strategies can be switched after construction without touching the par
 variant loads into every other): which blocks recompute their forward in backward (`set_checkpointing`), GroupNorm +
 SiLU as one layout-preserving function (`fuse_norm_act`), channels-last kept where upstream's formulation drops it
 (`keep_channels_last`), the first, stride-2 and output convolutions in NDHWC (`set_ndhwc_edges`), the first and output
-convolutions as matrix products (`set_edge_gemms`), and dense NDHWC gradients for the decoder's concatenated parts
-(`set_dense_skip_gradients`).
+convolutions as matrix products (`set_edge_gemms`), dense NDHWC gradients for the decoder's concatenated parts
+(`set_dense_skip_gradients`), and each ResBlock's time embedding added inside its second norm
+(`set_time_embedding_in_norm`).
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class ResBlock(nn.Module):
         )
         # Upstream never recomputes ResBlocks; the memory variant (checkpointing "all") does.
         self.use_checkpoint = False
+        # The time embedding and the first convolution's bias handed to the second norm (`set_time_embedding_in_norm`).
+        self.time_embedding_in_norm = False
 
     def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
         if self.use_checkpoint and torch.is_grad_enabled():
@@ -101,10 +104,29 @@ class ResBlock(nn.Module):
         return self._forward(x, emb)
 
     def _forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        if self.time_embedding_in_norm:
+            return self._forward_embedding_in_norm(x, emb)
         h = self.in_layers(x)
         emb_out = self.emb_layers(emb).type(h.dtype)
         h = h + emb_out[:, :, None, None, None]
         h = self.out_layers(h)
+        return self.skip_connection(x) + h
+
+    def _forward_embedding_in_norm(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        """`_forward` with the first convolution's bias and the time embedding added inside the second norm (its
+        offset) instead of to the convolution's output: the same function. Compiled, the add was one more pass over
+        the activation, between the convolution and the NDHWC norm kernels, which inductor cannot fuse into."""
+        *norm_act, conv = self.in_layers
+        h = x
+        for layer in norm_act:
+            h = layer(h)
+        h = conv._conv_forward(h, conv.weight, None)
+        # Upstream adds the embedding in the activation's dtype; the bias, a float32 parameter, promotes the sum.
+        offset = self.emb_layers(emb).type(h.dtype) + conv.bias
+        norm, *rest = self.out_layers
+        h = norm(h, offset)
+        for layer in rest:
+            h = layer(h)
         return self.skip_connection(x) + h
 
 
@@ -381,6 +403,18 @@ def set_dense_skip_gradients(model: nn.Module, enabled: bool) -> None:
             module.dense_skip_gradients = enabled
 
 
+def set_time_embedding_in_norm(model: nn.Module, enabled: bool) -> None:
+    """Whether every ResBlock hands its time embedding and its first convolution's bias to its second norm as an
+    offset (the `time_embedding_in_norm` switch; `ResBlock._forward_embedding_in_norm`). The norms must be fused with
+    their SiLU first (`fuse_norm_act`): the offset is an argument of GroupNormSiLU's kernels."""
+    for module in model.modules():
+        if isinstance(module, ResBlock):
+            if enabled and not isinstance(module.out_layers[0], GroupNormSiLU):
+                raise ValueError("time_embedding_in_norm needs the norms fused with their SiLU (fuse_norm_act) first: "
+                                 f"a ResBlock's second norm is a {type(module.out_layers[0]).__name__}")
+            module.time_embedding_in_norm = enabled
+
+
 class TimestepSequential(nn.Sequential):
     """A sequence whose ResBlocks also receive the time embedding."""
 
@@ -481,7 +515,8 @@ def set_checkpointing(model: nn.Module, mode: str) -> None:
             module.use_checkpoint = mode == "all"
 
 
-def group_norm_silu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int, eps: float) -> torch.Tensor:
+def group_norm_silu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, groups: int, eps: float,
+                    offset: torch.Tensor | None = None) -> torch.Tensor:
     """GroupNorm32 followed by SiLU as one function of plain tensor operations, in the input's own memory format.
 
     The same arithmetic as the reference: statistics and affine transform in (at least) float32, the result cast
@@ -489,10 +524,17 @@ def group_norm_silu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, g
     for contiguous and channels_last_3d tensors alike, and every operation after it keeps its input's layout, so
     a channels-last activation stays channels-last (the native GroupNorm kernel converts it to contiguous and back).
     Compiled (on its own or inside the compiled U-Net), it becomes one reduction and one element-wise kernel.
+
+    `offset`, an (N, C) tensor where given, is added to the input first, per sample and channel, in the compute
+    dtype: the norm of `x + offset[:, :, None, None, None]` (a ResBlock's time embedding and its convolution's bias,
+    `set_time_embedding_in_norm`).
     """
     batch, channels = x.shape[:2]
     compute = torch.promote_types(x.dtype, torch.float32)
-    grouped = x.to(compute).unflatten(1, (groups, channels // groups))
+    x_in = x.to(compute)
+    if offset is not None:
+        x_in = x_in + offset.to(compute).reshape((batch, channels) + (1,) * (x.ndim - 2))
+    grouped = x_in.unflatten(1, (groups, channels // groups))
     var, mean = torch.var_mean(grouped, dim=tuple(range(2, grouped.ndim)), correction=0, keepdim=True)
     normed = ((grouped - mean) * torch.rsqrt(var + eps)).flatten(1, 2)
     affine = (1, channels) + (1,) * (x.ndim - 2)
@@ -509,8 +551,10 @@ class GroupNormSiLU(GroupNorm32):
         self.weight, self.bias = norm.weight, norm.bias
         self.kernel = kernel
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.kernel(x, self.weight, self.bias, self.num_groups, self.eps)
+    def forward(self, x: torch.Tensor, offset: torch.Tensor | None = None) -> torch.Tensor:
+        if offset is None:
+            return self.kernel(x, self.weight, self.bias, self.num_groups, self.eps)
+        return self.kernel(x, self.weight, self.bias, self.num_groups, self.eps, offset)
 
 
 def fuse_norm_act(model: nn.Module, kernel=group_norm_silu) -> int:

@@ -18,7 +18,7 @@ from torch import nn
 
 from .switches import Variant
 from .unet import (fuse_norm_act, group_norm_silu, keep_channels_last, set_checkpointing, set_dense_skip_gradients,
-                   set_edge_gemms, set_gather_upsampling, set_ndhwc_edges)
+                   set_edge_gemms, set_gather_upsampling, set_ndhwc_edges, set_time_embedding_in_norm)
 
 __all__ = ["Variant", "apply_backend", "backend_flags", "restore_backend", "prepare_model", "prepare_input",
            "compile_model", "compiles_on", "autocast", "memory_format", "AUTOCAST_DTYPES"]
@@ -145,6 +145,7 @@ def prepare_model(model: nn.Module, variant: Variant, device: torch.device | Non
         fuse_norm_act(denoiser, group_norm_silu_ndhwc)
     elif variant.fused_norm_act or variant.ndhwc:
         fuse_norm_act(denoiser, compiled_group_norm_silu() if on_cuda and not variant.compiles else group_norm_silu)
+    set_time_embedding_in_norm(denoiser, variant.time_embedding_in_norm)  # an argument of the fused norms
     return model.to(memory_format=memory_format(variant))
 
 
