@@ -7,7 +7,9 @@ LABEL=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 
 LABEL=${LABEL:-h200}
 WINNER=$(python3 - results/wholehead/$LABEL/comparison.json <<'PY'
 import json, sys
-rows = json.load(open(sys.argv[1]))["phases"]["train"]["comparisons"]
+from pathlib import Path
+path = Path(sys.argv[1])
+rows = json.loads(path.read_text())["phases"]["train"]["comparisons"] if path.exists() else []
 faster = [r for r in rows if r["reference"] == "frontier_edges" and r["verdict"] == "faster"]
 print(max(faster, key=lambda r: r["speedup"])["variant"] if faster else "frontier_edges")
 PY
