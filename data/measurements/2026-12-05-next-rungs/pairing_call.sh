@@ -5,8 +5,10 @@
 F=$OUT; export OUT=/tmp/o1; mkdir -p $OUT
 D=data/measurements/2026-12-05-next-rungs
 OV=$D/overlay.yaml
-if timeout -s KILL 140 python3 -m pytest -o addopts="" -p no:cacheprovider -q tests/test_time_embedding_in_norm.py > $OUT/test_embedding.log 2>&1; then
-  sed 's/frontier_gemm_dense\]/frontier_gemm_dense, frontier_embedding_in_norm]/' $OV > /tmp/overlay6.yaml; OV=/tmp/overlay6.yaml
+if timeout -s KILL 140 python3 -m pytest -o addopts="" -p no:cacheprovider -q tests/test_time_embedding_in_norm.py \
+    > $OUT/test_embedding.log 2>&1; then
+  sed 's/frontier_gemm_dense\]/frontier_gemm_dense, frontier_embedding_in_norm]/' $OV > /tmp/overlay6.yaml
+  OV=/tmp/overlay6.yaml
 fi
 tail -2 $OUT/test_embedding.log; grep run_variants $OV
 OVERLAY=$OV bash data/measurements/h200-2026-12-05-frontier-now/run.sh $((575 - SECONDS)) 0
