@@ -6,6 +6,7 @@ x + offset, and the U-Net with the switch equals upstream's in float64.
 Without a GPU the kernels run in Triton's interpreter (conftest sets TRITON_INTERPRET=1), as in test_ndhwc_norm.py."""
 
 import copy
+import functools
 
 import pytest
 import torch
@@ -129,13 +130,33 @@ def test_the_switch_needs_the_fused_norms_and_the_ndhwc_path():
                for m in model.modules() if isinstance(m, ResBlock))
 
 
+@functools.cache
+def compiled_steps() -> dict:
+    """The compiled bfloat16 step of the tiny U-Net (frontier_edges's switches) without and with the switch: the
+    output and the names of the CUDA kernels that ran, once for the tests below."""
+    return {enabled: compiled_denoise_kernels(ndhwc_edges=True, time_embedding_in_norm=enabled)
+            for enabled in (False, True)}
+
+
+def embedding_adds(names: list[str]) -> int:
+    """Inductor's kernels that add a convolution's peeled-off bias and the time embedding (unsqueezed to 5-D): a pass
+    over the convolution's output, named after those ops."""
+    return sum(name.startswith("triton_poi") and all(op in name for op in ("add", "convolution", "unsqueeze"))
+               for name in names)
+
+
 @pytest.mark.cuda
-def test_on_the_gpu_compiled_the_switch_runs_fewer_kernels_for_the_same_output():
-    """The compiled bfloat16 step of the tiny U-Net: the add of each ResBlock's embedding, a kernel of its own before
-    the NDHWC norm, and its gradient's reduction are gone; the output the same to bfloat16 rounding."""
-    results = {}
-    for enabled in (False, True):
-        results[enabled] = compiled_denoise_kernels(ndhwc_edges=True, time_embedding_in_norm=enabled)
+def test_on_the_gpu_compiled_the_switch_computes_the_same_step():
+    """The rung's own path, compiled by inductor around the kernels with their offset: the output of upstream's
+    order of operations to bfloat16 rounding."""
+    steps = compiled_steps()
+    assert relative(steps[True][0], steps[False][0]) < 2e-2
+
+
+@pytest.mark.cuda
+def test_on_the_gpu_compiled_the_embeddings_add_is_no_pass_of_its_own():
+    """Without the switch each ResBlock's forward has its pass that adds the bias and the embedding; with it none."""
+    steps = compiled_steps()
     blocks = sum(isinstance(m, ResBlock) for m in tiny_unet().modules())
-    assert len(results[True][1]) <= len(results[False][1]) - blocks, {k: len(v[1]) for k, v in results.items()}
-    assert relative(results[True][0], results[False][0]) < 2e-2
+    assert embedding_adds(steps[False][1]) >= blocks, sorted(set(steps[False][1]))
+    assert embedding_adds(steps[True][1]) == 0, sorted(set(steps[True][1]))
