@@ -135,6 +135,12 @@ def main(argv: list[str]) -> None:
           f"the convolutions and matrix products could take {allowed:.2f} ms for the target: "
           f"{allowed / product_floor:.2f}x their floor, against {products / product_floor:.2f}x now. As they run, they "
           f"alone take {products:.2f} ms.\n")
+    switches = yaml.safe_load((ROOT / "config.yaml").read_text())["variants"].get(variant, {})
+    if switches.get("edge_gemms"):
+        # The rung's first and last convolution launches are then other convolutions: the edges are matrix products.
+        print("The first and the last convolution run as matrix products (`edge_gemms`): their gathers, products and "
+              "sums are counted above among the element-wise kernels and the matrix products.")
+        return
     print("The first and the last convolution of an evaluation, with the layout conversions beside them (us):\n")
     print("| convolution | input | weight | FLOP floor (us) | kernels (us) | all (us) |")
     print("|---|---|---|---|---|---|")
