@@ -14,9 +14,9 @@ from torch import nn
 
 from medddpm.ndhwc_norm import group_norm_silu_ndhwc
 from medddpm.unet import (GroupNorm32, GroupNormSiLU, ResBlock, fuse_norm_act, group_norm_silu, parameter_count,
-                          set_time_embedding_in_norm)
+                          set_dense_skip_gradients, set_edge_gemms, set_ndhwc_edges, set_time_embedding_in_norm)
 from medddpm.variants import Variant, prepare_model
-from unet_helpers import compiled_denoise_kernels, tiny_inputs, tiny_unet
+from unet_helpers import compiled_denoise_kernels, forward_backward, tiny_inputs, tiny_unet
 
 CL = torch.channels_last_3d
 pytestmark = pytest.mark.on_gpu_when_present
@@ -114,6 +114,22 @@ def test_the_unet_with_the_switch_is_upstreams_function_in_float64():
     # The gradients the switch reroutes through the offset are not all zero (a test of nothing otherwise).
     embedding = [name for name in grads_plain if "emb_layers" in name or name.endswith("in_layers.2.bias")]
     assert embedding and all(float(grads_plain[name].abs().max()) > 0 for name in embedding)
+
+
+def test_with_the_edges_as_products_and_dense_skip_gradients_too_the_unet_is_upstreams_function_in_float64():
+    """The rung frontier_gemm_dense_embedding's model switches together (eager, the NDHWC kernels with their offset):
+    the same output and gradients as upstream's tiny U-Net."""
+    plain, switched = float64_unets()
+    set_ndhwc_edges(switched, True)
+    set_edge_gemms(switched, True)
+    set_dense_skip_gradients(switched, True)
+    x, t = tiny_inputs()
+    x, t = x.double().to(DEVICE).contiguous(memory_format=CL), t.to(DEVICE)
+    (out, grads), (out_switched, grads_switched) = (forward_backward(m, x, t) for m in (plain, switched))
+    assert relative(out_switched, out) < 1e-12
+    scale = float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads.values()])))
+    for name, grad in grads.items():
+        assert float(torch.linalg.vector_norm(grads_switched[name] - grad)) < 1e-12 * scale, name
 
 
 def test_the_switch_needs_the_fused_norms_and_the_ndhwc_path():
