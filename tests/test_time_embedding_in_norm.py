@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from medddpm.ndhwc_norm import group_norm_silu_ndhwc
+from medddpm.ndhwc_norm import group_norm_silu_ndhwc, runs_kernels
 from medddpm.unet import (GroupNorm32, GroupNormSiLU, ResBlock, fuse_norm_act, group_norm_silu, parameter_count,
                           set_dense_skip_gradients, set_edge_gemms, set_ndhwc_edges, set_time_embedding_in_norm)
 from medddpm.variants import Variant, prepare_model
@@ -48,11 +48,13 @@ def values_and_gradients(function, inputs, grad_out):
     return [out.detach()] + list(torch.autograd.grad(out, inputs, grad_out))
 
 
-@pytest.mark.parametrize("channels, spatial", [(64, (5, 6, 7)), (96, (4, 3, 5))], ids=str)
-@pytest.mark.parametrize("dtype, bound", [(torch.float64, 1e-12), (torch.float32, 1e-4)], ids=["fp64", "fp32"])
+@pytest.mark.parametrize("channels, spatial, dtype, bound", [
+    (64, (5, 6, 7), torch.float64, 1e-12), (96, (4, 3, 5), torch.float64, 1e-12), (96, (4, 3, 5), torch.float32, 1e-4)],
+    ids=["fp64-64", "fp64-96", "fp32-96"])
 def test_the_kernels_with_an_offset_give_the_norm_of_the_sum_and_every_gradient(channels, spatial, dtype, bound):
     """Channels per group 2 and 3 (padded in the tile), several tiles with a partial last one; the two samples'
-    offsets differ, so the offset's gradient is per sample and channel."""
+    offsets differ, so the offset's gradient is per sample and channel. Float32: the offset converted to the compute
+    dtype, the sums in it."""
     inputs, grad_out = norm_inputs(channels, spatial, dtype)
     expected = values_and_gradients(group_norm_silu, inputs, grad_out)
     got = values_and_gradients(group_norm_silu_ndhwc, inputs, grad_out)
@@ -82,47 +84,37 @@ def test_the_kernels_without_an_offset_give_an_empty_offset_gradient_and_the_sam
     assert doffset.numel() == 0
 
 
-def float64_unets():
-    """Upstream's tiny U-Net, and the same parameters with the NDHWC kernels fused in and the switch on."""
+class KernelsWhereOffset:
+    """The NDHWC kernels for every norm given an offset (each ResBlock's second), counting them; the other sites by
+    the plain function, to spare the interpreter. A CPU's float64 convolutions return NCDHW activations, which
+    `group_norm_silu_ndhwc` would hand to the plain function: here they go to the kernels channels-last."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, x, weight, bias, groups, eps, offset=None):
+        if offset is None:
+            return group_norm_silu(x, weight, bias, groups, eps)
+        x = x.contiguous(memory_format=CL)
+        assert runs_kernels(x)
+        self.calls += 1
+        return group_norm_silu_ndhwc(x, weight, bias, groups, eps, offset)
+
+
+def float64_unets(kernels=None):
+    """Upstream's tiny U-Net, and the same parameters with `kernels` (the plain function where None) fused in and the
+    switch on."""
     plain = tiny_unet().double().to(DEVICE, memory_format=CL)
     switched = copy.deepcopy(plain)
-    fuse_norm_act(switched, group_norm_silu_ndhwc)
+    fuse_norm_act(switched, kernels or group_norm_silu)
     set_time_embedding_in_norm(switched, True)
     return plain, switched
 
 
-def test_the_unet_with_the_switch_is_upstreams_function_in_float64():
-    """Every ResBlock (with and without a skip convolution, 64 and 128 channels): the same output and gradients,
-    the embedding's layers and each first convolution's bias among them; the same parameters and state_dict keys."""
-    plain, switched = float64_unets()
-    blocks = [m for m in switched.modules() if isinstance(m, ResBlock)]
-    assert blocks and all(m.time_embedding_in_norm for m in blocks)
-    assert list(switched.state_dict()) == list(plain.state_dict())
-    assert parameter_count(switched) == parameter_count(plain)
-    x, t = tiny_inputs()
-    x, t = x.double().to(DEVICE).contiguous(memory_format=CL), t.to(DEVICE)
-    results = []
-    for model in (plain, switched):
-        out = model(x, t)
-        out.abs().mean().backward()
-        results.append((out.detach(), {name: p.grad for name, p in model.named_parameters()}))
-    (out_plain, grads_plain), (out_switched, grads_switched) = results
-    assert relative(out_switched, out_plain) < 1e-12
-    scale = float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads_plain.values()])))
-    for name, grad in grads_plain.items():
-        assert float(torch.linalg.vector_norm(grads_switched[name] - grad)) < 1e-12 * scale, name
-    # The gradients the switch reroutes through the offset are not all zero (a test of nothing otherwise).
-    embedding = [name for name in grads_plain if "emb_layers" in name or name.endswith("in_layers.2.bias")]
-    assert embedding and all(float(grads_plain[name].abs().max()) > 0 for name in embedding)
-
-
-def test_with_the_edges_as_products_and_dense_skip_gradients_too_the_unet_is_upstreams_function_in_float64():
-    """The rung frontier_gemm_dense_embedding's model switches together (eager, the NDHWC kernels with their offset):
-    the same output and gradients as upstream's tiny U-Net."""
-    plain, switched = float64_unets()
-    set_ndhwc_edges(switched, True)
-    set_edge_gemms(switched, True)
-    set_dense_skip_gradients(switched, True)
+def same_function_in_float64(plain, switched) -> dict:
+    """Asserts the two U-Nets give the same output and parameter gradients on the tiny inputs in float64 (each
+    gradient against the scale of all: a convolution's bias before a norm of one channel per group has a gradient of
+    zero, and rounding-sized values there); returns the plain one's gradients by name."""
     x, t = tiny_inputs()
     x, t = x.double().to(DEVICE).contiguous(memory_format=CL), t.to(DEVICE)
     (out, grads), (out_switched, grads_switched) = (forward_backward(m, x, t) for m in (plain, switched))
@@ -130,6 +122,33 @@ def test_with_the_edges_as_products_and_dense_skip_gradients_too_the_unet_is_ups
     scale = float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads.values()])))
     for name, grad in grads.items():
         assert float(torch.linalg.vector_norm(grads_switched[name] - grad)) < 1e-12 * scale, name
+    return grads
+
+
+def test_the_unet_with_the_switch_is_upstreams_function_in_float64():
+    """Every ResBlock (with and without a skip convolution, 64 and 128 channels): the same output and gradients,
+    the embedding's layers and each first convolution's bias among them; the same parameters and state_dict keys."""
+    kernels = KernelsWhereOffset()
+    plain, switched = float64_unets(kernels)
+    blocks = [m for m in switched.modules() if isinstance(m, ResBlock)]
+    assert blocks and all(m.time_embedding_in_norm for m in blocks)
+    assert list(switched.state_dict()) == list(plain.state_dict())
+    assert parameter_count(switched) == parameter_count(plain)
+    grads = same_function_in_float64(plain, switched)
+    assert kernels.calls == len(blocks)  # each ResBlock's second norm, through the kernels
+    # The gradients the switch reroutes through the offset are not all zero (a test of nothing otherwise).
+    embedding = [name for name in grads if "emb_layers" in name or name.endswith("in_layers.2.bias")]
+    assert embedding and all(float(grads[name].abs().max()) > 0 for name in embedding)
+
+
+def test_with_the_edges_as_products_and_dense_skip_gradients_too_the_unet_is_upstreams_function_in_float64():
+    """The rung frontier_gemm_dense_embedding's model switches together, eager: the same output and gradients as
+    upstream's tiny U-Net (the norms by the plain function with its offset; the kernels' offset is the test above's)."""
+    plain, switched = float64_unets()
+    set_ndhwc_edges(switched, True)
+    set_edge_gemms(switched, True)
+    set_dense_skip_gradients(switched, True)
+    same_function_in_float64(plain, switched)
 
 
 def test_the_switch_needs_the_fused_norms_and_the_ndhwc_path():
