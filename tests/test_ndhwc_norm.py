@@ -176,7 +176,9 @@ def test_a_variance_below_one_is_normalised_as_by_the_reference():
 @pytest.mark.parametrize("tile_elements, programs, spatial, parts, chunk",
                          [(4096, 4, (5, 6, 9), 2, 2), (16, 1024, (2, 2, 5), 20, 8)],
                          ids=["programs-loop-over-tiles", "statistics-loop-over-programs"])
-@pytest.mark.parametrize("dtype, bound", [(torch.float64, 1e-12), (torch.float32, 1e-4)], ids=["fp64", "fp32"])
+# Float64 alone: the loops are the same code in both dtypes, and float64 makes a row added twice or left out stand
+# out from rounding (float32's accumulation is the other tests' subject).
+@pytest.mark.parametrize("dtype, bound", [(torch.float64, 1e-12)], ids=["fp64"])
 def test_every_loop_of_the_reductions_adds_each_row_once(tile_elements, programs, spatial, parts, chunk, dtype, bound,
                                                          monkeypatch):
     """The reduction programs loop over tiles (270 rows, 5 tiles on 2 programs per sample: 3 and 2), and the
