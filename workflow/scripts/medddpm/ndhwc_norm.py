@@ -476,13 +476,12 @@ def _setup_context(ctx, inputs, output) -> None:
     _, mean, rstd = output
     ctx.mark_non_differentiable(mean, rstd)
     ctx.save_for_backward(x, weight, bias, mean, rstd, offset)
-    ctx.offset_dtype = None if offset is None else offset.dtype
 
 
 def _autograd_backward(ctx, dy, _dmean, _drstd):
     x, weight, bias, mean, rstd, offset = ctx.saved_tensors
     dx, dweight, dbias, doffset = _backward(dy, x, weight, bias, mean, rstd, offset)
-    return dx, dweight, dbias, None, None, None if offset is None else doffset.to(ctx.offset_dtype)
+    return dx, dweight, dbias, None, None, None if offset is None else doffset.to(offset.dtype)
 
 
 _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
