@@ -287,15 +287,16 @@ def test_small_activations_take_the_kernels_too():
 
 def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
     """Every norm site of the U-Net (channel counts from 32 to 192, the skip concatenations' among them): fusing
-    with the kernels changes no output or gradient beyond float64 rounding, and keeps the state_dict keys. On a GPU
-    the sites whose activation is channels-last take the kernels; a CPU's float64 convolutions return NCDHW
-    activations, which take the plain function (counted below: the kernels' own tests here run them on the CPU, and
-    tests/test_time_embedding_in_norm.py runs a U-Net's sites through them)."""
+    with the kernels changes no output or gradient beyond float64 rounding, and keeps the state_dict keys. Float64
+    convolutions return NCDHW activations on a CPU and on a GPU alike (cuDNN keeps channels-last for the reduced
+    precisions only; measured on an H200), which `group_norm_silu_ndhwc` would hand to the plain function: here each
+    site's activation goes to the kernels channels-last, so that every site is the kernels' (counted below)."""
     plain = tiny_unet().double().to(DEVICE, memory_format=CL)
     fused = copy.deepcopy(plain)
     through_kernels = []
 
     def counted(x, *args):
+        x = x.contiguous(memory_format=CL)
         through_kernels.append(runs_kernels(x))
         return group_norm_silu_ndhwc(x, *args)
 
@@ -310,7 +311,7 @@ def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
         out.abs().mean().backward()
         results.append((out.detach(), {name: p.grad for name, p in model.named_parameters()}))
     (out_plain, grads_plain), (out_fused, grads_fused) = results
-    assert len(through_kernels) == 17 and any(through_kernels) == (DEVICE.type == "cuda")
+    assert len(through_kernels) == 17 and all(through_kernels)
     assert relative(out_fused, out_plain) < 1e-12
     # Per parameter against the scale of all gradients: a convolution's bias before a norm of one channel per group
     # has a gradient of zero, and rounding-sized values there.
