@@ -11,10 +11,13 @@ from profiling.evaluations import convolution_launches, evaluation_count, first_
 REPO = Path(__file__).resolve().parents[1]
 H200_GRAPHED = REPO / "data/measurements/h200-2026-12-04-sample-profile/torch_kernels.parquet"
 H100 = REPO / "data/measurements/h100-2026-12-05-ndhwc-edges"
+# The edges as matrix products: the evaluation's first and last launches are no longer convolutions.
+H200_EDGE_GEMMS = REPO / ("data/measurements/2026-12-06-fastest/h200/results/wholehead/h200/"
+                          "frontier_gemm_dense_embedding/profile/sample/torch_kernels.parquet")
 
 
 @pytest.mark.parametrize("path", [H200_GRAPHED, H100 / "frontier_graphed/sample/torch_kernels.parquet",
-                                  H100 / "frontier_edges/sample/torch_kernels.parquet"])
+                                  H100 / "frontier_edges/sample/torch_kernels.parquet", H200_EDGE_GEMMS])
 def test_four_evaluations_in_each_recorded_sampling_profile(path):
     kernels = pd.read_parquet(path)
     assert evaluation_count(kernels) == 4
