@@ -286,18 +286,23 @@ def test_small_activations_take_the_kernels_too():
 
 
 def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
-    """Every norm site of the U-Net (channel counts from 32 to 192, the skip concatenations' among them): fusing
-    with the kernels changes no output or gradient beyond float64 rounding, and keeps the state_dict keys. Float64
+    """The U-Net's norm sites (channel counts from 32 to 128, the skip concatenations' among them): fusing with the
+    kernels changes no output or gradient beyond float64 rounding, and keeps the state_dict keys. Float64
     convolutions return NCDHW activations on a CPU and on a GPU alike (cuDNN keeps channels-last for the reduced
-    precisions only; measured on an H200), which `group_norm_silu_ndhwc` would hand to the plain function: here each
-    site's activation goes to the kernels channels-last, so that every site is the kernels' (counted below)."""
+    precisions only; measured on an H200), which `group_norm_silu_ndhwc` would hand to the plain function: here the
+    first site of each shape hands its activation to the kernels channels-last (a site of a shape seen before would
+    run the same launches on other values; under the interpreter each launch costs about 0.1 s), the other sites
+    take the plain function (counted below)."""
     plain = tiny_unet().double().to(DEVICE, memory_format=CL)
     fused = copy.deepcopy(plain)
     through_kernels = []
 
     def counted(x, *args):
+        if tuple(x.shape) in {shape for shape, _ in through_kernels}:
+            through_kernels.append((tuple(x.shape), False))
+            return group_norm_silu(x, *args)
         x = x.contiguous(memory_format=CL)
-        through_kernels.append(runs_kernels(x))
+        through_kernels.append((tuple(x.shape), runs_kernels(x)))
         return group_norm_silu_ndhwc(x, *args)
 
     assert fuse_norm_act(fused, counted) == 17
@@ -311,7 +316,8 @@ def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
         out.abs().mean().backward()
         results.append((out.detach(), {name: p.grad for name, p in model.named_parameters()}))
     (out_plain, grads_plain), (out_fused, grads_fused) = results
-    assert len(through_kernels) == 17 and all(through_kernels)
+    # Seven shapes among the 17 sites, the first of each through the kernels.
+    assert len(through_kernels) == 17 and sum(took for _, took in through_kernels) == 7
     assert relative(out_fused, out_plain) < 1e-12
     # Per parameter against the scale of all gradients: a convolution's bias before a norm of one channel per group
     # has a gradient of zero, and rounding-sized values there.
