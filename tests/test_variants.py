@@ -105,7 +105,8 @@ def test_defaults_are_upstream_behaviour():
                                   "gather_upsampling": False, "ndhwc": False, "cuda_graph_training": False,
                                   "data_parallel": 1, "stacked_micro_batches": False,
                                   "cudnn_benchmark_all_engines": False, "ndhwc_edges": False,
-                                  "edge_gemms": False, "dense_skip_gradients": False, "time_embedding_in_norm": False}
+                                  "edge_gemms": False, "dense_skip_gradients": False, "time_embedding_in_norm": False,
+                                  "recompute_edge_columns": False}
     model = prepare_model(UNet3D(paper_unet()), variant, CPU)
     assert parameter_count(model) == 40_226_433
     assert all(m.use_checkpoint for m in model.modules() if isinstance(m, AttentionBlock))

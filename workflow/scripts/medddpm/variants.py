@@ -18,7 +18,8 @@ from torch import nn
 
 from .switches import Variant
 from .unet import (fuse_norm_act, group_norm_silu, keep_channels_last, set_checkpointing, set_dense_skip_gradients,
-                   set_edge_gemms, set_gather_upsampling, set_ndhwc_edges, set_time_embedding_in_norm)
+                   set_edge_columns_recomputed, set_edge_gemms, set_gather_upsampling, set_ndhwc_edges,
+                   set_time_embedding_in_norm)
 
 __all__ = ["Variant", "apply_backend", "backend_flags", "restore_backend", "prepare_model", "prepare_input",
            "compile_model", "compiles_on", "autocast", "memory_format", "AUTOCAST_DTYPES"]
@@ -137,6 +138,7 @@ def prepare_model(model: nn.Module, variant: Variant, device: torch.device | Non
     keep_channels_last(denoiser, variant.ndhwc)
     set_ndhwc_edges(denoiser, variant.ndhwc_edges)
     set_edge_gemms(denoiser, variant.edge_gemms)
+    set_edge_columns_recomputed(denoiser, variant.recompute_edge_columns)
     set_dense_skip_gradients(denoiser, variant.dense_skip_gradients)
     on_cuda = device is not None and torch.device(device).type == "cuda"
     if variant.ndhwc and on_cuda:
