@@ -61,7 +61,7 @@ def saved_for_backward(recompute: bool) -> tuple[list[tuple[int, ...]], list[tor
     to the backward, and the parameters' gradients of one step."""
     torch.manual_seed(0)
     probe = FirstConvProbe().double()
-    probe.first.as_gemm = True
+    set_edge_gemms(probe, True)  # the first convolution alone: the probe has no OutputConv3d
     set_edge_columns_recomputed(probe, recompute)
     saved = []
 

@@ -19,7 +19,7 @@ from medddpm import ndhwc_norm
 from medddpm.ndhwc_norm import _plan, group_norm_silu_ndhwc, runs_kernels
 from medddpm.unet import GroupNorm32, GroupNormSiLU, fuse_norm_act, group_norm_silu
 from medddpm.variants import Variant, prepare_model
-from unet_helpers import tiny_inputs, tiny_unet
+from unet_helpers import same_function_in_float64, tiny_inputs, tiny_unet
 
 CL = torch.channels_last_3d
 # Where the kernels run: the GPU where there is one, else Triton's interpreter on the CPU (the same tests on both).
@@ -307,23 +307,9 @@ def test_the_whole_unet_with_the_kernels_equals_the_plain_one_in_float64():
 
     assert fuse_norm_act(fused, counted) == 17
     assert list(fused.state_dict()) == list(plain.state_dict())
-    x, t = tiny_inputs()
-    x, t = x.double().to(DEVICE).contiguous(memory_format=CL), t.to(DEVICE)
-    results = []
-    for model in (plain, fused):
-        model.zero_grad(set_to_none=True)
-        out = model(x, t)
-        out.abs().mean().backward()
-        results.append((out.detach(), {name: p.grad for name, p in model.named_parameters()}))
-    (out_plain, grads_plain), (out_fused, grads_fused) = results
+    same_function_in_float64(plain, fused, DEVICE)
     # Seven shapes among the 17 sites, the first of each through the kernels.
     assert len(through_kernels) == 17 and sum(took for _, took in through_kernels) == 7
-    assert relative(out_fused, out_plain) < 1e-12
-    # Per parameter against the scale of all gradients: a convolution's bias before a norm of one channel per group
-    # has a gradient of zero, and rounding-sized values there.
-    scale = float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads_plain.values()])))
-    for name, grad in grads_plain.items():
-        assert float(torch.linalg.vector_norm(grads_fused[name] - grad)) < 1e-12 * scale, name
 
 
 def test_torch_compile_traces_the_op_and_its_backward_in_one_graph():

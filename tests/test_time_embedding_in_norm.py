@@ -16,7 +16,7 @@ from medddpm.ndhwc_norm import group_norm_silu_ndhwc, runs_kernels
 from medddpm.unet import (GroupNorm32, GroupNormSiLU, ResBlock, fuse_norm_act, group_norm_silu, parameter_count,
                           set_dense_skip_gradients, set_edge_gemms, set_ndhwc_edges, set_time_embedding_in_norm)
 from medddpm.variants import Variant, prepare_model
-from unet_helpers import compiled_denoise_kernels, forward_backward, tiny_inputs, tiny_unet
+from unet_helpers import compiled_denoise_kernels, same_function_in_float64, tiny_unet
 
 CL = torch.channels_last_3d
 pytestmark = pytest.mark.on_gpu_when_present
@@ -111,20 +111,6 @@ def float64_unets(kernels=None):
     return plain, switched
 
 
-def same_function_in_float64(plain, switched) -> dict:
-    """Asserts the two U-Nets give the same output and parameter gradients on the tiny inputs in float64 (each
-    gradient against the scale of all: a convolution's bias before a norm of one channel per group has a gradient of
-    zero, and rounding-sized values there); returns the plain one's gradients by name."""
-    x, t = tiny_inputs()
-    x, t = x.double().to(DEVICE).contiguous(memory_format=CL), t.to(DEVICE)
-    (out, grads), (out_switched, grads_switched) = (forward_backward(m, x, t) for m in (plain, switched))
-    assert relative(out_switched, out) < 1e-12
-    scale = float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads.values()])))
-    for name, grad in grads.items():
-        assert float(torch.linalg.vector_norm(grads_switched[name] - grad)) < 1e-12 * scale, name
-    return grads
-
-
 def test_the_unet_with_the_switch_is_upstreams_function_in_float64():
     """Every ResBlock (with and without a skip convolution, 64 and 128 channels): the same output and gradients,
     the embedding's layers and each first convolution's bias among them; the same parameters and state_dict keys."""
@@ -134,7 +120,7 @@ def test_the_unet_with_the_switch_is_upstreams_function_in_float64():
     assert blocks and all(m.time_embedding_in_norm for m in blocks)
     assert list(switched.state_dict()) == list(plain.state_dict())
     assert parameter_count(switched) == parameter_count(plain)
-    grads = same_function_in_float64(plain, switched)
+    grads = same_function_in_float64(plain, switched, DEVICE)
     assert kernels.calls == len(blocks)  # each ResBlock's second norm, through the kernels
     # The gradients the switch reroutes through the offset are not all zero (a test of nothing otherwise).
     embedding = [name for name in grads if "emb_layers" in name or name.endswith("in_layers.2.bias")]
@@ -148,7 +134,7 @@ def test_with_the_edges_as_products_and_dense_skip_gradients_too_the_unet_is_ups
     set_ndhwc_edges(switched, True)
     set_edge_gemms(switched, True)
     set_dense_skip_gradients(switched, True)
-    same_function_in_float64(plain, switched)
+    same_function_in_float64(plain, switched, DEVICE)
 
 
 def test_the_switch_needs_the_fused_norms_and_the_ndhwc_path():

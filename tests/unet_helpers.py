@@ -41,6 +41,20 @@ def forward_backward(model, x, t, context=None):
     return out.detach(), {name: p.grad.detach().clone() for name, p in model.named_parameters()}
 
 
+def same_function_in_float64(plain, switched, device) -> dict:
+    """Asserts the two U-Nets give the same output and parameter gradients on the tiny inputs in float64, channels-last
+    on `device` (each gradient against the scale of all: a convolution's bias before a norm of one channel per group
+    has a gradient of zero, and rounding-sized values there); returns the plain one's gradients by name."""
+    x, t = tiny_inputs()
+    x, t = x.double().to(device).contiguous(memory_format=torch.channels_last_3d), t.to(device)
+    (out, grads), (out_switched, grads_switched) = (forward_backward(m, x, t) for m in (plain, switched))
+    assert float(torch.linalg.vector_norm(out_switched - out) / torch.linalg.vector_norm(out)) < 1e-12
+    scale = float(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads.values()])))
+    for name, grad in grads.items():
+        assert float(torch.linalg.vector_norm(grads_switched[name] - grad)) < 1e-12 * scale, name
+    return grads
+
+
 def compiled_denoise_kernels(shape=(16, 16, 16), **switches):
     """One forward and backward of the tiny U-Net through GaussianDiffusion.denoise, compiled in bfloat16
     channels-last with the frontier's switches plus `switches`, on the GPU after two warm-up calls (the first

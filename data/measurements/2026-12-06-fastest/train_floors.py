@@ -23,23 +23,19 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-import yaml
 
 from medddpm.build import unet_config
 from medddpm.flops import unet_flops
 from profiling.norm_bench import floor_us, norm_sites, site_counts
 
 ROOT = Path(__file__).resolve().parents[3]
+# The sampling evaluation's script: the model's settings as the workflow merges them, and the floors' table.
+sys.path.insert(0, str(ROOT / "data/measurements/h200-2026-12-05-eval-floors"))
+from eval_floors import model_settings, print_floor_rows  # noqa: E402
 SHAPE = (128, 128, 128)
 SAMPLES_PER_STEP = 2  # upstream's two accumulated micro-batches of one sample: the profiled optimizer step
 TARGET_MS = 46.0  # issue 44's target per training sample (goal 40)
 PRODUCTS = ("conv_fprop", "conv_dgrad", "conv_wgrad", "gemm")
-
-
-def model_settings() -> dict:
-    """config.yaml's model section under config/paper.yaml's, as the workflow merges them."""
-    return {**yaml.safe_load((ROOT / "config.yaml").read_text())["model"],
-            **(yaml.safe_load((ROOT / "config/paper.yaml").read_text()).get("model") or {})}
 
 
 def main(argv: list[str]) -> None:
@@ -69,12 +65,7 @@ def main(argv: list[str]) -> None:
     print(f"One optimizer step of {SAMPLES_PER_STEP} samples profiled, {total:.2f} ms of kernels per sample; bf16 rate "
           f"{tflops:.1f} TFLOP/s, copy {copy / 1e3:.2f} TB/s (device_rates.json); a training sample holds "
           f"{flops / 1e12:.2f} TFLOP. Target {TARGET_MS:g} ms per sample.\n")
-    print("| kernels, per sample | ms | floor (ms) | floor from | time / floor | above floor (ms) |")
-    print("|---|---|---|---|---|---|")
-    for name, ms, floor, what in rows:
-        known = floor == floor
-        print(f"| {name} | {ms:.2f} | {f'{floor:.2f}' if known else '-'} | {what} | "
-              f"{f'{ms / floor:.2f}' if known else '-'} | {f'{ms - floor:.2f}' if known else '-'} |")
+    print_floor_rows(rows, "kernels, per sample")
     print("\n| convolution kernels, per sample | ms |\n|---|---|")
     for name in PRODUCTS:
         print(f"| {name} | {float(per_class.get(name, 0.0)):.2f} |")
@@ -82,6 +73,7 @@ def main(argv: list[str]) -> None:
     print(f"\nThe kernels take {total:.2f} ms per sample against the target's {TARGET_MS:g}. With the norm kernels at "
           f"their floor they would take {total - norm + norm_floor:.2f} ms; with the convolutions and matrix products "
           f"at theirs, {total - products + product_floor:.2f} ms.")
+
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -93,6 +93,16 @@ def edge_launches(kernels: pd.DataFrame, profile: Path) -> list[pd.DataFrame]:
     return picked
 
 
+def print_floor_rows(rows: list[tuple[str, float, float, str]], heading: str = "kernels") -> None:
+    """The table of kernel classes against their floors: (name, ms, floor ms or nan, what the floor is from)."""
+    print(f"| {heading} | ms | floor (ms) | floor from | time / floor | above floor (ms) |")
+    print("|---|---|---|---|---|---|")
+    for name, ms, floor, what in rows:
+        known = floor == floor
+        print(f"| {name} | {ms:.2f} | {f'{floor:.2f}' if known else '-'} | {what} | "
+              f"{f'{ms / floor:.2f}' if known else '-'} | {f'{ms - floor:.2f}' if known else '-'} |")
+
+
 def main(argv: list[str]) -> None:
     profile = Path(argv[0]) if argv else PROFILE
     variant = argv[1] if len(argv) > 1 else "frontier_graphed"
@@ -123,12 +133,7 @@ def main(argv: list[str]) -> None:
     print(f"{evaluations} evaluations profiled, {total:.2f} ms of kernels each; bf16 rate {tflops:.1f} TFLOP/s, copy "
           f"{copy / 1e3:.2f} TB/s (device_rates.json); the forward's {len(convs)} convolutions and 1-D projections "
           f"hold {flops['total'] / 1e12:.2f} TFLOP. Target {TARGET_MS:g} ms.\n")
-    print("| kernels | ms | floor (ms) | floor from | time / floor | above floor (ms) |")
-    print("|---|---|---|---|---|---|")
-    for name, ms, floor, what in rows:
-        known = floor == floor
-        print(f"| {name} | {ms:.2f} | {f'{floor:.2f}' if known else '-'} | {what} | "
-              f"{f'{ms / floor:.2f}' if known else '-'} | {f'{ms - floor:.2f}' if known else '-'} |")
+    print_floor_rows(rows)
     others = total - products - float(per_class["normalization"])
     allowed = TARGET_MS - norm_floor
     print(f"\nWith the norm kernels at their floor and every kernel without a floor ({others:.2f} ms now) at zero, "
