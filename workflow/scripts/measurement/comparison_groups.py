@@ -18,8 +18,9 @@ def groups(variants: list[str], references: tuple[str, ...], at_once: int | None
     other variants in their order, split into groups as even as `at_once` processes allow (None: one group).
 
     Each process keeps its caching allocator's GPU memory through the rounds (releasing it between turns would put
-    cudaMalloc calls inside the timed steps), so the processes alive together must fit on the GPU: the sixteen rungs
-    of config/frontier.yaml hold some 160 GiB of peaks at 128^3, more than an H200's memory. A reference timed in
+    cudaMalloc calls inside the timed steps), so the processes alive together must fit on the GPU: the seventeen
+    rungs of config/frontier.yaml hold some 170 GiB of peaks at 128^3, more than an H200's memory. A group that does
+    not fit on the GPU that times it is timed in packs (medddpm.comparison). A reference timed in
     several groups is paired with each group's variants in that group's rounds."""
     present = [reference for reference in references if reference in variants]
     others = [variant for variant in variants if variant not in present]

@@ -4,8 +4,10 @@ that group's own conditions; the label's comparison.json and comparison_rounds.c
 puts the groups together is not a GPU job.
 
 A group's files (medddpm.comparison.time_group): <n>.json (its variants, their switches and process ids, the
-settings, the machine's conditions before and after the group, each phase's rounds, why they stopped and seconds) and
-<n>.csv (every timed step: group, phase, round, position in its round, variant, step_ms, other_load_cores)."""
+settings, the machine's conditions before and after the group, each phase's rounds, why they stopped and seconds, and
+its packs: the variants that the device held together, each pack timed in rounds of its own) and <n>.csv (every timed
+step: group, pack, phase, round, position in its round, variant, step_ms, other_load_cores). A group's files of
+before packs (no `pack` column) are one pack."""
 
 from __future__ import annotations
 
@@ -65,7 +67,18 @@ def read_group(json_path: Path, csv_path: Path) -> tuple[dict, pd.DataFrame]:
     except (OSError, ValueError) as error:
         raise ExpectedError(f"{json_path}: not a comparison group's record ({type(error).__name__}: {error}); fix: "
                             "delete it and run the workflow again") from None
+    if "pack" not in rounds:
+        rounds.insert(1, "pack", 0)
+    sides = record.get("sides", {})
+    record.setdefault("packs", [{"variants": record.get("variants"),
+                                 "processes": {name: side["process"] for name, side in sides.items()}}])
     return record, rounds
+
+
+def pack_of(record: dict, variant: str) -> int:
+    """The pack of a group whose rounds decide the variant's comparisons (the first that timed it: a reference
+    against another reference is decided in the first pack, which holds every reference)."""
+    return next(index for index, pack in enumerate(record["packs"]) if variant in pack["variants"])
 
 
 def merge_groups(files: list[tuple[Path, Path]], expected: list[list[str]], settings, out_json: Path,
@@ -87,14 +100,17 @@ def merge_groups(files: list[tuple[Path, Path]], expected: list[list[str]], sett
                 for record in records for name, side in record["sides"].items()}
     processes: dict[str, list[int]] = {}
     for record in records:
-        for name, side in record["sides"].items():
-            processes.setdefault(name, []).append(side["process"])
+        for pack in record["packs"]:
+            for name, process in pack["processes"].items():
+                processes.setdefault(name, []).append(process)
     phases = {}
     for phase in settings.phases:
         mine = rounds[rounds["phase"] == phase]
         groups = [{"variants": record["variants"], **record["phases"][phase]} for record in records]
-        comparisons = [{**judge(reference, variant, mine[mine["group"] == number], settings, switches,
-                                record["conditions"]["changes"]), "group": number}
+        comparisons = [{**judge(reference, variant, mine[(mine["group"] == number)
+                                                      & (mine["pack"] == pack_of(record, variant))],
+                                settings, switches, record["conditions"]["changes"]), "group": number,
+                        "pack": pack_of(record, variant)}
                        for number, record in enumerate(records)
                        for reference, variant in group_pairs(record["variants"], settings.references, number == 0)]
         phases[phase] = {
@@ -117,8 +133,8 @@ def merge_groups(files: list[tuple[Path, Path]], expected: list[list[str]], sett
                        "changes": changes},
         # Each group's own machine and GPU: on a cluster each group's job may run on another node (the top-level
         # provenance is the first group's).
-        "groups": [{"variants": record["variants"], "conditions": record["conditions"],
-                    "provenance": record["provenance"]} for record in records],
+        "groups": [{"variants": record["variants"], "packs": [pack["variants"] for pack in record["packs"]],
+                    "conditions": record["conditions"], "provenance": record["provenance"]} for record in records],
         "phases": phases,
     })
 

@@ -23,6 +23,15 @@ Where the variants' processes do not fit on the GPU together, they run in consec
 (measurement.comparison_groups), every reference in each: each comparison is paired within one group's rounds. Each
 group is a job of its own (`time_group`), so that a run cut short keeps the groups it finished; measurement.verdicts
 judges every group's comparisons and writes the label's comparison.json and comparison_rounds.csv.
+
+The groups are planned before any GPU is seen, and a GPU with less memory than the one they were sized for cannot
+hold a whole group: on an 80 GB H100 the first group of config/frontier.yaml (baseline, tf32, bf16,
+bf16_channels_last, bf16_channels_last_fused, sized for a 141 GB H200) ran out of memory building its fourth process
+(data/measurements/h100-2026-12-06-ladder). A group's job therefore times its variants in packs: it builds the
+references, then the others in their order, and where a build runs out of the device's memory, that variant and the
+ones after it leave the pack (their processes stopped) and make the next pack, with the references in processes of
+their own again. Each pack's rounds pair its variants as a group's do; a variant that does not fit beside the
+references alone ends the job in one line.
 """
 
 from __future__ import annotations
@@ -107,6 +116,24 @@ def sampling_side(model_spec: ModelSpec, train: TrainSettings, sample: SampleSet
     return Side(run, step)
 
 
+# How a worker's one-line error begins or what it holds where its device ran out of memory: CUDA's allocator raises
+# torch.OutOfMemoryError; the CPU's allocator a RuntimeError with this text (torch 2.13).
+OUT_OF_MEMORY = ("OutOfMemoryError:", "DefaultCPUAllocator: can't allocate memory")
+
+
+class OutOfMemory(ExpectedError):
+    """A variant's process ran out of its device's memory (`line`: the process's own one-line error)."""
+
+    def __init__(self, name: str, line: str) -> None:
+        super().__init__(f"comparison: {name}'s process failed: {line}")
+        self.line = line
+
+
+def out_of_memory(error_line: str) -> bool:
+    """Whether a worker's one-line error says its device ran out of memory."""
+    return error_line.startswith(OUT_OF_MEMORY[0]) or OUT_OF_MEMORY[1] in error_line
+
+
 class WorkerSide:
     """A variant's side in its own process (medddpm.comparison_worker): timed() asks it for one step."""
 
@@ -118,6 +145,8 @@ class WorkerSide:
         answer = self.connection.recv()
         if answer[0] == "error":
             print(answer[2], file=sys.stderr)
+            if out_of_memory(answer[1]):
+                raise OutOfMemory(self.name, answer[1])
             raise ExpectedError(f"comparison: {self.name}'s process failed: {answer[1]}")
         return answer[1]
 
@@ -169,18 +198,25 @@ class Workers:
                 self.sides[name] = WorkerSide(name, connection)
         return {name: self.sides[name] for name in self.names}
 
+    def stop(self, names: list[str]) -> None:
+        """Stop these variants' processes and wait for them to end, so that the device memory they held is free."""
+        for name in names:
+            side = self.sides.pop(name, None)
+            if side is not None:
+                try:
+                    side.connection.send(("stop",))
+                    side.connection.close()
+                except OSError:  # a process that failed has closed its end already
+                    pass
+        for name, process in zip(self.names, self.processes):
+            if name in names:
+                try:
+                    process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
     def __exit__(self, *exc) -> None:
-        for side in self.sides.values():
-            try:
-                side.connection.send(("stop",))
-                side.connection.close()
-            except OSError:
-                pass
-        for process in self.processes:
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        self.stop(list(self.names))
         self.folder.cleanup()
 
 
@@ -215,40 +251,92 @@ def measure_phase(phase: str, sides: dict[str, Side], settings: ComparisonSettin
 
 def time_group(number: int, members: list[str], model_spec: ModelSpec, train: TrainSettings, sample: SampleSettings,
                settings: ComparisonSettings, runs: dict[str, Run], dataset_dir: Path, out_json: Path,
-               out_rounds: Path, count: int = 1) -> None:
+               out_rounds: Path, count: int = 1, workers=None) -> None:
     """One group's rounds (`number` of `count`, 0-based; `runs`: each member's Run, from start_run) in its files:
-    <n>.json (what measurement.verdicts needs to judge its comparisons) and <n>.csv (every timed step)."""
+    <n>.json (what measurement.verdicts needs to judge its comparisons) and <n>.csv (every timed step, with the pack
+    whose rounds it belongs to). `workers`: what starts the variants' processes (Workers; a test's model of a device
+    with too little memory for them all)."""
     device = runs[members[0]].device
     before = conditions.snapshot(device)
     label = "" if count == 1 else f", group {number + 1} of {count}"
-    tables, phases, processes = [], {}, {}
-
-    def progress(phase: str) -> tqdm:
-        return tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds{label}", mininterval=5)
-
-    with Workers(members) as sides:
-        for phase in settings.phases:
-            for name in members:  # one after another: a build (compilation) is never beside a round
-                run = runs[name]
-                common = {"model_spec": model_spec, "train": train, "run": run, "dataset_dir": dataset_dir}
-                processes[name] = sides[name].ask("build", phase, common if phase == "train"
-                                                  else {**common, "sample": sample})
-            frame, why, seconds = measure_phase(phase, sides, settings, progress=progress)
+    references = [name for name in members if name in settings.references]
+    waiting = [name for name in members if name not in references]
+    packs, tables = [], []
+    while True:
+        pack, frames = time_pack(len(packs), references, waiting, model_spec, train, sample, settings, runs,
+                                 dataset_dir, workers or Workers, label)
+        packs.append(pack)
+        for frame in frames:
             frame.insert(0, "group", number)
             tables.append(frame)
-            phases[phase] = {"unit": PHASE_UNITS[phase], "rounds": int(frame["round"].max()) + 1, "stopped": why,
-                             "seconds": seconds}
+        waiting = [name for name in waiting if name not in pack["variants"]]
+        if not waiting:
+            break
     after = conditions.snapshot(device)
     with writing(out_rounds):
         pd.concat(tables, ignore_index=True).to_csv(out_rounds, index=False)  # full precision: judged from these
+    phases = {phase: {"unit": PHASE_UNITS[phase],
+                      # One pack: its own numbers; several: the most rounds any ran, every reason, the whole time.
+                      "rounds": max(pack["phases"][phase]["rounds"] for pack in packs),
+                      "stopped": ", ".join(dict.fromkeys(pack["phases"][phase]["stopped"] for pack in packs)),
+                      "seconds": sum(pack["phases"][phase]["seconds"] for pack in packs)}
+              for phase in settings.phases}
     write_json(out_json, {
         "group": number, "groups": count, "variants": members,
         "provenance": {key: value for key, value in runs[members[0]].provenance.items()
                        if key not in ("variant", "switches", "switches_effective", "backend_flags")},
         "sides": {name: {"switches": runs[name].provenance["switches"],
                          "switches_effective": runs[name].provenance["switches_effective"],
-                         "process": processes[name]} for name in members},
+                         "process": next(pack["processes"][name] for pack in packs if name in pack["processes"])}
+                  for name in members},
+        "packs": packs,
         "settings": {"comparison": as_dict(settings), "train": as_dict(train), "sample": as_dict(sample)},
         "conditions": {"before": before, "after": after, "changes": conditions.changes(before, after)},
         "phases": phases,
     })
+
+
+def time_pack(index: int, references: list[str], waiting: list[str], model_spec: ModelSpec, train: TrainSettings,
+              sample: SampleSettings, settings: ComparisonSettings, runs: dict[str, Run], dataset_dir: Path,
+              workers, label: str) -> tuple[dict, list[pd.DataFrame]]:
+    """The references and as many of the waiting variants, in their order, as the device holds together, timed in
+    rounds: (the pack's record: its variants, their process ids, each phase's rounds, why they stopped and seconds;
+    its timed steps). A variant whose build runs out of memory leaves the pack with every one after it."""
+    tables, phases, processes = [], {}, {}
+    pool = workers(references + waiting)
+    with pool as sides:
+        names = list(sides)
+        for phase in settings.phases:
+            for name in list(names):  # one after another: a build (compilation) is never beside a round
+                run = runs[name]
+                common = {"model_spec": model_spec, "train": train, "run": run, "dataset_dir": dataset_dir}
+                try:
+                    processes[name] = sides[name].ask("build", phase, common if phase == "train"
+                                                      else {**common, "sample": sample})
+                except OutOfMemory as error:
+                    beside = [other for other in names[:names.index(name)] if other not in references]
+                    if name in references or not beside:
+                        raise ExpectedError(
+                            f"comparison: {name} does not fit in the device's memory beside the references' "
+                            f"processes ({', '.join(other for other in references if other != name) or 'none'}): "
+                            f"{error.line}; fix: "
+                            "compare it with fewer references (comparison.references) or on a device with more "
+                            "memory") from None
+                    left = names[names.index(name):]
+                    print(f"comparison: {name} does not fit beside {', '.join(names[:names.index(name)])}: "
+                          f"{', '.join(left)} in the next pack", file=sys.stderr)
+                    pool.stop(left)
+                    names = names[:names.index(name)]
+                    tables = [table[table["variant"].isin(names)].copy() for table in tables]  # an earlier phase's
+                    break
+            chosen = {name: sides[name] for name in names}
+            pack = "" if index == 0 and len(names) == len(references) + len(waiting) else f", pack {index + 1}"
+            frame, why, seconds = measure_phase(
+                phase, chosen, settings,
+                progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds{label}{pack}",
+                                            mininterval=5))
+            frame.insert(0, "pack", index)
+            tables.append(frame)
+            phases[phase] = {"rounds": int(frame["round"].max()) + 1, "stopped": why, "seconds": seconds}
+    record = {"variants": names, "processes": {name: processes[name] for name in names}, "phases": phases}
+    return record, tables

@@ -4,11 +4,11 @@
 # detached (setsid) in a copy of the tree under /tmp/sitting, so that it outlives the device call that starts it and
 # no stage is cut at a call's limit; later calls on the same warm machine watch it. Run from the repository root with
 # snakemake importable (PYTHONPATH):
-#   bash data/measurements/2026-12-06-ladder/sitting.sh start SECONDS   # copy, start the chain, watch it
-#   bash data/measurements/2026-12-06-ladder/sitting.sh watch SECONDS   # watch it (a later call)
+#   bash data/measurements/h100-2026-12-06-ladder/sitting.sh start SECONDS   # copy, start the chain, watch it
+#   bash data/measurements/h100-2026-12-06-ladder/sitting.sh watch SECONDS   # watch it (a later call)
 # Watching ends when the chain is done or SECONDS have passed; what the chain made so far goes to $OUT/sitting.tgz.
 W=/tmp/sitting
-D=data/measurements/2026-12-06-ladder
+D=data/measurements/h100-2026-12-06-ladder
 # The hardware label of the card found (h200 or h100: config.yaml knows both), h200 where nvidia-smi names neither.
 LABEL=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[12]00' | tr H h)
 LABEL=${LABEL:-h200}

@@ -1,0 +1,53 @@
+"""The sitting's paired ratios, judged by the workflow's own code (measurement.verdicts.judge) from each group's rounds:
+the label's comparison.json needs all five groups, and the first ran out of memory. Run from the repository root:
+    PYTHONPATH=workflow/scripts python3 data/measurements/h100-2026-12-06-ladder/table.py"""
+
+from pathlib import Path
+
+from measurement.comparison_groups import group_pairs
+from measurement.verdicts import judge, read_group
+from medddpm.settings import ComparisonSettings
+
+HERE = Path(__file__).parent / "ladder" / "comparison_groups"
+FOLLOWS = {"frontier_lean_edges": "frontier_gemm_dense_embedding"}  # the one pairing beside the references'
+
+
+def cell(judged: dict) -> str:
+    interval = f"[{judged['low']:.2f}-{judged['high']:.2f}]" if judged["low"] is not None else "[no interval]"
+    verdict = "" if judged["verdict"] == "faster" else f", {judged['verdict']}"
+    return f"{judged['speedup']:.2f} {interval}{verdict}"
+
+
+def main() -> None:
+    rows = []
+    for number in (2, 3, 4, 5):
+        record, rounds = read_group(HERE / f"{number}.json", HERE / f"{number}.csv")
+        settings = ComparisonSettings.from_params(record["settings"]["comparison"])
+        switches = {name: {"switches": side["switches"], "switches_effective": side["switches_effective"]}
+                    for name, side in record["sides"].items()}
+        changed = record["conditions"]["changes"]
+        for phase in ("train", "sample"):
+            mine = rounds[rounds["phase"] == phase]
+            medians = mine.groupby("variant")["step_ms"].median()
+            pairs = group_pairs(record["variants"], settings.references, first=False)
+            pairs += [(reference, variant) for variant, reference in FOLLOWS.items() if variant in record["variants"]]
+            judged = {(r, v): judge(r, v, mine, settings, switches, changed) for r, v in pairs}
+            for variant in record["variants"]:
+                if variant in settings.references:
+                    continue
+                rows.append((number, phase, variant, medians[variant],
+                             cell(judged[("baseline", variant)]), cell(judged[("tf32", variant)]),
+                             cell(judged[(FOLLOWS[variant], variant)]) if variant in FOLLOWS else ""))
+            rows.append((number, phase, "baseline / tf32 in this group", medians["baseline"], "",
+                         f"{medians['tf32']:.1f} ms", ""))
+    for phase, unit in (("train", "ms per training sample"), ("sample", "ms per sampling step")):
+        print(f"\n{phase}: {unit}\n")
+        print("| group | rung | rounds' median | x baseline | x tf32 | x the rung before |")
+        print("|---|---|---:|---|---|---|")
+        for number, row_phase, variant, median, over_baseline, over_tf32, over_before in rows:
+            if row_phase == phase:
+                print(f"| {number} | {variant} | {median:.1f} | {over_baseline} | {over_tf32} | {over_before} |")
+
+
+if __name__ == "__main__":
+    main()
