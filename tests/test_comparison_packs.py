@@ -93,12 +93,15 @@ class ModelledSide:
         self.device, self.name, self.pid = device, name, pid
 
     def ask(self, request, phase, kwargs):
-        device = self.device
-        if self.name not in device.held:
-            if sum(device.held.values()) + device.footprint[self.name] > device.capacity:
-                raise comparison.OutOfMemory(self.name, recorded_out_of_memory_line())
-            device.held[self.name] = device.footprint[self.name]
-            device.most = max(device.most, sum(device.held.values()))
+        """A build: the process grows to its phase's footprint (a number: the same in every phase), keeping what
+        it held (the caching allocator gives nothing back)."""
+        device, footprint = self.device, self.device.footprint[self.name]
+        need = footprint[phase] if isinstance(footprint, dict) else footprint
+        more = max(0.0, need - device.held.get(self.name, 0.0))
+        if sum(device.held.values()) + more > device.capacity:
+            raise comparison.OutOfMemory(self.name, recorded_out_of_memory_line())
+        device.held[self.name] = device.held.get(self.name, 0.0) + more
+        device.most = max(device.most, sum(device.held.values()))
         return self.pid
 
     def timed(self) -> tuple[float, float]:
@@ -216,3 +219,36 @@ def test_a_group_that_fits_is_one_pack_as_before(tmp_path):
     record = json.loads((tmp_path / "1.json").read_text())
     assert [pack["variants"] for pack in record["packs"]] == [GROUP] and device.started == [GROUP]
     assert set(pd.read_csv(tmp_path / "1.csv")["pack"]) == {0}
+
+
+def test_a_variant_that_outgrows_the_device_in_a_later_phase_leaves_the_pack_with_its_earlier_rounds(tmp_path):
+    """bf16 fits for training, but its sampling side does not while the variant after it holds its training memory:
+    the pack is given up (bf16 was its first variant beside the references), bf16 timed alone beside them, then the
+    rest; no rounds of the given-up pack are kept."""
+    room, footprint = h100()
+    members = ["baseline", "tf32", "bf16", "bf16_channels_last_fused"]
+    device = ModelledDevice(room, {**footprint, "bf16": {"train": 17 * 1024.0, "sample": 30 * 1024.0}}, MS)
+    time_modelled_group(tmp_path, members, device)
+    record = json.loads((tmp_path / "1.json").read_text())
+    rounds = pd.read_csv(tmp_path / "1.csv")
+    # First try: bf16's sampling side does not fit while bf16_channels_last_fused holds its training memory; then
+    # bf16 alone beside the references, then the rest.
+    assert device.started == [members, ["baseline", "tf32", "bf16"], ["baseline", "tf32", "bf16_channels_last_fused"]]
+    assert [pack["variants"] for pack in record["packs"]] == [["baseline", "tf32", "bf16"],
+                                                              ["baseline", "tf32", "bf16_channels_last_fused"]]
+    for number, pack in enumerate(record["packs"]):
+        own = rounds[rounds["pack"] == number]
+        assert own.groupby("phase")["variant"].apply(set).tolist() == [set(pack["variants"])] * 2
+    assert device.most <= room and device.held == {}
+
+
+def test_a_reference_that_does_not_fit_beside_the_other_ends_the_job_in_one_line(tmp_path):
+    room, footprint = h100()
+    device = ModelledDevice(room, {**footprint, "tf32": 60 * 1024}, MS)
+    with pytest.raises(ExpectedError) as failed:
+        time_modelled_group(tmp_path, ["baseline", "tf32", "bf16"], device)
+    message = str(failed.value)
+    assert message.startswith("comparison: the reference tf32 does not fit in the device's memory beside the other "
+                              "references' processes (baseline): OutOfMemoryError: CUDA out of memory.")
+    assert message.endswith("; fix: fewer references (comparison.references) or a device with more memory")
+    assert "\n" not in message and not list(tmp_path.iterdir())

@@ -30,8 +30,10 @@ bf16_channels_last, bf16_channels_last_fused, sized for a 141 GB H200) ran out o
 (data/measurements/h100-2026-12-06-ladder). A group's job therefore times its variants in packs: it builds the
 references, then the others in their order, and where a build runs out of the device's memory, that variant and the
 ones after it leave the pack (their processes stopped) and make the next pack, with the references in processes of
-their own again. Each pack's rounds pair its variants as a group's do; a variant that does not fit beside the
-references alone ends the job in one line.
+their own again (where the first variant beside the references fails in a later phase, the variants after it still
+holding their earlier phase's memory, the pack is given up and that variant tried alone beside the references). Each
+pack's rounds pair its variants as a group's do; a variant that does not fit beside the references alone ends the job
+in one line.
 """
 
 from __future__ import annotations
@@ -127,6 +129,14 @@ class OutOfMemory(ExpectedError):
     def __init__(self, name: str, line: str) -> None:
         super().__init__(f"comparison: {name}'s process failed: {line}")
         self.line = line
+
+
+class FirstDoesNotFit(Exception):
+    """The first variant of a pack beside the references ran out of memory building its side of a phase."""
+
+    def __init__(self, name: str, line: str, later_phase: bool) -> None:
+        super().__init__(name)
+        self.name, self.line, self.later_phase = name, line, later_phase
 
 
 def out_of_memory(error_line: str) -> bool:
@@ -261,15 +271,29 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
     label = "" if count == 1 else f", group {number + 1} of {count}"
     references = [name for name in members if name in settings.references]
     waiting = [name for name in members if name not in references]
+    candidates = waiting
     packs, tables = [], []
     while True:
-        pack, frames = time_pack(len(packs), references, waiting, model_spec, train, sample, settings, runs,
-                                 dataset_dir, workers or Workers, label)
+        try:
+            split = bool(packs) or candidates != waiting
+            pack, frames = time_pack(len(packs), references, candidates, model_spec, train, sample, settings, runs,
+                                     dataset_dir, workers or Workers, label, split)
+        except FirstDoesNotFit as failure:
+            # In a later phase the variants after it still held their earlier phase's memory: alone beside the
+            # references it may fit. Where it was alone, or failed in the first phase, it cannot.
+            if failure.later_phase and len(candidates) > 1:
+                candidates = candidates[:1]
+                continue
+            raise ExpectedError(
+                f"comparison: {failure.name} does not fit in the device's memory beside the references' processes "
+                f"({', '.join(references)}): {failure.line}; fix: compare it with fewer references "
+                "(comparison.references) or on a device with more memory") from None
         packs.append(pack)
         for frame in frames:
             frame.insert(0, "group", number)
             tables.append(frame)
         waiting = [name for name in waiting if name not in pack["variants"]]
+        candidates = waiting
         if not waiting:
             break
     after = conditions.snapshot(device)
@@ -298,10 +322,12 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
 
 def time_pack(index: int, references: list[str], waiting: list[str], model_spec: ModelSpec, train: TrainSettings,
               sample: SampleSettings, settings: ComparisonSettings, runs: dict[str, Run], dataset_dir: Path,
-              workers, label: str) -> tuple[dict, list[pd.DataFrame]]:
+              workers, label: str, split: bool = False) -> tuple[dict, list[pd.DataFrame]]:
     """The references and as many of the waiting variants, in their order, as the device holds together, timed in
     rounds: (the pack's record: its variants, their process ids, each phase's rounds, why they stopped and seconds;
-    its timed steps). A variant whose build runs out of memory leaves the pack with every one after it."""
+    its timed steps). A variant whose build runs out of memory leaves the pack with every one after it; where it is
+    the first beside the references, the pack is given up (FirstDoesNotFit). `split`: the group is in several packs
+    already (the progress bars say which)."""
     tables, phases, processes = [], {}, {}
     pool = workers(references + waiting)
     with pool as sides:
@@ -314,14 +340,14 @@ def time_pack(index: int, references: list[str], waiting: list[str], model_spec:
                     processes[name] = sides[name].ask("build", phase, common if phase == "train"
                                                       else {**common, "sample": sample})
                 except OutOfMemory as error:
-                    beside = [other for other in names[:names.index(name)] if other not in references]
-                    if name in references or not beside:
+                    if name in references:
                         raise ExpectedError(
-                            f"comparison: {name} does not fit in the device's memory beside the references' "
-                            f"processes ({', '.join(other for other in references if other != name) or 'none'}): "
-                            f"{error.line}; fix: "
-                            "compare it with fewer references (comparison.references) or on a device with more "
+                            f"comparison: the reference {name} does not fit in the device's memory beside the other "
+                            f"references' processes ({', '.join(other for other in references if other != name)}): "
+                            f"{error.line}; fix: fewer references (comparison.references) or a device with more "
                             "memory") from None
+                    if not [other for other in names[:names.index(name)] if other not in references]:
+                        raise FirstDoesNotFit(name, error.line, phase != settings.phases[0]) from None
                     left = names[names.index(name):]
                     print(f"comparison: {name} does not fit beside {', '.join(names[:names.index(name)])}: "
                           f"{', '.join(left)} in the next pack", file=sys.stderr)
@@ -330,7 +356,7 @@ def time_pack(index: int, references: list[str], waiting: list[str], model_spec:
                     tables = [table[table["variant"].isin(names)].copy() for table in tables]  # an earlier phase's
                     break
             chosen = {name: sides[name] for name in names}
-            pack = "" if index == 0 and len(names) == len(references) + len(waiting) else f", pack {index + 1}"
+            pack = f", pack {index + 1}" if split or len(names) < len(references) + len(waiting) else ""
             frame, why, seconds = measure_phase(
                 phase, chosen, settings,
                 progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds{label}{pack}",
