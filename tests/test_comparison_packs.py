@@ -200,16 +200,21 @@ def test_each_comparison_is_judged_from_its_own_packs_rounds(packed):
     assert len(merged["variants"]["baseline"]["processes"]) == 2 and len(merged["variants"]["bf16"]["processes"]) == 1
 
 
-def test_a_variant_that_does_not_fit_beside_the_references_alone_ends_the_job_in_one_line(tmp_path):
+@pytest.mark.parametrize("variant, gib, said, fix", [
+    ("bf16", 40, "bf16 does not fit in the device's memory beside the references' processes (baseline, tf32)",
+     "compare it with fewer references (comparison.references) or on a device with more memory"),
+    ("tf32", 60, "the reference tf32 does not fit in the device's memory beside the other references' processes "
+                 "(baseline)", "fewer references (comparison.references) or a device with more memory"),
+])
+def test_a_variant_that_does_not_fit_beside_the_references_alone_ends_the_job_in_one_line(tmp_path, variant, gib,
+                                                                                          said, fix):
     room, footprint = h100()
-    device = ModelledDevice(room, {**footprint, "bf16": 40 * 1024}, MS)
+    device = ModelledDevice(room, {**footprint, variant: gib * 1024}, MS)
     with pytest.raises(ExpectedError) as failed:
         time_modelled_group(tmp_path, ["baseline", "tf32", "bf16"], device)
     message = str(failed.value)
-    assert message.startswith("comparison: bf16 does not fit in the device's memory beside the references' "
-                              "processes (baseline, tf32): OutOfMemoryError: CUDA out of memory.")
-    assert message.endswith("; fix: compare it with fewer references (comparison.references) or on a device with "
-                            "more memory")
+    assert message.startswith(f"comparison: {said}: OutOfMemoryError: CUDA out of memory.")
+    assert message.endswith(f"; fix: {fix}")
     assert "\n" not in message and not list(tmp_path.iterdir()) and device.held == {}
 
 
@@ -240,15 +245,3 @@ def test_a_variant_that_outgrows_the_device_in_a_later_phase_leaves_the_pack_wit
         own = rounds[rounds["pack"] == number]
         assert own.groupby("phase")["variant"].apply(set).tolist() == [set(pack["variants"])] * 2
     assert device.most <= room and device.held == {}
-
-
-def test_a_reference_that_does_not_fit_beside_the_other_ends_the_job_in_one_line(tmp_path):
-    room, footprint = h100()
-    device = ModelledDevice(room, {**footprint, "tf32": 60 * 1024}, MS)
-    with pytest.raises(ExpectedError) as failed:
-        time_modelled_group(tmp_path, ["baseline", "tf32", "bf16"], device)
-    message = str(failed.value)
-    assert message.startswith("comparison: the reference tf32 does not fit in the device's memory beside the other "
-                              "references' processes (baseline): OutOfMemoryError: CUDA out of memory.")
-    assert message.endswith("; fix: fewer references (comparison.references) or a device with more memory")
-    assert "\n" not in message and not list(tmp_path.iterdir())
