@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -157,11 +158,20 @@ def test_more_processes_than_gpus_is_one_line_naming_the_variant_and_the_fix():
 
 
 # --- the training job (medddpm.jobs.run_training) -------------------------------------------------------------------
-def test_the_data_parallel_job_writes_once_what_the_one_process_job_writes(tmp_path_factory):
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory) -> tuple[dict, dict, Path]:
+    """The training job of the paper's switches on one process and on two, in the workflow's layout of a CPU label
+    (results/wholehead/cpu/<variant>/): (one's outputs, two's, the label's folder)."""
     dataset = random_prepared_dataset(tmp_path_factory, SHAPE, cases=3, heldout=1)
-    folder = tmp_path_factory.mktemp("jobs")
-    one = training_job(PAPER, "baseline", dataset, folder / "one")
-    two = training_job({**PAPER, "data_parallel": 2}, "baseline_ddp2", dataset, folder / "two")
+    label = tmp_path_factory.mktemp("jobs") / "results" / "wholehead" / "cpu"
+    label.mkdir(parents=True)
+    one = training_job(PAPER, "baseline", dataset, label / "baseline")
+    two = training_job({**PAPER, "data_parallel": 2}, "baseline_ddp2", dataset, label / "baseline_ddp2")
+    return one, two, label
+
+
+def test_the_data_parallel_job_writes_once_what_the_one_process_job_writes(jobs):
+    one, two, _ = jobs
     assert two["files"] == one["files"] == ["checkpoint.pt", "train.json", "train_steps.csv"]
     assert (one["summary"]["data_parallel"], two["summary"]["data_parallel"]) == (1, 2)
     assert two["summary"]["provenance"]["switches"]["data_parallel"] == 2
@@ -176,6 +186,40 @@ def test_the_data_parallel_job_writes_once_what_the_one_process_job_writes(tmp_p
     assert len(measured) == JOB_TRAIN["measured_steps"] and measured["step_ms"].gt(0).all()
     assert two["summary"]["step_time"]["n"] == JOB_TRAIN["measured_steps"]
     assert two["summary"]["bare_loop"]["step_time"]["n"] == JOB_TRAIN["bare_loop_steps"]
+
+
+def test_the_bench_gives_the_data_parallel_runs_speed_up_and_scaling_efficiency_over_its_one_process_run(jobs):
+    """Both jobs through the reader every table uses and the bench: the two-process run's row names its processes
+    and its one-process run, its speed-up is the ratio of their times per sample and its efficiency that per
+    process, and bench.md says so in words (two gloo processes on this CPU's cores: whatever they measure)."""
+    from reporting.bench import bench_markdown, bench_rows
+    from reporting.results import collect
+
+    one, two, label = jobs
+    runs = collect([label / "baseline" / "train.json", label / "baseline_ddp2" / "train.json"],
+                   measured_labels=["cpu"])["runs"]
+    rates = {"bf16_matmul_tflops": 1.0, "copy_gb_per_s": 10.0, "device_kind": "cpu", "note": None,
+             "matmul": [{"n": 512, "time": {"n": 10}}]}
+    bench = bench_rows(runs, {"cpu": rates}).set_index("variant")
+    ms = {name: job["summary"]["train_ms_per_sample"] for name, job in (("baseline", one), ("baseline_ddp2", two))}
+    assert bench.loc["baseline", "data_parallel"] == 1 and pd.isna(bench.loc["baseline", "data_parallel_speedup"])
+    assert bench.loc["baseline_ddp2", "data_parallel"] == 2
+    assert bench.loc["baseline_ddp2", "data_parallel_one_process"] == "baseline"
+    assert bench.loc["baseline_ddp2", "data_parallel_speedup"] == pytest.approx(ms["baseline"] / ms["baseline_ddp2"])
+    assert bench.loc["baseline_ddp2", "data_parallel_efficiency"] == pytest.approx(
+        ms["baseline"] / ms["baseline_ddp2"] / 2)
+    run = runs.iloc[0]
+    text = bench_markdown(bench.reset_index(), "cpu", rates, {"device_name": "cpu"}, run)
+    speedup = ms["baseline"] / ms["baseline_ddp2"]
+    assert (f"Data parallel: baseline_ddp2 trains with 2 processes, one device each: {ms['baseline_ddp2']:.1f} ms per "
+            f"sample against baseline's {ms['baseline']:.1f} on one: {speedup:.2f}x, a scaling efficiency of "
+            f"{100 * speedup / 2:.0f} % (the speed-up over 2 processes).") in text
+    # Without its one-process run, the bench says there is nothing to scale against.
+    alone = bench_rows(runs[runs["variant"] == "baseline_ddp2"], {"cpu": rates})
+    assert pd.isna(alone["data_parallel_speedup"]).all()
+    assert ("baseline_ddp2 trains with 2 processes, one device each: "
+            f"{ms['baseline_ddp2']:.1f} ms per sample; no run of the same switches on one process here, so no "
+            "scaling efficiency.") in bench_markdown(alone, "cpu", rates, {"device_name": "cpu"}, run)
 
 
 def refuse_in_process_one(rank: int, size: int, rendezvous: Path) -> None:

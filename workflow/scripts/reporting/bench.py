@@ -42,7 +42,8 @@ BENCH_COLUMNS = ("variant", "switches", "train_ms_per_sample", "train_ms_per_sam
                  *SAMPLE_COLUMNS, "memory_kind", *THROUGHPUT,
                  *(f"{phase}_speedup_vs_{reference}{end}" for reference in SPEEDUP_REFERENCES
                    for phase in ("train", "sample") for end in ("", "_low", "_high")),
-                 "bare_loop_gap_pct")
+                 "bare_loop_gap_pct", "data_parallel", "data_parallel_one_process", "data_parallel_speedup",
+                 "data_parallel_efficiency")
 # The optional switches and their upstream defaults, as medddpm.switches.Variant declares them.
 DEFAULT_SWITCHES = {f.name: f.default for f in fields(Variant) if f.default is not MISSING}
 
@@ -106,7 +107,57 @@ def bench_rows(runs: pd.DataFrame, rates: dict[str, dict], refuse_uncounted: boo
             frame[f"{phase}_speedup_vs_{reference}_high"] = high.to_numpy()
     bare = frame["bare_loop_ms_per_sample"].astype(float)
     frame["bare_loop_gap_pct"] = 100 * (frame["train_ms_per_sample"].astype(float) / bare - 1)  # what the loop adds
+    scaling = data_parallel_scaling(counted)
+    for column in scaling:
+        frame[column] = scaling[column].to_numpy()
     return frame
+
+
+def _processes(switches: dict) -> int:
+    return int(switches.get("data_parallel") or 1)  # a train.json of before data_parallel: one process
+
+
+def data_parallel_scaling(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run of the runs table: the processes its training ran on (`data_parallel`, one GPU each) and, for a run
+    of several, the run of the same label with the same switches on one process: its time per training sample over
+    this run's (the speed-up) and that speed-up per process (the scaling efficiency: 1 where N processes train N
+    times as fast). No one-process run: no speed-up (NaN), said so in bench.md."""
+    switches = [json.loads(text) for text in runs["switches"]]
+    alone = {(run.gpu, json.dumps({k: v for k, v in own.items() if k != "data_parallel"}, sort_keys=True)): run
+             for run, own in zip(runs.itertuples(index=False), switches) if _processes(own) == 1}
+    rows = []
+    for run, own in zip(runs.itertuples(index=False), switches):
+        processes = _processes(own)
+        row = {"data_parallel": processes, "data_parallel_one_process": None, "data_parallel_speedup": math.nan,
+               "data_parallel_efficiency": math.nan}
+        one = alone.get((run.gpu, json.dumps({k: v for k, v in own.items() if k != "data_parallel"}, sort_keys=True)))
+        if processes > 1 and one is not None:
+            speedup_over_one = one.train_ms_per_sample / run.train_ms_per_sample
+            row.update(data_parallel_one_process=one.variant, data_parallel_speedup=speedup_over_one,
+                       data_parallel_efficiency=speedup_over_one / processes)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["data_parallel", "data_parallel_one_process", "data_parallel_speedup",
+                                       "data_parallel_efficiency"])
+
+
+def data_parallel_lines(frame: pd.DataFrame) -> list[str]:
+    """bench.md's words on each data-parallel run: its processes, its time per sample against the one-process run
+    of the same switches, the speed-up and the scaling efficiency; or that the one-process run is not there."""
+    lines = []
+    for row in frame.itertuples(index=False):
+        processes = getattr(row, "data_parallel", 1)
+        if _missing(processes) or processes <= 1:
+            continue
+        said = (f"{row.variant} trains with {int(processes)} processes, one device each: "
+                f"{row.train_ms_per_sample:.1f} ms per sample")
+        if _missing(row.data_parallel_speedup):
+            lines.append(f"{said}; no run of the same switches on one process here, so no scaling efficiency.")
+            continue
+        one = frame.loc[frame["variant"] == row.data_parallel_one_process, "train_ms_per_sample"].iloc[0]
+        lines.append(f"{said} against {row.data_parallel_one_process}'s {one:.1f} on one: "
+                     f"{row.data_parallel_speedup:.2f}x, a scaling efficiency of "
+                     f"{100 * row.data_parallel_efficiency:.0f} % (the speed-up over {int(processes)} processes).")
+    return ["Data parallel: " + " ".join(lines), ""] if lines else []
 
 
 MEMORY_FLOOR_COLUMNS = ["gpu", "variant", "phase", *memory_floor.CLASS_COLUMNS, "copy_gb_per_s", "bf16_tflops",
@@ -310,5 +361,6 @@ def bench_markdown(frame: pd.DataFrame, label: str, rates: dict, provenance: dic
         "variants timed in alternating rounds, each in a process of its own) with their confidence interval in "
         "brackets, else the two separately timed jobs' medians (no interval).",
         "",
+        *data_parallel_lines(frame),
     ]
     return "\n".join(lines)
