@@ -10,6 +10,8 @@ times together, the rounds and records it writes, and the verdicts judged from t
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from pathlib import Path
@@ -140,7 +142,9 @@ MS = {"baseline": 1250.0, "tf32": 233.0, "bf16": 179.0, "bf16_channels_last": 27
 def packed(tmp_path_factory):
     folder = tmp_path_factory.mktemp("packed")
     device = ModelledDevice(*h100(), MS)
-    time_modelled_group(folder, GROUP, device)
+    with contextlib.redirect_stderr(io.StringIO()) as log:
+        time_modelled_group(folder, GROUP, device)
+    device.log = log.getvalue()
     settings = ComparisonSettings(**SETTINGS)
     verdicts.merge_groups([(folder / "1.json", folder / "1.csv")], [GROUP], settings, folder / "comparison.json",
                           folder / "comparison_rounds.csv")
@@ -170,6 +174,11 @@ def test_a_group_that_does_not_fit_is_timed_in_packs_each_with_the_references(pa
     # The first pack's processes were started for every variant; the second's for the ones left.
     assert device.started == [GROUP, ["baseline", "tf32", "bf16_channels_last", "bf16_channels_last_fused"]]
     assert device.held == {}  # every process stopped at the end
+    # The job's log says which variant did not fit beside which, why in the process's own words, and what follows.
+    said = [line for line in device.log.splitlines() if line.startswith("comparison: ")]
+    assert said == [f"comparison: bf16_channels_last ran out of the device's memory building its train side beside "
+                    f"baseline, tf32, bf16 ({recorded_out_of_memory_line()}); bf16_channels_last and "
+                    "bf16_channels_last_fused go to the next pack"]
     for pack_number, pack in enumerate(record["packs"]):
         for phase in ("train", "sample"):
             own = rounds[(rounds["pack"] == pack_number) & (rounds["phase"] == phase)]

@@ -154,9 +154,9 @@ class WorkerSide:
         self.connection.send(request)
         answer = self.connection.recv()
         if answer[0] == "error":
-            print(answer[2], file=sys.stderr)
-            if out_of_memory(answer[1]):
+            if out_of_memory(answer[1]):  # its line says all there is; the caller says what follows from it
                 raise OutOfMemory(self.name, answer[1])
+            print(answer[2], file=sys.stderr)
             raise ExpectedError(f"comparison: {self.name}'s process failed: {answer[1]}")
         return answer[1]
 
@@ -349,8 +349,9 @@ def time_pack(index: int, references: list[str], waiting: list[str], model_spec:
                     if not [other for other in names[:names.index(name)] if other not in references]:
                         raise FirstDoesNotFit(name, error.line, phase != settings.phases[0]) from None
                     left = names[names.index(name):]
-                    print(f"comparison: {name} does not fit beside {', '.join(names[:names.index(name)])}: "
-                          f"{', '.join(left)} in the next pack", file=sys.stderr)
+                    print(f"comparison: {name} ran out of the device's memory building its {phase} side beside "
+                          f"{', '.join(names[:names.index(name)])} ({error.line}); {' and '.join(left)} go to the "
+                          "next pack", file=sys.stderr)
                     pool.stop(left)
                     names = names[:names.index(name)]
                     tables = [table[table["variant"].isin(names)].copy() for table in tables]  # an earlier phase's
