@@ -320,16 +320,16 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
     })
 
 
-def time_pack(index: int, references: list[str], waiting: list[str], model_spec: ModelSpec, train: TrainSettings,
+def time_pack(index: int, references: list[str], candidates: list[str], model_spec: ModelSpec, train: TrainSettings,
               sample: SampleSettings, settings: ComparisonSettings, runs: dict[str, Run], dataset_dir: Path,
               workers, label: str, split: bool = False) -> tuple[dict, list[pd.DataFrame]]:
-    """The references and as many of the waiting variants, in their order, as the device holds together, timed in
-    rounds: (the pack's record: its variants, their process ids, each phase's rounds, why they stopped and seconds;
-    its timed steps). A variant whose build runs out of memory leaves the pack with every one after it; where it is
+    """The references and as many of the candidates (variants not yet timed), in their order, as the device holds
+    together, timed in rounds: (the pack's record: its variants, their process ids, each phase's rounds, why they
+    stopped and seconds; its timed steps). A variant whose build runs out of memory leaves the pack with every one after it; where it is
     the first beside the references, the pack is given up (FirstDoesNotFit). `split`: the group is in several packs
     already (the progress bars say which)."""
     tables, phases, processes = [], {}, {}
-    pool = workers(references + waiting)
+    pool = workers(references + candidates)
     with pool as sides:
         names = list(sides)
         for phase in settings.phases:
@@ -357,7 +357,7 @@ def time_pack(index: int, references: list[str], waiting: list[str], model_spec:
                     tables = [table[table["variant"].isin(names)].copy() for table in tables]  # an earlier phase's
                     break
             chosen = {name: sides[name] for name in names}
-            pack = f", pack {index + 1}" if split or len(names) < len(references) + len(waiting) else ""
+            pack = f", pack {index + 1}" if split or len(names) < len(references) + len(candidates) else ""
             frame, why, seconds = measure_phase(
                 phase, chosen, settings,
                 progress=lambda phase: tqdm(total=settings.max_rounds, desc=f"paired {phase} rounds{label}{pack}",
