@@ -325,9 +325,9 @@ def time_pack(index: int, references: list[str], candidates: list[str], model_sp
               workers, label: str, split: bool = False) -> tuple[dict, list[pd.DataFrame]]:
     """The references and as many of the candidates (variants not yet timed), in their order, as the device holds
     together, timed in rounds: (the pack's record: its variants, their process ids, each phase's rounds, why they
-    stopped and seconds; its timed steps). A variant whose build runs out of memory leaves the pack with every one after it; where it is
-    the first beside the references, the pack is given up (FirstDoesNotFit). `split`: the group is in several packs
-    already (the progress bars say which)."""
+    stopped and seconds; its timed steps). A variant whose build runs out of memory leaves the pack with every one
+    after it; where it is the first beside the references, the pack is given up (FirstDoesNotFit). `split`: the
+    group is in several packs already (the progress bars say which)."""
     tables, phases, processes = [], {}, {}
     pool = workers(references + candidates)
     with pool as sides:
