@@ -45,3 +45,11 @@ def group_pairs(members: list[str], references: tuple[str, ...], first: bool) ->
     against each other in the first group only (each comparison once in the job's record)."""
     return [(reference, variant) for reference, variant in pairs(members, references)
             if first or variant not in references]
+
+
+def combined_phase(parts: list[dict]) -> dict:
+    """One phase's record over several sets of rounds (a group's packs, a label's groups), each with its rounds, why
+    they stopped and seconds: one set's own numbers; several: the most rounds any ran, every reason, the whole time."""
+    return {"rounds": max(part["rounds"] for part in parts),
+            "stopped": ", ".join(dict.fromkeys(part["stopped"] for part in parts)),
+            "seconds": sum(part["seconds"] for part in parts)}

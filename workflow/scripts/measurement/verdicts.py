@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from jobio.errors import ExpectedError, write_json, writing
-from .comparison_groups import group_pairs
+from .comparison_groups import combined_phase, group_pairs
 
 from . import pairing
 
@@ -107,18 +107,16 @@ def merge_groups(files: list[tuple[Path, Path]], expected: list[list[str]], sett
     for phase in settings.phases:
         mine = rounds[rounds["phase"] == phase]
         groups = [{"variants": record["variants"], **record["phases"][phase]} for record in records]
-        comparisons = [{**judge(reference, variant, mine[(mine["group"] == number)
-                                                      & (mine["pack"] == pack_of(record, variant))],
-                                settings, switches, record["conditions"]["changes"]), "group": number,
-                        "pack": pack_of(record, variant)}
-                       for number, record in enumerate(records)
-                       for reference, variant in group_pairs(record["variants"], settings.references, number == 0)]
+        comparisons = []
+        for number, record in enumerate(records):
+            for reference, variant in group_pairs(record["variants"], settings.references, number == 0):
+                pack = pack_of(record, variant)
+                own = mine[(mine["group"] == number) & (mine["pack"] == pack)]
+                comparisons.append({**judge(reference, variant, own, settings, switches,
+                                            record["conditions"]["changes"]), "group": number, "pack": pack})
         phases[phase] = {
             "unit": records[0]["phases"][phase]["unit"], "groups": groups, "comparisons": comparisons,
-            # One group: its own numbers; several: the most rounds any ran, every reason, the phase's whole time.
-            "rounds": max(group["rounds"] for group in groups),
-            "stopped": ", ".join(dict.fromkeys(group["stopped"] for group in groups)),
-            "seconds": sum(group["seconds"] for group in groups),
+            **combined_phase(groups),
             "median_ms": mine.groupby("variant")["step_ms"].median().to_dict(),
             "other_load_cores": mine.groupby("variant")["other_load_cores"].median().to_dict()}
     changes = [f"group {number + 1}: {change}" if len(records) > 1 else change

@@ -54,7 +54,7 @@ from tqdm import tqdm
 from jobio.errors import ExpectedError, write_json, writing
 from measurement import conditions, pairing
 from measurement.timing import DeviceTimer, synchronize
-from measurement.comparison_groups import pairs
+from measurement.comparison_groups import combined_phase, pairs
 
 from .build import ModelSpec
 from .dataset import HeldOut
@@ -299,11 +299,7 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
     after = conditions.snapshot(device)
     with writing(out_rounds):
         pd.concat(tables, ignore_index=True).to_csv(out_rounds, index=False)  # full precision: judged from these
-    phases = {phase: {"unit": PHASE_UNITS[phase],
-                      # One pack: its own numbers; several: the most rounds any ran, every reason, the whole time.
-                      "rounds": max(pack["phases"][phase]["rounds"] for pack in packs),
-                      "stopped": ", ".join(dict.fromkeys(pack["phases"][phase]["stopped"] for pack in packs)),
-                      "seconds": sum(pack["phases"][phase]["seconds"] for pack in packs)}
+    phases = {phase: {"unit": PHASE_UNITS[phase], **combined_phase([pack["phases"][phase] for pack in packs])}
               for phase in settings.phases}
     write_json(out_json, {
         "group": number, "groups": count, "variants": members,

@@ -122,15 +122,17 @@ def data_parallel_scaling(runs: pd.DataFrame) -> pd.DataFrame:
     of several, the run of the same label with the same switches on one process: its time per training sample over
     this run's (the speed-up) and that speed-up per process (the scaling efficiency: 1 where N processes train N
     times as fast). No one-process run: no speed-up (NaN), said so in bench.md."""
-    switches = [json.loads(text) for text in runs["switches"]]
-    alone = {(run.gpu, json.dumps({k: v for k, v in own.items() if k != "data_parallel"}, sort_keys=True)): run
-             for run, own in zip(runs.itertuples(index=False), switches) if _processes(own) == 1}
+    described = []  # (run, its processes, its label and switches but the processes)
+    for run, text in zip(runs.itertuples(index=False), runs["switches"]):
+        own = json.loads(text)
+        rest = json.dumps({k: v for k, v in own.items() if k != "data_parallel"}, sort_keys=True)
+        described.append((run, _processes(own), (run.gpu, rest)))
+    alone = {key: run for run, processes, key in described if processes == 1}
     rows = []
-    for run, own in zip(runs.itertuples(index=False), switches):
-        processes = _processes(own)
+    for run, processes, key in described:
         row = {"data_parallel": processes, "data_parallel_one_process": None, "data_parallel_speedup": math.nan,
                "data_parallel_efficiency": math.nan}
-        one = alone.get((run.gpu, json.dumps({k: v for k, v in own.items() if k != "data_parallel"}, sort_keys=True)))
+        one = alone.get(key)
         if processes > 1 and one is not None:
             speedup_over_one = one.train_ms_per_sample / run.train_ms_per_sample
             row.update(data_parallel_one_process=one.variant, data_parallel_speedup=speedup_over_one,
