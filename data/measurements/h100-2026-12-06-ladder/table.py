@@ -1,14 +1,16 @@
 """The sitting's paired ratios, judged by the workflow's own code (measurement.verdicts.judge) from each group's rounds:
 the label's comparison.json needs all five groups, and the first ran out of memory. Run from the repository root:
-    PYTHONPATH=workflow/scripts python3 data/measurements/h100-2026-12-06-ladder/table.py"""
+    PYTHONPATH=workflow/scripts python3 data/measurements/h100-2026-12-06-ladder/table.py [RECORD]
+RECORD: a record folder holding ladder/comparison_groups (this one where not given); every group found there."""
 
+import sys
 from pathlib import Path
 
 from measurement.comparison_groups import group_pairs
 from measurement.verdicts import judge, read_group
 from medddpm.settings import ComparisonSettings
 
-HERE = Path(__file__).parent / "ladder" / "comparison_groups"
+HERE = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent) / "ladder" / "comparison_groups"
 FOLLOWS = {"frontier_lean_edges": "frontier_gemm_dense_embedding"}  # the one pairing beside the references'
 
 
@@ -20,7 +22,7 @@ def cell(judged: dict) -> str:
 
 def main() -> None:
     rows = []
-    for number in (2, 3, 4, 5):
+    for number in sorted(int(path.stem) for path in HERE.glob("*.json")):
         record, rounds = read_group(HERE / f"{number}.json", HERE / f"{number}.csv")
         settings = ComparisonSettings.from_params(record["settings"]["comparison"])
         switches = {name: {"switches": side["switches"], "switches_effective": side["switches_effective"]}
