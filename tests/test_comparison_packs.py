@@ -24,7 +24,7 @@ import torch
 from conftest import REPO
 from jobio.errors import ExpectedError
 from measurement import verdicts
-from medddpm import comparison
+from medddpm import comparison, comparison_workers, compile_cache
 from medddpm.settings import ComparisonSettings
 
 RECORD = REPO / "data/measurements/h100-2026-12-06-ladder"
@@ -68,43 +68,57 @@ class ModelledDevice:
         self.rng = np.random.default_rng(0)
         self.pids = iter(range(1000, 2000))
 
-    def __call__(self, names: list[str]):
-        self.started.append(list(names))
-        return ModelledPool(self, names)
+        self.ahead: list[list[str]] = []  # the processes started to compile ahead (medddpm.comparison_workers)
+        self.events: list[tuple[str, str, str]] = []  # (sent or answered, process, phase) of every build
+
+    def __call__(self, names: list[str], ahead: bool = False):
+        (self.ahead if ahead else self.started).append(list(names))
+        return ModelledPool(self, names, ahead)
 
 
 class ModelledPool:
-    def __init__(self, device: ModelledDevice, names: list[str]):
+    def __init__(self, device: ModelledDevice, names: list[str], ahead: bool = False):
         self.device, self.names = device, names
-        self.sides = {name: ModelledSide(device, name, next(device.pids)) for name in names}
+        self.sides = {name: ModelledSide(device, name, next(device.pids), f"{name} ahead" if ahead else name)
+                      for name in names}
 
     def __enter__(self) -> dict:
         return dict(self.sides)
 
     def stop(self, names: list[str]) -> None:
         for name in names:
-            self.sides.pop(name, None)
-            self.device.held.pop(name, None)
+            side = self.sides.pop(name, None)
+            if side is not None:
+                self.device.held.pop(side.key, None)
 
     def __exit__(self, *exc) -> None:
         self.stop(list(self.names))
 
 
 class ModelledSide:
-    def __init__(self, device: ModelledDevice, name: str, pid: int):
-        self.device, self.name, self.pid = device, name, pid
+    def __init__(self, device: ModelledDevice, name: str, pid: int, key: str):
+        self.device, self.name, self.pid, self.key = device, name, pid, key  # key: what it holds on the device under
 
     def ask(self, request, phase, kwargs):
+        self.send(request, phase, kwargs)
+        return self.receive()
+
+    def send(self, request, phase, kwargs) -> None:
+        self.phase = phase
+        self.device.events.append(("sent", self.key, phase))
+
+    def receive(self) -> dict:
         """A build: the process grows to its phase's footprint (a number: the same in every phase), keeping what
         it held (the caching allocator gives nothing back)."""
-        device, footprint = self.device, self.device.footprint[self.name]
+        device, footprint, phase = self.device, self.device.footprint[self.name], self.phase
+        device.events.append(("answered", self.key, phase))
         need = footprint[phase] if isinstance(footprint, dict) else footprint
-        more = max(0.0, need - device.held.get(self.name, 0.0))
+        more = max(0.0, need - device.held.get(self.key, 0.0))
         if sum(device.held.values()) + more > device.capacity:
-            raise comparison.OutOfMemory(self.name, recorded_out_of_memory_line())
-        device.held[self.name] = device.held.get(self.name, 0.0) + more
+            raise comparison_workers.OutOfMemory(self.name, recorded_out_of_memory_line())
+        device.held[self.key] = device.held.get(self.key, 0.0) + more
         device.most = max(device.most, sum(device.held.values()))
-        return self.pid
+        return {"process": self.pid, "seconds": 0.5, "compile_cache": dict.fromkeys(compile_cache.COUNTERS, 0)}
 
     def timed(self) -> tuple[float, float]:
         return self.device.ms[self.name] * (1 + 0.002 * self.device.rng.standard_normal()), 0.0
@@ -121,7 +135,8 @@ def runs_of(names: list[str]) -> dict:
     return {name: start_run(spec, Variant.from_config(name, variants[name]), REPO, {}) for name in names}
 
 
-def time_modelled_group(folder: Path, members: list[str], device: ModelledDevice) -> None:
+def time_modelled_group(folder: Path, members: list[str], device: ModelledDevice, **settings) -> None:
+    """The group's job on the modelled device (`settings`: comparison settings other than SETTINGS')."""
     from config_settings import config_section
     from medddpm.build import ModelSpec
     from medddpm.settings import SampleSettings, TrainSettings, from_mapping
@@ -130,7 +145,7 @@ def time_modelled_group(folder: Path, members: list[str], device: ModelledDevice
     comparison.time_group(0, members, ModelSpec.from_params(config["model"], config["diffusion"]),
                           from_mapping(TrainSettings, config["train"], "train"),
                           from_mapping(SampleSettings, config["sample"], "sample"),
-                          ComparisonSettings(**SETTINGS), runs_of(members), folder / "no-dataset",
+                          ComparisonSettings(**(SETTINGS | settings)), runs_of(members), folder / "no-dataset",
                           folder / "1.json", folder / "1.csv", workers=device)
 
 
@@ -153,11 +168,11 @@ def packed(tmp_path_factory):
 
 
 def test_the_recorded_h100_error_and_the_cpus_allocator_are_out_of_memory_and_other_failures_are_not():
-    assert comparison.out_of_memory(recorded_out_of_memory_line())
+    assert comparison_workers.out_of_memory(recorded_out_of_memory_line())
     with pytest.raises(RuntimeError) as cpu:
         torch.empty(1 << 60, dtype=torch.uint8)  # more than any machine's memory: the CPU allocator refuses it
-    assert comparison.out_of_memory(f"{type(cpu.value).__name__}: {' '.join(str(cpu.value).split())}")
-    assert not comparison.out_of_memory("FileNotFoundError: [Errno 2] No such file or directory: 'no-dataset'")
+    assert comparison_workers.out_of_memory(f"{type(cpu.value).__name__}: {' '.join(str(cpu.value).split())}")
+    assert not comparison_workers.out_of_memory("FileNotFoundError: [Errno 2] No such file or directory: 'no-dataset'")
 
 
 def test_the_model_fails_where_the_h100_failed():

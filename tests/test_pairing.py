@@ -13,7 +13,7 @@ import pytest
 from conftest import random_prepared_dataset
 
 from measurement import conditions, pairing, verdicts
-from medddpm import comparison
+from medddpm import comparison, comparison_workers
 from measurement import comparison_groups
 from medddpm.settings import ComparisonSettings
 
@@ -545,7 +545,7 @@ def test_the_variants_processes_start_together_and_each_side_is_its_own(tmp_path
         with socket.socket(fileno=os.dup(connection.fileno())) as sock:
             return struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
 
-    workers = comparison.Workers(["a", "b", "c"])
+    workers = comparison_workers.Workers(["a", "b", "c"])
     with workers as sides:
         assert list(sides) == ["a", "b", "c"]
         started = {process.pid: name for process, name in zip(workers.processes, ["a", "b", "c"])}
@@ -557,10 +557,10 @@ def test_a_process_that_ends_before_it_connects_ends_the_job_in_one_line(monkeyp
     variant's name instead of leaving it waiting for a connection that never comes."""
     from jobio.errors import ExpectedError
 
-    monkeypatch.setattr(comparison.sys, "executable", "false")
+    monkeypatch.setattr(comparison_workers.sys, "executable", "false")
     with pytest.raises(ExpectedError, match=r"^comparison: a's process ended \(exit status 1\) before it connected; "
                                             r"its error is above in this log$"):
-        with comparison.Workers(["a", "b"]):
+        with comparison_workers.Workers(["a", "b"]):
             pass
 
 
@@ -586,6 +586,6 @@ def test_separately_timed_jobs_under_different_load_are_said_to_be_not_comparabl
 def test_the_workers_stop_without_a_word_in_the_jobs_log(capfd):
     """Leaving the comparison stops each variant's process, which ends without writing anything: the job's log of a
     comparison that went well holds no traceback (the processes write to the job's stderr, its log)."""
-    with comparison.Workers(["baseline", "channels_last"]) as sides:
+    with comparison_workers.Workers(["baseline", "channels_last"]) as sides:
         assert set(sides) == {"baseline", "channels_last"}
     assert capfd.readouterr().err == ""

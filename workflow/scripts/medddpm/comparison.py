@@ -34,17 +34,16 @@ their own again (where the first variant beside the references fails in a later 
 holding their earlier phase's memory, the pack is given up and that variant tried alone beside the references). Each
 pack's rounds pair its variants as a group's do; a variant that does not fit beside the references alone ends the job
 in one line.
+
+Before its packs, a group with two or more compiled variants compiles them together in throw-away processes, for the
+on-disk caches their timed builds then find (medddpm.comparison_workers.compile_ahead, which says why nothing timed is
+chosen there); each pack's record gives every build's seconds and cache lookups.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import subprocess
 import sys
-import tempfile
 import time
-from multiprocessing.connection import Listener
 from pathlib import Path
 
 import pandas as pd
@@ -56,13 +55,15 @@ from measurement import conditions, pairing
 from measurement.timing import DeviceTimer, synchronize
 from measurement.comparison_groups import combined_phase, pairs
 
+from . import compile_cache
 from .build import ModelSpec
+from .comparison_workers import OutOfMemory, Workers, compile_ahead
 from .dataset import HeldOut
 from .engine import Sampling, Training
 from .placement import Placement
 from .runs import Run
 from .settings import ComparisonSettings, SampleSettings, TrainSettings, as_dict
-from .variants import apply_backend
+from .variants import apply_backend, compiles_on
 
 PHASE_UNITS = {"train": "ms per training sample", "sample": "ms per sampling step"}
 
@@ -118,116 +119,12 @@ def sampling_side(model_spec: ModelSpec, train: TrainSettings, sample: SampleSet
     return Side(run, step)
 
 
-# How a worker's one-line error begins or what it holds where its device ran out of memory: CUDA's allocator raises
-# torch.OutOfMemoryError; the CPU's allocator a RuntimeError with this text (torch 2.13).
-OUT_OF_MEMORY = ("OutOfMemoryError:", "DefaultCPUAllocator: can't allocate memory")
-
-
-class OutOfMemory(ExpectedError):
-    """A variant's process ran out of its device's memory (`line`: the process's own one-line error)."""
-
-    def __init__(self, name: str, line: str) -> None:
-        super().__init__(f"comparison: {name}'s process failed: {line}")
-        self.line = line
-
-
 class FirstDoesNotFit(Exception):
     """The first variant of a pack beside the references ran out of memory building its side of a phase."""
 
     def __init__(self, name: str, line: str, later_phase: bool) -> None:
         super().__init__(name)
         self.name, self.line, self.later_phase = name, line, later_phase
-
-
-def out_of_memory(error_line: str) -> bool:
-    """Whether a worker's one-line error says its device ran out of memory."""
-    return error_line.startswith(OUT_OF_MEMORY[0]) or OUT_OF_MEMORY[1] in error_line
-
-
-class WorkerSide:
-    """A variant's side in its own process (medddpm.comparison_worker): timed() asks it for one step."""
-
-    def __init__(self, name: str, connection):
-        self.name, self.connection = name, connection
-
-    def ask(self, *request):
-        self.connection.send(request)
-        answer = self.connection.recv()
-        if answer[0] == "error":
-            if out_of_memory(answer[1]):  # its line says all there is; the caller says what follows from it
-                raise OutOfMemory(self.name, answer[1])
-            print(answer[2], file=sys.stderr)
-            raise ExpectedError(f"comparison: {self.name}'s process failed: {answer[1]}")
-        return answer[1]
-
-    def timed(self) -> tuple[float, float | None]:
-        return self.ask("time")
-
-
-class Workers:
-    """One process per variant, each connected back through a Unix socket that only this job knows (a random key)
-    and naming itself by its process id first; stopped and waited for on leaving, whatever happened. The processes
-    start together: each spends seconds importing torch before it connects."""
-
-    def __init__(self, names: list[str]):
-        self.names, self.sides, self.processes = names, {}, []
-
-    def __enter__(self) -> dict[str, WorkerSide]:
-        self.folder = tempfile.TemporaryDirectory(prefix="compare-")
-        try:
-            return self._start()
-        except BaseException:
-            self.__exit__(None, None, None)  # the processes started so far stopped, the socket's folder removed
-            raise
-
-    def _start(self) -> dict[str, WorkerSide]:
-        address, key = os.path.join(self.folder.name, "socket"), secrets.token_bytes(16)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(Path(__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])}
-        with Listener(address, family="AF_UNIX", backlog=len(self.names), authkey=key) as listener:
-            names = {}
-            for name in self.names:
-                process = subprocess.Popen([sys.executable, "-m", "medddpm.comparison_worker", address, key.hex()],
-                                           env=env)
-                self.processes.append(process)
-                names[process.pid] = name
-            # Accept with a timeout, so that a process that ends before it connects (an import that fails) ends the
-            # job instead of leaving it waiting for ever (Listener has no timeout of its own).
-            listener._listener._socket.settimeout(1.0)
-            while len(self.sides) < len(self.names):
-                try:
-                    connection = listener.accept()
-                except TimeoutError:
-                    for process in self.processes:
-                        if process.poll() is not None and names[process.pid] not in self.sides:
-                            raise ExpectedError(f"comparison: {names[process.pid]}'s process ended (exit status "
-                                                f"{process.returncode}) before it connected; its error is above in "
-                                                "this log") from None
-                    continue
-                name = names[connection.recv()]  # in the order they connect, each known by the id it sends first
-                self.sides[name] = WorkerSide(name, connection)
-        return {name: self.sides[name] for name in self.names}
-
-    def stop(self, names: list[str]) -> None:
-        """Stop these variants' processes and wait for them to end, so that the device memory they held is free."""
-        for name in names:
-            side = self.sides.pop(name, None)
-            if side is not None:
-                try:
-                    side.connection.send(("stop",))
-                    side.connection.close()
-                except OSError:  # a process that failed has closed its end already
-                    pass
-        for name, process in zip(self.names, self.processes):
-            if name in names:
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-
-    def __exit__(self, *exc) -> None:
-        self.stop(list(self.names))
-        self.folder.cleanup()
 
 
 def measure_phase(phase: str, sides: dict[str, Side], settings: ComparisonSettings,
@@ -271,13 +168,22 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
     label = "" if count == 1 else f", group {number + 1} of {count}"
     references = [name for name in members if name in settings.references]
     waiting = [name for name in members if name not in references]
+
+    def build_arguments(name: str, phase: str) -> dict:
+        common = {"model_spec": model_spec, "train": train, "run": runs[name], "dataset_dir": dataset_dir}
+        return common if phase == "train" else {**common, "sample": sample}
+
+    # Compiled ahead only where two or more compile: one alone would compile as long ahead as in its timed build.
+    compiled = [name for name in waiting if compiles_on(runs[name].variant, runs[name].device)]
+    ahead = (compile_ahead(compiled, settings.phases, build_arguments, workers or Workers)
+             if settings.compile_ahead and len(compiled) > 1 else None)
     candidates = waiting
     packs, tables = [], []
     while True:
         try:
             split = bool(packs) or candidates != waiting
-            pack, frames = time_pack(len(packs), references, candidates, model_spec, train, sample, settings, runs,
-                                     dataset_dir, workers or Workers, label, split)
+            pack, frames = time_pack(len(packs), references, candidates, build_arguments, settings,
+                                     workers or Workers, label, split)
         except FirstDoesNotFit as failure:
             # In a later phase the variants after it still held their earlier phase's memory: alone beside the
             # references it may fit. Where it was alone, or failed in the first phase, it cannot.
@@ -309,6 +215,7 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
                          "switches_effective": runs[name].provenance["switches_effective"],
                          "process": next(pack["processes"][name] for pack in packs if name in pack["processes"])}
                   for name in members},
+        "compiled_ahead": ahead,
         "packs": packs,
         "settings": {"comparison": as_dict(settings), "train": as_dict(train), "sample": as_dict(sample)},
         "conditions": {"before": before, "after": after, "changes": conditions.changes(before, after)},
@@ -316,25 +223,22 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
     })
 
 
-def time_pack(index: int, references: list[str], candidates: list[str], model_spec: ModelSpec, train: TrainSettings,
-              sample: SampleSettings, settings: ComparisonSettings, runs: dict[str, Run], dataset_dir: Path,
+def time_pack(index: int, references: list[str], candidates: list[str], build_arguments, settings: ComparisonSettings,
               workers, label: str, split: bool = False) -> tuple[dict, list[pd.DataFrame]]:
     """The references and as many of the candidates (variants not yet timed), in their order, as the device holds
-    together, timed in rounds: (the pack's record: its variants, their process ids, each phase's rounds, why they
-    stopped and seconds; its timed steps). A variant whose build runs out of memory leaves the pack with every one
-    after it; where it is the first beside the references, the pack is given up (FirstDoesNotFit). `split`: the
+    together, timed in rounds: (the pack's record: its variants, their process ids, each build's seconds and
+    compilation cache lookups, each phase's rounds, why they stopped and seconds; its timed steps). A variant whose
+    build runs out of memory leaves the pack with every one after it; where it is the first beside the references,
+    the pack is given up (FirstDoesNotFit). `build_arguments(name, phase)`: a build's keyword arguments. `split`: the
     group is in several packs already (the progress bars say which)."""
-    tables, phases, processes = [], {}, {}
+    tables, phases, processes, builds = [], {}, {}, {}
     pool = workers(references + candidates)
     with pool as sides:
         names = list(sides)
         for phase in settings.phases:
             for name in list(names):  # one after another: a build (compilation) is never beside a round
-                run = runs[name]
-                common = {"model_spec": model_spec, "train": train, "run": run, "dataset_dir": dataset_dir}
                 try:
-                    processes[name] = sides[name].ask("build", phase, common if phase == "train"
-                                                      else {**common, "sample": sample})
+                    built = sides[name].ask("build", phase, build_arguments(name, phase))
                 except OutOfMemory as error:
                     if name in references:
                         raise ExpectedError(
@@ -352,6 +256,9 @@ def time_pack(index: int, references: list[str], candidates: list[str], model_sp
                     names = names[:names.index(name)]
                     tables = [table[table["variant"].isin(names)].copy() for table in tables]  # an earlier phase's
                     break
+                processes[name] = built["process"]
+                builds.setdefault(name, {})[phase] = {"seconds": built["seconds"], "compile_cache": built[
+                    "compile_cache"], "cache": compile_cache.state(built["compile_cache"])}
             chosen = {name: sides[name] for name in names}
             pack = f", pack {index + 1}" if split or len(names) < len(references) + len(candidates) else ""
             frame, why, seconds = measure_phase(
@@ -361,5 +268,6 @@ def time_pack(index: int, references: list[str], candidates: list[str], model_sp
             frame.insert(0, "pack", index)
             tables.append(frame)
             phases[phase] = {"rounds": int(frame["round"].max()) + 1, "stopped": why, "seconds": seconds}
-    record = {"variants": names, "processes": {name: processes[name] for name in names}, "phases": phases}
+    record = {"variants": names, "processes": {name: processes[name] for name in names},
+              "builds": {name: builds[name] for name in names}, "phases": phases}
     return record, tables

@@ -2,11 +2,14 @@
 
 Started by `Workers` with the address of the comparing process's listener; it sends its process id first (the
 processes start together and connect in any order), builds the side of each phase when asked, times one step per
-request, and answers each request with ("ok", value) (its process id for a build, (ms, others) for a step) or
-("error", one line, traceback); "stop" ends it without an answer. Nothing else passes between
-the processes: the side's model, caches and backend state stay in this one.
+request, and answers each request with ("ok", value) (for a build: its process id, the build's seconds and its
+compilation's cache lookups; for a step: (ms, others)) or ("error", one line, traceback); "stop" ends it without an
+answer. Nothing else passes between the processes: the side's model, caches and backend state stay in this one.
 
-    python3 -m medddpm.comparison_worker <unix socket> <authkey in hex>
+    python3 -m medddpm.comparison_worker <unix socket> <authkey in hex> [ahead]
+
+`ahead`: a process of medddpm.comparison_workers.compile_ahead, whose builds are for the on-disk caches they leave;
+its kernels neither keep nor read a tuned launch configuration (that module says why).
 """
 
 from __future__ import annotations
@@ -14,13 +17,20 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 import traceback
 from multiprocessing.connection import Client
 
 
-def serve(address: str, authkey: bytes) -> None:
+def serve(address: str, authkey: bytes, ahead: bool = False) -> None:
+    from . import compile_cache
     from .comparison import sampling_side, training_side
     from .variants import raise_recompile_limits
+
+    if ahead:
+        import torch._inductor.config
+
+        torch._inductor.config.autotune_local_cache = False
 
     raise_recompile_limits(2)  # two phases compile the U-Net for two module instances (dynamo guards on the instance)
     builders = {"train": training_side, "sample": sampling_side}
@@ -34,8 +44,11 @@ def serve(address: str, authkey: bytes) -> None:
                     phase, kwargs = arguments
                     side = None
                     gc.collect()
-                    side = builders[phase](**kwargs)
-                    connection.send(("ok", os.getpid()))
+                    started = time.perf_counter()
+                    with compile_cache.counting() as cache:
+                        side = builders[phase](**kwargs)
+                    connection.send(("ok", {"process": os.getpid(), "seconds": time.perf_counter() - started,
+                                            "compile_cache": cache}))
                 elif request == "time":
                     connection.send(("ok", side.timed()))
                 else:  # "stop": unanswered, the comparing process has closed its end already
@@ -46,4 +59,4 @@ def serve(address: str, authkey: bytes) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], bytes.fromhex(sys.argv[2]))
+    serve(sys.argv[1], bytes.fromhex(sys.argv[2]), ahead=sys.argv[3:] == ["ahead"])

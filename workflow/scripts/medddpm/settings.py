@@ -142,6 +142,9 @@ class ComparisonSettings:
     # Variant processes alive at one time, the references counted (None: all): each keeps its allocator's GPU memory
     # through the rounds, and a whole ladder's processes do not fit on one GPU together (measurement.comparison_groups).
     processes_at_once: int | None = None
+    # Compile a group's compiled variants in parallel processes before their timed builds, for the on-disk caches
+    # (medddpm.comparison_workers.compile_ahead): those builds then take seconds instead of minutes each.
+    compile_ahead: bool = True
 
     @classmethod
     def from_params(cls, mapping: dict) -> ComparisonSettings:
