@@ -55,15 +55,14 @@ from measurement import conditions, pairing
 from measurement.timing import DeviceTimer, synchronize
 from measurement.comparison_groups import combined_phase, pairs
 
-from . import compile_cache
 from .build import ModelSpec
-from .comparison_workers import OutOfMemory, Workers, compile_ahead
+from .comparison_workers import OutOfMemory, Workers, build_record, compile_ahead
 from .dataset import HeldOut
 from .engine import Sampling, Training
 from .placement import Placement
 from .runs import Run
 from .settings import ComparisonSettings, SampleSettings, TrainSettings, as_dict
-from .variants import apply_backend, compiles_on
+from .variants import apply_backend
 
 PHASE_UNITS = {"train": "ms per training sample", "sample": "ms per sampling step"}
 
@@ -174,7 +173,7 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
         return common if phase == "train" else {**common, "sample": sample}
 
     # Compiled ahead only where two or more compile: one alone would compile as long ahead as in its timed build.
-    compiled = [name for name in waiting if compiles_on(runs[name].variant, runs[name].device)]
+    compiled = [name for name in waiting if Placement.of(runs[name]).compiles]
     ahead = (compile_ahead(compiled, settings.phases, build_arguments, workers or Workers)
              if settings.compile_ahead and len(compiled) > 1 else None)
     candidates = waiting
@@ -257,8 +256,7 @@ def time_pack(index: int, references: list[str], candidates: list[str], build_ar
                     tables = [table[table["variant"].isin(names)].copy() for table in tables]  # an earlier phase's
                     break
                 processes[name] = built["process"]
-                builds.setdefault(name, {})[phase] = {"seconds": built["seconds"], "compile_cache": built[
-                    "compile_cache"], "cache": compile_cache.state(built["compile_cache"])}
+                builds.setdefault(name, {})[phase] = build_record(built)
             chosen = {name: sides[name] for name in names}
             pack = f", pack {index + 1}" if split or len(names) < len(references) + len(candidates) else ""
             frame, why, seconds = measure_phase(

@@ -32,6 +32,8 @@ from pathlib import Path
 
 from jobio.errors import ExpectedError
 
+from . import compile_cache
+
 # How a worker's one-line error begins or what it holds where its device ran out of memory: CUDA's allocator raises
 # torch.OutOfMemoryError; the CPU's allocator a RuntimeError with this text (torch 2.13).
 OUT_OF_MEMORY = ("OutOfMemoryError:", "DefaultCPUAllocator: can't allocate memory")
@@ -149,8 +151,9 @@ def compile_ahead(names: list[str], phases: tuple[str, ...], arguments, workers=
     for what their compilation leaves in the on-disk caches; the processes are stopped after it. `arguments(name,
     phase)`: the build's keyword arguments. A build that fails ends only its variant's part: where it is a real fault
     its timed build meets it again and says so; where it ran out of the device's memory beside the others, its timed
-    build compiles cold. Returns the record: the variants, the seconds it took, each failure's one line."""
-    started, failed = time.perf_counter(), {}
+    build compiles cold. Returns the record: the variants, the seconds it took, each build's seconds and cache
+    lookups, each failure's one line."""
+    started, failed, builds = time.perf_counter(), {}, {}
     pool = workers(list(names), ahead=True)
     with pool as sides:
         for phase in phases:
@@ -159,10 +162,17 @@ def compile_ahead(names: list[str], phases: tuple[str, ...], arguments, workers=
                 sides[name].send("build", phase, arguments(name, phase))
             for name in building:  # the builds run together: their answers are gathered after all have started
                 try:
-                    sides[name].receive()
+                    built = sides[name].receive()
+                    builds.setdefault(name, {})[phase] = build_record(built)
                 except ExpectedError as error:
                     failed[name] = getattr(error, "line", str(error))
                     print(f"comparison: compiling {name} ahead failed ({failed[name]}); its timed build compiles "
                           "it itself", file=sys.stderr)
                     pool.stop([name])
-    return {"variants": list(names), "seconds": time.perf_counter() - started, "failed": failed}
+    return {"variants": list(names), "seconds": time.perf_counter() - started, "builds": builds, "failed": failed}
+
+
+def build_record(built: dict) -> dict:
+    """A build's answer as the records keep it: its seconds, its compilation's cache lookups and what they say."""
+    return {"seconds": built["seconds"], "compile_cache": built["compile_cache"],
+            "cache": compile_cache.state(built["compile_cache"])}
