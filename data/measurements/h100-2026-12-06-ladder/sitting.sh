@@ -8,7 +8,9 @@
 #   bash data/measurements/h100-2026-12-06-ladder/sitting.sh watch SECONDS   # watch it (a later call)
 # Watching ends when the chain is done or SECONDS have passed; what the chain made so far goes to $OUT/sitting.tgz.
 W=/tmp/sitting
-D=data/measurements/h100-2026-12-06-ladder
+# The record whose quality_lean.yaml the lean stage reads: this one, or the one RECORD names (a later record that
+# runs this chain with its own settings through a sitting.sh of its own, which sets RECORD and runs this script).
+D=${RECORD:-data/measurements/h100-2026-12-06-ladder}
 # The hardware label of the card found (h200 or h100: config.yaml knows both), h200 where nvidia-smi names neither.
 LABEL=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[12]00' | tr H h)
 LABEL=${LABEL:-h200}

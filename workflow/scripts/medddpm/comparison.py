@@ -162,6 +162,7 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
     <n>.json (what measurement.verdicts needs to judge its comparisons) and <n>.csv (every timed step, with the pack
     whose rounds it belongs to). `workers`: what starts the variants' processes (Workers; a test's model of a device
     with too little memory for them all)."""
+    workers = workers or Workers
     device = runs[members[0]].device
     before = conditions.snapshot(device)
     label = "" if count == 1 else f", group {number + 1} of {count}"
@@ -174,15 +175,15 @@ def time_group(number: int, members: list[str], model_spec: ModelSpec, train: Tr
 
     # Compiled ahead only where two or more compile: one alone would compile as long ahead as in its timed build.
     compiled = [name for name in waiting if Placement.of(runs[name]).compiles]
-    ahead = (compile_ahead(compiled, settings.phases, build_arguments, workers or Workers)
+    ahead = (compile_ahead(compiled, settings.phases, build_arguments, workers)
              if settings.compile_ahead and len(compiled) > 1 else None)
     candidates = waiting
     packs, tables = [], []
     while True:
         try:
             split = bool(packs) or candidates != waiting
-            pack, frames = time_pack(len(packs), references, candidates, build_arguments, settings,
-                                     workers or Workers, label, split)
+            pack, frames = time_pack(len(packs), references, candidates, build_arguments, settings, workers, label,
+                                     split)
         except FirstDoesNotFit as failure:
             # In a later phase the variants after it still held their earlier phase's memory: alone beside the
             # references it may fit. Where it was alone, or failed in the first phase, it cannot.
