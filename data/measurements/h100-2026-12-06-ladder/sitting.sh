@@ -11,6 +11,9 @@ W=/tmp/sitting
 # The record whose quality_lean.yaml the lean stage reads: this one, or the one RECORD names (a later record that
 # runs this chain with its own settings through a sitting.sh of its own, which sets RECORD and runs this script).
 D=${RECORD:-data/measurements/h100-2026-12-06-ladder}
+# The chain's stages, in this order (a later record's sitting.sh may run fewer), and the ladder stage's limit.
+STAGES=${STAGES:-ladder lean tests}
+LADDER_SECONDS=${LADDER_SECONDS:-1750}
 # The hardware label of the card found (h200 or h100: config.yaml knows both), h200 where nvidia-smi names neither.
 LABEL=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[12]00' | tr H h)
 LABEL=${LABEL:-h200}
@@ -49,15 +52,22 @@ chain() {
   cd $W/tree
   python3 -c "import torch, triton; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), \
 triton.__version__)" > $W/out/versions.txt
-  stage ladder 1750 --configfile config/paper.yaml config/frontier.yaml --config "gpus=[$LABEL]" -- $R/comparison.json
-  collect
-  stage lean 400 --configfile config/paper.yaml config/paper-timing.yaml $D/quality_lean.yaml --config "gpus=[$LABEL]" \
-    -- $R/frontier_lean_edges/quality.json
-  collect
-  gpu_state
-  timeout -s KILL 240 python3 -m pytest -o addopts="" -p no:cacheprovider -q -rA tests/test_ndhwc_norm.py \
-    tests/test_edge_columns_recomputed.py > $W/out/gpu_tests.log 2>&1
-  echo "rc $?" >> $W/out/gpu_tests.log
+  case " $STAGES " in *" ladder "*)
+    stage ladder $LADDER_SECONDS --configfile config/paper.yaml config/frontier.yaml --config "gpus=[$LABEL]" \
+      -- $R/comparison.json
+    collect ;;
+  esac
+  case " $STAGES " in *" lean "*)
+    stage lean 400 --configfile config/paper.yaml config/paper-timing.yaml $D/quality_lean.yaml \
+      --config "gpus=[$LABEL]" -- $R/frontier_lean_edges/quality.json
+    collect ;;
+  esac
+  case " $STAGES " in *" tests "*)
+    gpu_state
+    timeout -s KILL 240 python3 -m pytest -o addopts="" -p no:cacheprovider -q -rA tests/test_ndhwc_norm.py \
+      tests/test_edge_columns_recomputed.py > $W/out/gpu_tests.log 2>&1
+    echo "rc $?" >> $W/out/gpu_tests.log ;;
+  esac
   touch $W/out/done
 }
 
