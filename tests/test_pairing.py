@@ -457,6 +457,25 @@ def test_a_change_on_the_machine_makes_only_its_groups_comparisons_not_measurabl
         assert after["tf32"] == before["tf32"]  # group 2
 
 
+def test_the_records_conditions_are_the_machines_before_the_first_group_that_ran_and_after_the_last(compared,
+                                                                                                      tmp_path):
+    """The scheduler runs the groups in any order: here the second group's job ran first (its conditions an hour
+    earlier), so the record's `before` is that group's and its `after` the first group's."""
+    _, _, files, planned, settings = compared
+    first, second = (json.loads(path.read_text()) for path, _ in files)
+    second["conditions"]["before"]["at"] = "2026-12-06T07:00:00+00:00"
+    second["conditions"]["after"]["at"] = "2026-12-06T07:05:00+00:00"
+    first["conditions"]["before"]["at"] = "2026-12-06T08:00:00+00:00"
+    first["conditions"]["after"]["at"] = "2026-12-06T08:05:00+00:00"
+    for number, record in ((1, first), (2, second)):
+        (tmp_path / f"{number}.json").write_text(json.dumps(record))
+    verdicts.merge_groups([(tmp_path / "1.json", files[0][1]), (tmp_path / "2.json", files[1][1])], planned,
+                          settings, tmp_path / "comparison.json", tmp_path / "rounds.csv")
+    conditions = json.loads((tmp_path / "comparison.json").read_text())["conditions"]
+    assert conditions["before"] == second["conditions"]["before"]
+    assert conditions["after"] == first["conditions"]["after"]
+
+
 def test_a_group_timed_for_other_variants_is_refused_in_one_line(compared, tmp_path):
     """A group's file kept from a configuration that planned other groups is not judged as this one's."""
     from jobio.errors import ExpectedError

@@ -1,13 +1,14 @@
 """The sitting's paired ratios, judged by the workflow's own code (measurement.verdicts.judge) from each group's rounds:
 the label's comparison.json needs all five groups, and the first ran out of memory. Run from the repository root:
     PYTHONPATH=workflow/scripts python3 data/measurements/h100-2026-12-06-ladder/table.py [RECORD]
-RECORD: a record folder holding ladder/comparison_groups (this one where not given); every group found there."""
+RECORD: a record folder holding ladder/comparison_groups (this one where not given); every group found there, each
+variant judged from the rounds of its pack (medddpm.comparison times a group in packs where the device holds fewer)."""
 
 import sys
 from pathlib import Path
 
 from measurement.comparison_groups import group_pairs
-from measurement.verdicts import judge, read_group
+from measurement.verdicts import judge, pack_of, read_group
 from medddpm.settings import ComparisonSettings
 
 HERE = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent) / "ladder" / "comparison_groups"
@@ -30,10 +31,13 @@ def main() -> None:
         changed = record["conditions"]["changes"]
         for phase in ("train", "sample"):
             mine = rounds[rounds["phase"] == phase]
-            medians = mine.groupby("variant")["step_ms"].median()
+            # Each variant's rounds are its pack's (a group timed in packs where the device holds fewer at once):
+            # its median and its comparisons come from them, the references' row from the first pack's.
+            packs = {variant: mine[mine["pack"] == pack_of(record, variant)] for variant in record["variants"]}
+            medians = {variant: own[own["variant"] == variant]["step_ms"].median() for variant, own in packs.items()}
             pairs = group_pairs(record["variants"], settings.references, first=False)
             pairs += [(reference, variant) for variant, reference in FOLLOWS.items() if variant in record["variants"]]
-            judged = {(r, v): judge(r, v, mine, settings, switches, changed) for r, v in pairs}
+            judged = {(r, v): judge(r, v, packs[v], settings, switches, changed) for r, v in pairs}
             for variant in record["variants"]:
                 if variant in settings.references:
                     continue

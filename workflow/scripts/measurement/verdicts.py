@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -75,6 +76,11 @@ def read_group(json_path: Path, csv_path: Path) -> tuple[dict, pd.DataFrame]:
     return record, rounds
 
 
+def _at(conditions: dict) -> datetime:
+    """When a group's conditions were taken (measurement.conditions writes ISO 8601 in UTC)."""
+    return datetime.fromisoformat(conditions["at"])
+
+
 def pack_of(record: dict, variant: str) -> int:
     """The pack of a group whose rounds decide the variant's comparisons (the first that timed it: a reference
     against another reference is decided in the first pack, which holds every reference)."""
@@ -127,7 +133,10 @@ def merge_groups(files: list[tuple[Path, Path]], expected: list[list[str]], sett
         "provenance": records[0]["provenance"],
         "variants": {name: {**switches[name], "processes": processes[name]} for name in switches},
         "settings": records[0]["settings"],
-        "conditions": {"before": records[0]["conditions"]["before"], "after": records[-1]["conditions"]["after"],
+        # The machine before the first group that ran and after the last: the scheduler runs the groups in any order
+        # (an H100 sitting ran them as 3, 5, 2, 4, 1), so group order is not time order.
+        "conditions": {"before": min((record["conditions"]["before"] for record in records), key=_at),
+                       "after": max((record["conditions"]["after"] for record in records), key=_at),
                        "changes": changes},
         # Each group's own machine and GPU: on a cluster each group's job may run on another node (the top-level
         # provenance is the first group's).
