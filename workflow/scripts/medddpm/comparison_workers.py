@@ -9,6 +9,7 @@ config/frontier.yaml with three compiled rungs took 413 and 585 s, of which its 
 therefore first runs the group's compiled variants' builds in processes of their own, all at once, and throws the
 processes away: what they leave is on disk, in inductor's caches of compiled graphs and Triton's of compiled kernels,
 and the timed processes' builds then find their graphs there (each build's record says so, medddpm.compile_cache).
+That group then took 253 s, and the whole ladder 1,101 s (data/measurements/h100-2026-12-06-ladder-ahead).
 
 Nothing timed is chosen in those processes. What a build chooses by timing, under the others' load there, stays in
 them: cuDNN's plans (one process's cache), the Triton kernels' launch configurations (those processes compile their
