@@ -48,26 +48,31 @@ collect() {  # what the tree holds so far, into $W/out (small files only)
   done
 }
 
+runs() {  # whether STAGES names this stage
+  case " $STAGES " in *" $1 "*) return 0 ;; esac
+  return 1
+}
+
 chain() {
   cd $W/tree
   python3 -c "import torch, triton; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), \
 triton.__version__)" > $W/out/versions.txt
-  case " $STAGES " in *" ladder "*)
+  if runs ladder; then
     stage ladder $LADDER_SECONDS --configfile config/paper.yaml config/frontier.yaml --config "gpus=[$LABEL]" \
       -- $R/comparison.json
-    collect ;;
-  esac
-  case " $STAGES " in *" lean "*)
+    collect
+  fi
+  if runs lean; then
     stage lean 400 --configfile config/paper.yaml config/paper-timing.yaml $D/quality_lean.yaml \
       --config "gpus=[$LABEL]" -- $R/frontier_lean_edges/quality.json
-    collect ;;
-  esac
-  case " $STAGES " in *" tests "*)
+    collect
+  fi
+  if runs tests; then
     gpu_state
     timeout -s KILL 240 python3 -m pytest -o addopts="" -p no:cacheprovider -q -rA tests/test_ndhwc_norm.py \
       tests/test_edge_columns_recomputed.py > $W/out/gpu_tests.log 2>&1
-    echo "rc $?" >> $W/out/gpu_tests.log ;;
-  esac
+    echo "rc $?" >> $W/out/gpu_tests.log
+  fi
   touch $W/out/done
 }
 

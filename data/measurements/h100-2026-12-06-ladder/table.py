@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from measurement.comparison_groups import group_pairs
-from measurement.verdicts import judge, pack_of, read_group
+from measurement.verdicts import judge_in_group, pack_of, read_group
 from medddpm.settings import ComparisonSettings
 
 HERE = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent) / "ladder" / "comparison_groups"
@@ -28,16 +28,15 @@ def main() -> None:
         settings = ComparisonSettings.from_params(record["settings"]["comparison"])
         switches = {name: {"switches": side["switches"], "switches_effective": side["switches_effective"]}
                     for name, side in record["sides"].items()}
-        changed = record["conditions"]["changes"]
         for phase in ("train", "sample"):
             mine = rounds[rounds["phase"] == phase]
-            # Each variant's rounds are its pack's (a group timed in packs where the device holds fewer at once):
-            # its median and its comparisons come from them, the references' row from the first pack's.
-            packs = {variant: mine[mine["pack"] == pack_of(record, variant)] for variant in record["variants"]}
-            medians = {variant: own[own["variant"] == variant]["step_ms"].median() for variant, own in packs.items()}
+            # Each variant's median from its pack's rounds (a group timed in packs where the device holds fewer at
+            # once), the references' from the first pack's; its comparisons from the same rounds (judge_in_group).
+            medians = {variant: mine[(mine["pack"] == pack_of(record, variant)) & (mine["variant"] == variant)]
+                       ["step_ms"].median() for variant in record["variants"]}
             pairs = group_pairs(record["variants"], settings.references, first=False)
             pairs += [(reference, variant) for variant, reference in FOLLOWS.items() if variant in record["variants"]]
-            judged = {(r, v): judge(r, v, packs[v], settings, switches, changed) for r, v in pairs}
+            judged = {(r, v): judge_in_group(r, v, record, mine, settings, switches) for r, v in pairs}
             for variant in record["variants"]:
                 if variant in settings.references:
                     continue

@@ -87,6 +87,15 @@ def pack_of(record: dict, variant: str) -> int:
     return next(index for index, pack in enumerate(record["packs"]) if variant in pack["variants"])
 
 
+def judge_in_group(reference: str, variant: str, record: dict, rounds: pd.DataFrame, settings,
+                   switches: dict[str, dict]) -> dict:
+    """One comparison of a group (`record`, `rounds`: that group's record and one phase's rounds), judged from the
+    rounds of the pack that decides it against the group's own conditions; with that pack's index."""
+    pack = pack_of(record, variant)
+    return {**judge(reference, variant, rounds[rounds["pack"] == pack], settings, switches,
+                    record["conditions"]["changes"]), "pack": pack}
+
+
 def merge_groups(files: list[tuple[Path, Path]], expected: list[list[str]], settings, out_json: Path,
                  out_rounds: Path) -> None:
     """The label's comparison.json and comparison_rounds.csv from its groups' files, in group order. `expected`: the
@@ -113,13 +122,10 @@ def merge_groups(files: list[tuple[Path, Path]], expected: list[list[str]], sett
     for phase in settings.phases:
         mine = rounds[rounds["phase"] == phase]
         groups = [{"variants": record["variants"], **record["phases"][phase]} for record in records]
-        comparisons = []
-        for number, record in enumerate(records):
-            for reference, variant in group_pairs(record["variants"], settings.references, number == 0):
-                pack = pack_of(record, variant)
-                own = mine[(mine["group"] == number) & (mine["pack"] == pack)]
-                comparisons.append({**judge(reference, variant, own, settings, switches,
-                                            record["conditions"]["changes"]), "group": number, "pack": pack})
+        comparisons = [{**judge_in_group(reference, variant, record, mine[mine["group"] == number], settings,
+                                         switches), "group": number}
+                       for number, record in enumerate(records)
+                       for reference, variant in group_pairs(record["variants"], settings.references, number == 0)]
         phases[phase] = {
             "unit": records[0]["phases"][phase]["unit"], "groups": groups, "comparisons": comparisons,
             **combined_phase(groups),

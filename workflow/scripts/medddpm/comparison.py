@@ -246,14 +246,14 @@ def time_pack(index: int, references: list[str], candidates: list[str], build_ar
                             f"references' processes ({', '.join(other for other in references if other != name)}): "
                             f"{error.line}; fix: fewer references (comparison.references) or a device with more "
                             "memory") from None
-                    if not [other for other in names[:names.index(name)] if other not in references]:
+                    kept, left = names[:names.index(name)], names[names.index(name):]
+                    if not [other for other in kept if other not in references]:
                         raise FirstDoesNotFit(name, error.line, phase != settings.phases[0]) from None
-                    left = names[names.index(name):]
                     print(f"comparison: {name} ran out of the device's memory building its {phase} side beside "
-                          f"{', '.join(names[:names.index(name)])} ({error.line}); {' and '.join(left)} go to the "
-                          "next pack", file=sys.stderr)
+                          f"{', '.join(kept)} ({error.line}); {' and '.join(left)} go to the next pack",
+                          file=sys.stderr)
                     pool.stop(left)
-                    names = names[:names.index(name)]
+                    names = kept
                     tables = [table[table["variant"].isin(names)].copy() for table in tables]  # an earlier phase's
                     break
                 processes[name] = built["process"]
